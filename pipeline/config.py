@@ -1,0 +1,171 @@
+"""Run configuration: one frozen, serialisable spec for a whole run (YAML → pydantic)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from pipeline.errors import UserError
+
+METRICS = ("FC", "SS", "COH", "CON")
+Metric = Literal["FC", "SS", "COH", "CON"]
+DEFAULT_WEIGHTS = {"FC": 0.4, "SS": 0.3, "COH": 0.15, "CON": 0.15}
+STAGES = ("retrieve", "generate", "judge", "lexical", "medcode", "safety", "sanity")
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ModelConfig(_Frozen):
+    """One model, addressed as ``provider/name`` (Inspect AI style), with its backend options."""
+
+    id: str
+    base_url: str | None = None
+    api_key_env: str | None = None
+    path: str | None = Field(None, description="GGUF file for llamacpp/<name> when not embedded")
+    chat_format: str | None = None
+    n_ctx: int = 4096
+    max_tokens: int = 256
+    temperature: float = 0.0
+    timeout: float = 120.0
+    max_retries: int = 6
+    concurrency: int | None = Field(None, description="overrides the run's concurrency")
+    tensor_parallel_size: int = 1
+    distributed_executor_backend: Literal["ray", "mp"] | None = None
+    engine_args: dict = Field(default_factory=dict, description="extra vllm.LLM arguments")
+
+    @field_validator("id")
+    @classmethod
+    def _has_provider(cls, v: str) -> str:
+        provider, _, name = v.partition("/")
+        if not provider or not name:
+            raise ValueError(f"model id {v!r} must look like provider/name, e.g. llamacpp/smollm2-135m-instruct")
+        return v
+
+    @property
+    def provider(self) -> str:
+        return self.id.split("/", 1)[0]
+
+    @property
+    def name(self) -> str:
+        return self.id.split("/", 1)[1]
+
+
+class RetrievalConfig(_Frozen):
+    top_k_raw: int = Field(3, ge=0, le=50)
+    top_k_updates: int = Field(2, ge=0, le=50)
+    hybrid: bool = True
+
+
+class JudgeConfig(ModelConfig):
+    """The LLM judge: any model id, the metrics it scores, and self-consistency sampling."""
+
+    metrics: tuple[Metric, ...] = METRICS
+    samples: int = Field(1, ge=1, le=20)
+    max_tokens: int = 200
+
+
+class MedcodeConfig(_Frozen):
+    critic: str | ModelConfig = "llamacpp/smollm2-135m-instruct"
+    classifier: str = Field(
+        "logprobs",
+        description="'logprobs' (zero-shot from label-token log-probabilities) or a path to a "
+        "fine-tuned transformers sequence-classification checkpoint",
+    )
+
+    @property
+    def critic_id(self) -> str:
+        return self.critic if isinstance(self.critic, str) else self.critic.id
+
+
+class RunConfig(_Frozen):
+    """The whole run: dataset, retrieval, models, judge, weights, Med-CoDE, concurrency."""
+
+    name: str
+    dataset: str
+    db: str = "data/results.duckdb"
+    retrieval: RetrievalConfig = RetrievalConfig()
+    models: tuple[ModelConfig, ...]
+    judge: JudgeConfig | None = None
+    weights: dict[Metric, float] = Field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
+    medcode: MedcodeConfig | None = None
+    concurrency: int = Field(8, ge=1, le=1024)
+    limit: int | None = Field(None, ge=1, description="evaluate only the first N queries")
+    languages: tuple[str, ...] | None = Field(None, description="evaluate only these languages")
+
+    @field_validator("models", mode="before")
+    @classmethod
+    def _ids_or_dicts(cls, v):
+        return [{"id": m} if isinstance(m, str) else m for m in (v or [])]
+
+    @field_validator("judge", mode="before")
+    @classmethod
+    def _judge_id(cls, v):
+        return {"id": v} if isinstance(v, str) else v
+
+    @model_validator(mode="after")
+    def _check(self) -> RunConfig:
+        ids = [m.id for m in self.models]
+        dupes = sorted({i for i in ids if ids.count(i) > 1})
+        if dupes:
+            raise ValueError(f"model ids listed twice: {', '.join(dupes)}")
+        if self.weights:
+            unknown = set(self.weights) - set(METRICS)
+            if unknown:
+                raise ValueError(f"weights for unknown metrics: {sorted(unknown)}")
+            if any(w < 0 for w in self.weights.values()) or sum(self.weights.values()) <= 0:
+                raise ValueError("weights must be non-negative and not all zero")
+        return self
+
+    def model_config_for(self, model_id: str) -> ModelConfig:
+        """Options for a model id: its entry in ``models`` (or the judge/critic entry), else defaults."""
+        for m in self.models:
+            if m.id == model_id:
+                return m
+        if self.judge is not None and self.judge.id == model_id:
+            return ModelConfig(**self.judge.model_dump(exclude={"metrics", "samples"}))
+        if self.medcode is not None and isinstance(self.medcode.critic, ModelConfig):
+            if self.medcode.critic.id == model_id:
+                return self.medcode.critic
+        return ModelConfig(id=model_id)
+
+    def concurrency_for(self, model: ModelConfig) -> int:
+        return model.concurrency or self.concurrency
+
+    def to_json(self) -> str:
+        return self.model_dump_json()
+
+    def config_hash(self) -> str:
+        return hashlib.sha256(json.dumps(self.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()[:16]
+
+
+def load_config(path: str | Path, **overrides) -> RunConfig:
+    """Read a YAML run configuration; ``overrides`` (e.g. db=..., limit=...) replace top-level keys.
+
+    Raises UserError naming the file and the offending field.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"{path}: config file not found")
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f":{mark.line + 1}" if mark else ""
+        raise UserError(f"{path}{where}: not valid YAML ({getattr(exc, 'problem', exc)})") from None
+    if not isinstance(raw, dict):
+        raise UserError(f"{path}: expected a mapping of settings at the top level")
+    raw.update({k: v for k, v in overrides.items() if v is not None})
+    try:
+        return RunConfig.model_validate(raw)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        more = f" (+{len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
+        raise UserError(f"{path}: field {field}: {err['msg']}{more}") from None

@@ -1,0 +1,51 @@
+"""Backends addressed as ``provider/name``, found in a registry and imported lazily.
+
+Each backend module exposes ``create(config) -> Backend`` and ``unavailable(config) -> str | None``
+(why it cannot run here: a missing API key, package or GPU). Heavy packages (llama_cpp, openai,
+vllm) are imported inside the module's factory, so a missing optional package breaks only its
+own backend.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from pipeline.config import ModelConfig
+from pipeline.errors import UserError
+from pipeline.models.base import Backend, ChatRequest, Completion, GenerateParams, Model, UsageStats
+
+PROVIDERS: dict[str, str] = {
+    "llamacpp": "pipeline.models.llamacpp",
+    "openai": "pipeline.models.openai_compatible",
+    "openai-compatible": "pipeline.models.openai_compatible",
+    "vllm": "pipeline.models.vllm_offline",
+    "extractive": "pipeline.models.extractive",
+}
+
+__all__ = [
+    "Backend", "ChatRequest", "Completion", "GenerateParams", "Model", "UsageStats",
+    "PROVIDERS", "create_backend", "unavailable_reason",
+]
+
+
+def _module(config: ModelConfig):
+    try:
+        name = PROVIDERS[config.provider]
+    except KeyError:
+        raise UserError(
+            f"model {config.id}: unknown provider {config.provider!r}; use one of {', '.join(PROVIDERS)}"
+        ) from None
+    return importlib.import_module(name)
+
+
+def unavailable_reason(config: ModelConfig) -> str | None:
+    """Why this model cannot run on this machine now (``None`` when it can)."""
+    return _module(config).unavailable(config)
+
+
+def create_backend(config: ModelConfig) -> Backend:
+    """The backend for ``config.id``; raises UserError when it cannot be created here."""
+    reason = unavailable_reason(config)
+    if reason:
+        raise UserError(f"model {config.id}: {reason}")
+    return _module(config).create(config)

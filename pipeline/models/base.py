@@ -1,0 +1,266 @@
+"""One small interface for every backend, and one thick wrapper around it.
+
+A backend (``Backend``) only turns one chat request into one completion and says which of its
+errors are transient. ``Model`` wraps any backend and owns what they share: the content-addressed
+cache, bounded concurrency, retries with jittered exponential back-off that honour
+``Retry-After``, and usage accounting (Inspect AI's thin-provider / thick-wrapper split).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    retry_if_exception,
+    stop_after_attempt,
+    wait_random_exponential,
+)
+
+from pipeline.config import ModelConfig
+
+Message = dict[str, str]
+
+
+@dataclass(frozen=True)
+class GenerateParams:
+    """Sampling parameters: everything here changes the output, so all of it is in the cache key."""
+
+    max_tokens: int = 256
+    temperature: float = 0.0
+    top_p: float = 1.0
+    seed: int = 0
+    json_schema: dict | None = None  # constrained decoding where the backend has it
+    top_logprobs: int = 0  # > 0: return the first generated token's top alternatives
+    sample: int = 0  # self-consistency sample index (keeps n samples apart in the cache)
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    messages: tuple[Message, ...]
+    params: GenerateParams = GenerateParams()
+    # Structured inputs for non-LLM backends (extractive). Not part of the cache key: it is
+    # derived from the same data as the messages.
+    context: dict | None = field(default=None, compare=False, hash=False)
+
+
+@dataclass
+class Completion:
+    text: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+    top_logprobs: dict[str, float] | None = None  # first generated token: token -> logprob
+    cached: bool = False
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+class Backend(ABC):
+    """A thin backend: one request in, one completion out."""
+
+    #: upper bound on parallel requests regardless of config (1 for in-process llama.cpp)
+    max_concurrency: int | None = None
+
+    def __init__(self, config: ModelConfig):
+        self.config = config
+
+    @property
+    def model_id(self) -> str:
+        return self.config.id
+
+    @abstractmethod
+    async def complete(self, request: ChatRequest) -> Completion:
+        """Return one completion; raise on failure (the wrapper decides whether to retry)."""
+
+    async def complete_batch(self, requests: list[ChatRequest]) -> list[Completion] | None:
+        """Optional batched path (vLLM's offline engine). ``None`` means: not supported."""
+        return None
+
+    def stream(self, request: ChatRequest) -> Iterator[str]:
+        """Yield the response text in pieces as it is generated (default: all at once)."""
+        yield asyncio.run(self.complete(request)).text
+
+    def is_retryable(self, exc: BaseException) -> bool:
+        """Transient errors (rate limits, 5xx, timeouts, dropped connections) are retried."""
+        return False
+
+    def retry_after(self, exc: BaseException) -> float | None:
+        """Seconds the server asked us to wait before retrying, if it said."""
+        return None
+
+    def cache_identity(self) -> dict[str, Any]:
+        """What, besides the request, changes the output: model id and endpoint, weights file."""
+        return {"model": self.config.id, "base_url": self.config.base_url}
+
+    def provenance(self) -> dict[str, Any]:
+        """Recorded with the run: weights file and hash, endpoint, engine settings."""
+        return {"base_url": self.config.base_url} if self.config.base_url else {}
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release resources (clients, engines)."""
+
+
+def cache_key(identity: dict[str, Any], request: ChatRequest) -> str:
+    """Content address of a call: model identity, messages and sampling parameters only."""
+    payload = {
+        "identity": identity,
+        "messages": list(request.messages),
+        "params": request.params.__dict__,
+    }
+    blob = json.dumps(payload, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+class _WaitRetryAfter:
+    """tenacity wait: the server's Retry-After when given, else jittered exponential back-off."""
+
+    def __init__(self, backend: Backend, fallback, cap_s: float = 60.0):
+        self.backend, self.fallback, self.cap_s = backend, fallback, cap_s
+
+    def __call__(self, state: RetryCallState) -> float:
+        exc = state.outcome.exception() if state.outcome else None
+        after = self.backend.retry_after(exc) if exc is not None else None
+        if after is not None:
+            return min(self.cap_s, max(0.0, after))
+        return self.fallback(state)
+
+
+@dataclass
+class UsageStats:
+    backend_calls: int = 0
+    cache_hits: int = 0
+    retries: int = 0
+    errors: int = 0
+
+    def add(self, other: UsageStats) -> None:
+        for k in self.__dict__:
+            setattr(self, k, getattr(self, k) + getattr(other, k))
+
+
+class Model:
+    """A backend with cache, bounded concurrency, retries and accounting.
+
+    ``cache`` is anything with ``cache_get(keys) -> {key: row}`` (the Store). New cache rows are
+    kept in memory until the caller takes them with :meth:`take_cache_rows` and writes them in
+    the same transaction as the results they produced, so a crash never leaves one without the
+    other.
+    """
+
+    def __init__(self, backend: Backend, *, cache=None, concurrency: int = 8,
+                 max_retries: int | None = None, backoff_max_s: float = 30.0):
+        self.backend = backend
+        self.cache = cache
+        limit = concurrency if backend.max_concurrency is None else min(concurrency, backend.max_concurrency)
+        self.concurrency = max(1, limit)
+        self._semaphore = asyncio.Semaphore(self.concurrency)
+        self.max_retries = backend.config.max_retries if max_retries is None else max_retries
+        self.backoff_max_s = backoff_max_s
+        self.stats = UsageStats()
+        self._cache_rows: list[dict[str, Any]] = []
+        self._identity = backend.cache_identity()
+
+    @property
+    def id(self) -> str:
+        return self.backend.model_id
+
+    def key(self, request: ChatRequest) -> str:
+        return cache_key(self._identity, request)
+
+    async def generate(self, request: ChatRequest) -> Completion:
+        """One request through cache → semaphore → retries → backend."""
+        return (await self.generate_many([request]))[0]
+
+    async def generate_many(self, requests: list[ChatRequest]) -> list[Completion]:
+        """Many requests: one cache lookup for all, then the misses run concurrently (bounded)."""
+        keys = [self.key(r) for r in requests]
+        hits = self.cache.cache_get(sorted(set(keys))) if self.cache is not None else {}
+        results: list[Completion | None] = [None] * len(requests)
+        misses: list[int] = []
+        for i, k in enumerate(keys):
+            if k in hits:
+                row = hits[k]
+                results[i] = Completion(
+                    text=row["text"], prompt_tokens=row["prompt_tokens"] or 0,
+                    completion_tokens=row["completion_tokens"] or 0, latency_s=0.0,
+                    top_logprobs=row["top_logprobs"], cached=True,
+                )
+                self.stats.cache_hits += 1
+            else:
+                misses.append(i)
+        if misses:
+            batch = await self.backend.complete_batch([requests[i] for i in misses])
+            if batch is not None:
+                self.stats.backend_calls += len(misses)
+                fresh = batch
+            else:
+                fresh = await asyncio.gather(*(self._call_with_retries(requests[i]) for i in misses))
+            for i, completion in zip(misses, fresh):
+                results[i] = completion
+                if completion.ok:
+                    self._remember(keys[i], requests[i], completion)
+                else:
+                    self.stats.errors += 1
+        return results  # type: ignore[return-value]
+
+    async def _call_with_retries(self, request: ChatRequest) -> Completion:
+        retrying = AsyncRetrying(
+            retry=retry_if_exception(self.backend.is_retryable),
+            stop=stop_after_attempt(self.max_retries + 1),
+            wait=_WaitRetryAfter(self.backend, wait_random_exponential(multiplier=0.5, max=self.backoff_max_s)),
+            reraise=True,
+        )
+        try:
+            async for attempt in retrying:
+                with attempt:
+                    if attempt.retry_state.attempt_number > 1:
+                        self.stats.retries += 1
+                    async with self._semaphore:
+                        self.stats.backend_calls += 1
+                        start = time.perf_counter()
+                        completion = await self.backend.complete(request)
+                        if not completion.latency_s:
+                            completion.latency_s = time.perf_counter() - start
+                        return completion
+        except Exception as exc:  # recorded on the item, never lost
+            return Completion(text="", error=f"{type(exc).__name__}: {exc}"[:2000])
+        raise AssertionError("unreachable")
+
+    def _remember(self, key: str, request: ChatRequest, completion: Completion) -> None:
+        from pipeline.store import now
+
+        self._cache_rows.append({
+            "key": key, "model_id": self.id,
+            "request": json.dumps({"messages": list(request.messages), "params": request.params.__dict__},
+                                  ensure_ascii=False, default=str),
+            "text": completion.text,
+            "top_logprobs": json.dumps(completion.top_logprobs) if completion.top_logprobs else None,
+            "prompt_tokens": completion.prompt_tokens, "completion_tokens": completion.completion_tokens,
+            "latency_s": completion.latency_s, "created_at": now(),
+        })
+
+    def take_cache_rows(self) -> list[dict[str, Any]]:
+        """New cache rows since the last call, to be written with the results they produced."""
+        rows, self._cache_rows = self._cache_rows, []
+        return rows
+
+    def stream(self, request: ChatRequest) -> Iterator[str]:
+        """Stream a response live (playground); streamed calls are not cached."""
+        return self.backend.stream(request)
+
+    def with_params(self, request: ChatRequest, **changes: Any) -> ChatRequest:
+        return replace(request, params=replace(request.params, **changes))
+
+    def close(self) -> None:
+        self.backend.close()
