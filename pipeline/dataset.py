@@ -356,11 +356,18 @@ def _read_csv(path: Path, data: bytes, issues: list[Issue]) -> list[Record]:
     """Rows of a CSV file as dicts of strings; rows are numbered with the header as line 1."""
     text = "\n".join(_decode_lines(path, data, issues)[0])
     reader = csv.reader(io.StringIO(text, newline=""), strict=True)
-    try:
-        rows = [row for row in reader if row]
-    except csv.Error as exc:
-        issues.append(Issue(str(path), reader.line_num, None, f"unreadable CSV ({exc}); check the quoting"))
-        return []
+    rows: list[list[str]] = []
+    while True:
+        start = reader.line_num + 1
+        try:
+            row = next(reader)
+        except StopIteration:
+            break
+        except csv.Error as exc:
+            issues.append(Issue(str(path), start, None, f"unreadable CSV ({exc}); check the quoting"))
+            return []
+        if row:
+            rows.append(row)
     if not rows:
         return []
     header = [h.strip() for h in rows[0]]
@@ -602,8 +609,10 @@ def _dataset_files(path: Path, issues: list[Issue]) -> tuple[Path | None, Path |
     if path.stem == "kb":
         issues.append(Issue(str(path), None, None, "this is a kb file; pass the dataset folder instead"))
         return None, None, path.parent.name
-    name = path.parent.resolve().name if path.stem == "queries" else path.stem
-    return path, None, name
+    if path.stem == "queries":  # data/x/queries.jsonl means the dataset data/x (with its kb, if any)
+        kb = _find_file(path.parent, "kb", issues, required=False)
+        return path, kb, path.parent.resolve().name
+    return path, None, path.stem
 
 
 def validate(path: str | Path) -> tuple[Dataset | None, list[Issue]]:
