@@ -80,8 +80,9 @@ def import_human_labels(
 @medcode_app.command("train-classifier")
 def train_classifier(
     csv: Annotated[Path, typer.Argument(help="CSV with critique,label (None/Low/Moderate/High)")],
-    output: Annotated[Path, typer.Option("--output", "-o", help="checkpoint folder")] = Path("models/medcode-classifier"),
-    base_model: Annotated[str, typer.Option(help="transformers model path or 'tiny' (random, for tests)")] = "bert-base-uncased",
+    output: Annotated[Path, typer.Option("--output", "-o", help="checkpoint folder")] = Path("models/medcode-clf"),
+    base_model: Annotated[str, typer.Option(help="'minilm' (bundled BERT-style encoder), 'tiny' (random "
+                                                  "config, for tests) or a local transformers path")] = "minilm",
     epochs: Annotated[int, typer.Option()] = 25,
     learning_rate: Annotated[float, typer.Option()] = 1e-3,
     batch_size: Annotated[int, typer.Option()] = 16,

@@ -97,6 +97,7 @@ class RunConfig(_Frozen):
     medcode: MedcodeConfig | None = None
     concurrency: int = Field(8, ge=1, le=1024)
     limit: int | None = Field(None, ge=1, description="evaluate only the first N queries")
+    per_language: int | None = Field(None, ge=1, description="evaluate only the first N queries of each language")
     languages: tuple[str, ...] | None = Field(None, description="evaluate only these languages")
 
     @field_validator("models", mode="before")

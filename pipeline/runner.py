@@ -1,0 +1,442 @@
+"""The run: one config drives every stage into DuckDB, resumably.
+
+Stages (``--stages``): retrieve → generate → judge → lexical → medcode → safety → sanity. Each
+stage skips the items it already finished (its key exists with the same inputs), sends the rest
+through the model wrapper (cache, concurrency, retries) and saves results as they complete, in
+small transactions together with their cache rows; so kill -9 loses at most the last second of
+work and a rerun continues where it stopped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import json
+import subprocess
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+from pipeline.config import STAGES, ModelConfig, RunConfig, load_config
+from pipeline.dataset import Dataset, Query, load_dataset
+from pipeline.errors import UserError
+from pipeline.models import Completion, Model, UsageStats, create_backend, unavailable_reason
+from pipeline.models.base import ChatRequest, GenerateParams
+from pipeline.store import Store, now
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+FLUSH_EVERY_S = 1.0
+FLUSH_EVERY_ROWS = 500
+
+Rows = dict[str, list[dict[str, Any]]]
+
+
+def code_revision() -> str:
+    """The git commit of this code, with ``-dirty`` when the working tree has changes."""
+    try:
+        rev = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=REPO_ROOT, capture_output=True,
+                             text=True, timeout=5, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO_ROOT,
+                               capture_output=True, text=True, timeout=5).stdout.strip()
+        return rev + ("-dirty" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def select_queries(dataset: Dataset, config: RunConfig) -> list[Query]:
+    """The queries a run evaluates: optional language filter, per-language cap, then overall limit."""
+    queries = [q for q in dataset.queries if not config.languages or q.language in config.languages]
+    if config.per_language:
+        seen: dict[str, int] = {}
+        kept = []
+        for q in queries:
+            seen[q.language] = seen.get(q.language, 0) + 1
+            if seen[q.language] <= config.per_language:
+                kept.append(q)
+        queries = kept
+    return queries[: config.limit] if config.limit else queries
+
+
+@dataclass
+class StageRecord:
+    """What one stage did for one model: shown in the summary table and stored with the run."""
+
+    stage: str
+    model_id: str
+    items: int = 0
+    skipped: int = 0
+    errors: int = 0
+    usage: UsageStats = field(default_factory=UsageStats)
+    wall_s: float = 0.0
+
+
+class RunContext:
+    """What a stage needs: config, store, dataset, the selected queries, models and progress."""
+
+    def __init__(self, config: RunConfig, store: Store, dataset: Dataset, queries: list[Query], run_id: str,
+                 generator_models: list[ModelConfig], progress: Progress, console: Console):
+        self.config = config
+        self.store = store
+        self.dataset = dataset
+        self.queries = queries
+        self.run_id = run_id
+        self.generator_models = generator_models
+        self.progress = progress
+        self.console = console
+        self.records: list[StageRecord] = []
+        self._models: dict[str, Model] = {}
+
+    @property
+    def dataset_name(self) -> str:
+        return self.dataset.name
+
+    def model(self, model_id: str | ModelConfig) -> Model:
+        """The shared ``Model`` (backend + cache + limits) for an id; created once per run."""
+        config = model_id if isinstance(model_id, ModelConfig) else self.config.model_config_for(model_id)
+        if config.id not in self._models:
+            backend = create_backend(config)
+            self._models[config.id] = Model(backend, cache=self.store, concurrency=self.config.concurrency_for(config))
+        return self._models[config.id]
+
+    def models_in_use(self) -> dict[str, Model]:
+        return dict(self._models)
+
+    def write(self, rows: Rows) -> None:
+        """Save rows of several tables in one transaction (non-LLM stages)."""
+        self.store.write_batch(rows)
+
+    async def drive(self, stage: str, model: Model, requests: Sequence[ChatRequest],
+                    to_rows: Callable[[int, Completion], Rows], *, label: str | None = None,
+                    skipped: int = 0) -> list[Completion]:
+        """Run ``requests`` through ``model`` and save ``to_rows(i, completion)`` as they finish.
+
+        Results are flushed with their cache rows every second (or every 500 rows) and at the end.
+        """
+        record = StageRecord(stage, model.id, items=len(requests), skipped=skipped)
+        before = UsageStats(**model.stats.__dict__)
+        task = self.progress.add_task(label or f"{stage} {model.id}", total=len(requests))
+        pending: Rows = {}
+        pending_rows = 0
+        lock = asyncio.Lock()
+        started = time.perf_counter()
+
+        async def flush() -> None:
+            nonlocal pending, pending_rows
+            async with lock:
+                batch, pending, pending_rows = pending, {}, 0
+                batch["llm_cache"] = batch.get("llm_cache", []) + model.take_cache_rows()
+                await asyncio.to_thread(self.store.write_batch, batch)
+
+        def on_result(i: int, completion: Completion) -> None:
+            nonlocal pending_rows
+            for table, rows in to_rows(i, completion).items():
+                pending.setdefault(table, []).extend(rows)
+                pending_rows += len(rows)
+            if not completion.ok:
+                record.errors += 1
+            self.progress.advance(task)
+
+        async def flusher() -> None:
+            while True:
+                await asyncio.sleep(FLUSH_EVERY_S)
+                if pending_rows:
+                    await flush()
+
+        async def flush_when_full() -> None:
+            while True:
+                await asyncio.sleep(0.05)
+                if pending_rows >= FLUSH_EVERY_ROWS:
+                    await flush()
+
+        background = [asyncio.create_task(flusher()), asyncio.create_task(flush_when_full())]
+        try:
+            results = await model.generate_many(list(requests), on_result=on_result)
+        finally:
+            for t in background:
+                t.cancel()
+            await asyncio.gather(*background, return_exceptions=True)
+            await flush()
+            record.wall_s = time.perf_counter() - started
+            after = model.stats
+            record.usage = UsageStats(**{k: getattr(after, k) - getattr(before, k) for k in after.__dict__})
+            self.records.append(record)
+            self.progress.update(task, completed=len(requests))
+        return results
+
+    def note(self, stage: str, model_id: str, items: int, skipped: int = 0, errors: int = 0,
+             wall_s: float = 0.0) -> None:
+        """Record a non-LLM stage's work for the summary."""
+        self.records.append(StageRecord(stage, model_id, items=items, skipped=skipped, errors=errors, wall_s=wall_s))
+
+
+# -- stages implemented here: retrieve and generate --------------------------------------------
+async def stage_retrieve(ctx: RunContext) -> None:
+    """Retrieve once per query and store the chunk ids (closed-book datasets skip this)."""
+    if ctx.dataset.closed_book:
+        return
+    from pipeline.retrieval import KBIndex, index_dir_for
+
+    settings = ctx.config.retrieval.model_dump_json()
+    done = {r[0] for r in ctx.store.fetch(
+        "SELECT query_id FROM retrievals WHERE dataset = ? AND settings = ?", [ctx.dataset_name, settings])}
+    todo = [q for q in ctx.queries if q.query_id not in done]
+    started = time.perf_counter()
+    if todo:
+        task = ctx.progress.add_task("retrieve (LanceDB hybrid)", total=len(todo))
+        index = await asyncio.to_thread(KBIndex, index_dir_for(ctx.store.path), ctx.dataset)
+        rows = []
+        for q in todo:
+            r = await asyncio.to_thread(index.retrieve, q, ctx.config.retrieval)
+            rows.append({"dataset": ctx.dataset_name, "query_id": q.query_id, "search_text": r.search_text,
+                         "raw_ids": list(r.raw_ids), "update_ids": list(r.update_ids), "recall": r.recall,
+                         "settings": settings, "created_at": now()})
+            ctx.progress.advance(task)
+        ctx.write({"retrievals": rows})
+    ctx.note("retrieve", "lancedb", items=len(todo), skipped=len(ctx.queries) - len(todo),
+             wall_s=time.perf_counter() - started)
+
+
+def retrieved_chunks(ctx: RunContext) -> dict[str, tuple[list, list]]:
+    """query_id → (raw chunks, update chunks) as stored by the retrieve stage."""
+    if ctx.dataset.closed_book:
+        return {q.query_id: ([], []) for q in ctx.queries}
+    rows = ctx.store.fetch("SELECT query_id, raw_ids, update_ids FROM retrievals WHERE dataset = ?",
+                           [ctx.dataset_name])
+    by_id = {qid: (raw, upd) for qid, raw, upd in rows}
+    out = {}
+    for q in ctx.queries:
+        if q.query_id not in by_id:
+            raise UserError(f"query {q.query_id} has no stored retrieval; run the 'retrieve' stage first")
+        raw, upd = by_id[q.query_id]
+        out[q.query_id] = ([ctx.dataset.chunk(c) for c in raw], [ctx.dataset.chunk(c) for c in upd])
+    return out
+
+
+async def stage_generate(ctx: RunContext) -> None:
+    """Every selected model answers every selected query from the same stored chunks."""
+    from pipeline.generate import build_request, prompt_hash
+
+    chunks = retrieved_chunks(ctx)
+    done = {(q, m): h for q, m, h in ctx.store.fetch(
+        "SELECT query_id, model_id, prompt_hash FROM responses WHERE dataset = ? AND error IS NULL",
+        [ctx.dataset_name])}
+
+    async def for_model(mc: ModelConfig) -> None:
+        params = GenerateParams(max_tokens=mc.max_tokens, temperature=mc.temperature)
+        todo: list[tuple[Query, ChatRequest, str]] = []
+        for q in ctx.queries:
+            raw, updates = chunks[q.query_id]
+            request = build_request(q, raw, updates, params)
+            phash = prompt_hash(request.messages)
+            if done.get((q.query_id, mc.id)) != phash:
+                todo.append((q, request, phash))
+        model = ctx.model(mc)
+
+        def to_rows(i: int, c: Completion) -> Rows:
+            q, _, phash = todo[i]
+            return {"responses": [{
+                "dataset": ctx.dataset_name, "query_id": q.query_id, "model_id": mc.id, "run_id": ctx.run_id,
+                "prompt_hash": phash, "text": c.text if c.ok else None, "error": c.error,
+                "latency_s": c.latency_s, "prompt_tokens": c.prompt_tokens,
+                "completion_tokens": c.completion_tokens, "cached": c.cached, "created_at": now(),
+            }]}
+
+        await ctx.drive("generate", model, [t[1] for t in todo], to_rows, label=f"generate {mc.id}",
+                        skipped=len(ctx.queries) - len(todo))
+
+    await asyncio.gather(*(for_model(m) for m in ctx.generator_models))
+
+
+# Scoring stages live in their own modules: (module, function).
+STAGE_FUNCTIONS: dict[str, tuple[str, str]] = {
+    "retrieve": ("pipeline.runner", "stage_retrieve"),
+    "generate": ("pipeline.runner", "stage_generate"),
+    "judge": ("pipeline.judge", "stage_judge"),
+    "lexical": ("pipeline.lexical", "stage_lexical"),
+    "medcode": ("pipeline.medcode", "stage_medcode"),
+    "safety": ("pipeline.safety", "stage_safety"),
+    "sanity": ("pipeline.reliability", "stage_sanity"),
+}
+
+
+def stage_function(stage: str) -> Callable[[RunContext], Awaitable[None]]:
+    module, name = STAGE_FUNCTIONS[stage]
+    return getattr(importlib.import_module(module), name)
+
+
+def parse_stages(stages: str | None, config: RunConfig) -> list[str]:
+    """Stages to run, in flow order. By default all whose section (judge, medcode) is configured."""
+    needs = {"judge": config.judge, "sanity": config.judge, "medcode": config.medcode}
+    if not stages:
+        return [s for s in STAGES if needs.get(s, True) is not None]
+    wanted = {s.strip() for s in stages.split(",") if s.strip()}
+    for stage in sorted(wanted):
+        if stage not in STAGES:
+            raise UserError(f"--stages: unknown stage {stage!r}; choose from {', '.join(STAGES)}")
+        if needs.get(stage, True) is None:
+            section = "medcode" if stage == "medcode" else "judge"
+            raise UserError(f"--stages {stage}: the config has no `{section}:` section")
+    return [s for s in STAGES if s in wanted]
+
+
+def _roles(config: RunConfig, stages: list[str]) -> list[tuple[str, ModelConfig]]:
+    roles = [("generator", m) for m in config.models] if "generate" in stages else []
+    if config.judge is not None and ({"judge", "sanity"} & set(stages)):
+        roles.append(("judge", config.model_config_for(config.judge.id)))
+    if config.medcode is not None and "medcode" in stages:
+        roles.append(("critic", config.model_config_for(config.medcode.critic_id)))
+    return roles
+
+
+def print_dry_run(config: RunConfig, dataset: Dataset, queries: list[Query], stages: list[str],
+                  console: Console) -> int:
+    """List what would run and what is missing (keys, vLLM, GPUs), calling nothing."""
+    table = Table(title=f"dry run: {config.name} on {dataset.name} ({len(queries)} queries)")
+    for col in ("role", "model", "provider", "status"):
+        table.add_column(col)
+    for role, mc in _roles(config, stages):
+        reason = unavailable_reason(mc)
+        table.add_row(role, mc.id, mc.provider, f"[red]missing: {reason}[/]" if reason else "[green]ready[/]")
+    console.print(table)
+    n_models = len(config.models)
+    calls = {"generate": len(queries) * n_models}
+    if config.judge and "judge" in stages:
+        calls["judge"] = len(queries) * n_models * len(config.judge.metrics) * config.judge.samples
+    if config.medcode and "medcode" in stages:
+        calls["medcode"] = len(queries) * n_models * 2
+    console.print(f"stages: {', '.join(stages)}; at most {sum(calls.values())} LLM calls "
+                  f"({', '.join(f'{k} {v}' for k, v in calls.items())}); cached calls are not repeated")
+    return 0
+
+
+async def _run_stages(ctx: RunContext, stages: list[str]) -> None:
+    for stage in stages:
+        await stage_function(stage)(ctx)
+
+
+def summary_table(records: list[StageRecord], title: str) -> Table:
+    table = Table(title=title)
+    for col in ("stage", "model", "items", "done before", "errors", "cached", "calls", "retries", "secs"):
+        table.add_column(col, justify="left" if col in ("stage", "model") else "right")
+    for r in records:
+        table.add_row(r.stage, r.model_id, str(r.items), str(r.skipped), str(r.errors), str(r.usage.cache_hits),
+                      str(r.usage.backend_calls), str(r.usage.retries), f"{r.wall_s:.1f}")
+    return table
+
+
+def run(config: RunConfig, *, models: list[str] | None = None, stages: str | None = None,
+        console: Console | None = None) -> str:
+    """Run an evaluation and return its run id. Raises UserError on bad input or setup."""
+    console = console or Console(stderr=True)
+    dataset = load_dataset(config.dataset)
+    queries = select_queries(dataset, config)
+    if not queries:
+        raise UserError(f"{config.dataset}: no queries selected (check languages/limit in the config)")
+    wanted_stages = parse_stages(stages, config)
+    generator_models = list(config.models)
+    if models:
+        known = {m.id for m in config.models}
+        unknown = [m for m in models if m not in known]
+        if unknown:
+            raise UserError(f"--models: {unknown[0]} is not in the config's models ({', '.join(sorted(known))})")
+        generator_models = [m for m in config.models if m.id in models]
+    runnable = []
+    for mc in generator_models:
+        reason = unavailable_reason(mc)
+        if reason:
+            console.print(f"[yellow]warning:[/] skipping {mc.id}: {reason}")
+        else:
+            runnable.append(mc)
+    for role, mc in _roles(config, wanted_stages):
+        if role != "generator" and (reason := unavailable_reason(mc)):
+            raise UserError(f"{role} {mc.id}: {reason}")
+    if "generate" in wanted_stages and not runnable:
+        raise UserError("no model in the config can run here (see the warnings above)")
+
+    store = Store(config.db)
+    run_id = store.start_run(name=config.name, kind="pipeline", dataset=dataset.name, config_json=config.to_json(),
+                             config_hash=config.config_hash(), code_revision=code_revision(), model_files={})
+    save_dataset(store, dataset)
+    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                        TextColumn("eta"), TimeRemainingColumn(), console=console, transient=False)
+    ctx = RunContext(config, store, dataset, queries, run_id, runnable, progress, console)
+    status = "failed"
+    try:
+        with progress:
+            asyncio.run(_run_stages(ctx, wanted_stages))
+        status = "finished"
+    except KeyboardInterrupt:
+        status = "interrupted"
+        raise
+    finally:
+        totals = UsageStats()
+        for r in ctx.records:
+            totals.add(r.usage)
+        model_files = {mid: m.backend.provenance() for mid, m in ctx.models_in_use().items()}
+        store.update_run(
+            run_id, finished_at=now(), status=status, backend_calls=totals.backend_calls,
+            cache_hits=totals.cache_hits, retries=totals.retries, errors=sum(r.errors for r in ctx.records),
+            model_files=json.dumps(model_files, sort_keys=True),
+            summary=[{**{k: v for k, v in r.__dict__.items() if k != "usage"}, **r.usage.__dict__}
+                     for r in ctx.records],
+        )
+        for m in ctx.models_in_use().values():
+            m.close()
+    console.print(summary_table(ctx.records, f"run {run_id} ({config.name}) {status}"))
+    return run_id
+
+
+def save_dataset(store: Store, dataset: Dataset) -> None:
+    """Store the dataset's queries and chunks (upsert: reruns change nothing)."""
+    name = dataset.name
+    store.write_batch({
+        "datasets": [{"name": name, "path": str(dataset.path), "closed_book": dataset.closed_book,
+                      "n_queries": len(dataset.queries), "n_chunks": len(dataset.chunks),
+                      "content_hash": dataset.content_hash(), "loaded_at": now()}],
+        "queries": [{"dataset": name, "query_id": q.query_id, "language": q.language, "query": q.query,
+                     "query_en": q.query_en, "gt_response": q.gt_response, "themes": list(q.themes),
+                     "kb_refs": list(q.kb_refs), "update_sensitive": q.update_sensitive} for q in dataset.queries],
+        "kb_chunks": [{"dataset": name, "chunk_id": c.chunk_id, "kind": c.kind, "title": c.title, "text": c.text,
+                       "source": c.source, "updated": c.updated} for c in dataset.chunks],
+    })
+
+
+def run_command(config_path: Path, *, db: Path | None, limit: int | None, models: list[str] | None,
+                stages: str | None, dry_run: bool) -> int:
+    """CLI entry of ``run``."""
+    console = Console(stderr=True)
+    config = load_config(config_path, db=str(db) if db else None, limit=limit)
+    if dry_run:
+        dataset = load_dataset(config.dataset)
+        return print_dry_run(config, dataset, select_queries(dataset, config), parse_stages(stages, config), console)
+    run(config, models=models, stages=stages, console=console)
+    return 0
+
+
+def status_command(db: Path) -> int:
+    """CLI entry of ``status``: runs and per-model counts of a results database."""
+    from pipeline.queries import database_status
+
+    if not db.exists():
+        raise UserError(f"{db}: no results database here (run `python -m pipeline run --config ...` first)")
+    console = Console()
+    runs, models = database_status(db)
+    table = Table(title=f"runs in {db}")
+    for col in runs.columns:
+        table.add_column(str(col))
+    for row in runs.itertuples(index=False):
+        table.add_row(*["" if v is None else str(v) for v in row])
+    console.print(table)
+    table = Table(title="responses and scores per model")
+    for col in models.columns:
+        table.add_column(str(col))
+    for row in models.itertuples(index=False):
+        table.add_row(*["" if v is None else str(v) for v in row])
+    console.print(table)
+    return 0
