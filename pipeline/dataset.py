@@ -377,7 +377,7 @@ def _read_csv(path: Path, data: bytes, issues: list[Issue]) -> list[Record]:
             issues.append(Issue(str(path), lineno, None, f"unreadable CSV row: {len(row)} fields but the header has "
                                 f"{len(header)}; quote values that contain commas"))
             continue
-        records.append((lineno, dict(zip(header, row))))
+        records.append((lineno, dict(zip(header, row, strict=True))))
     return records
 
 
@@ -555,7 +555,7 @@ def _check_chunk_refs(file: Path, records: list[Record], chunk_recs: dict[str, d
                 issues.append(Issue(str(file), line, "supersedes", f"names chunk {ref!r}, which is not in the kb"))
             elif _kind(chunk_recs[ref]) != "raw":
                 issues.append(Issue(str(file), line, "supersedes",
-                                    f"names chunk {ref!r}, which is not a raw chunk; updates supersede raw chunks only"))
+                                    f"names chunk {ref!r}, which is not a raw chunk; updates supersede raw chunks"))
 
 
 def _check_query_refs(file: Path, records: list[Record], kb_file: Path | None, chunk_recs: dict[str, dict],
@@ -597,8 +597,9 @@ def _check_query(file: Path, line: int, q: Query, kb_file: Path | None, chunk_re
                             f"{LANGUAGE_TABLE[written].script} script (language {written!r}?)", "warning"))
 
 
-def _dataset_files(path: Path, issues: list[Issue]) -> tuple[Path | None, Path | None, str]:
-    """(queries file, kb file or None, dataset name) for a folder or a single queries file."""
+def find_dataset_files(path: str | Path, issues: list[Issue]) -> tuple[Path | None, Path | None, str]:
+    """(queries file, kb file or None, dataset name) of a folder or a queries file; problems go to ``issues``."""
+    path = Path(path)
     if not path.exists():
         issues.append(Issue(str(path), None, None, "not found; give a dataset folder or a queries file"))
         return None, None, path.name
@@ -619,7 +620,7 @@ def validate(path: str | Path) -> tuple[Dataset | None, list[Issue]]:
     """Read and check a dataset; return it (``None`` if any error) and every issue found. Writes nothing."""
     path = Path(path)
     issues: list[Issue] = []
-    queries_file, kb_file, name = _dataset_files(path, issues)
+    queries_file, kb_file, name = find_dataset_files(path, issues)
     chunks: list[tuple[int, Chunk]] = []
     chunk_recs: dict[str, dict] = {}
     if kb_file is not None:

@@ -276,7 +276,8 @@ def test_load_dataset_raises_first_error_with_count(tmp_path):
     with pytest.raises(UserError) as exc:
         load_dataset(ds)
     msg = str(exc.value)
-    assert msg.startswith(f"{ds / 'queries.jsonl'}:2: field language") and "(+1 more; run `python -m pipeline validate" in msg
+    assert msg.startswith(f"{ds / 'queries.jsonl'}:2: field language")
+    assert "(+1 more; run `python -m pipeline validate" in msg
 
 
 # -- other formats, closed-book, warnings, no writes ---------------------------------------------

@@ -94,7 +94,7 @@ def test_medcode_table2():
     assert idx.loc[("LLaMA-3", "MMLU")].tolist() == [0.71, 0.71, 0.70, 0.57, 0.31, 0.09, 0.04]
     assert idx.loc[("Mistral 7B v2.0", "MEDQA USMLE")].p_high == 0.01
     sums = mc[["p_none", "p_low", "p_moderate", "p_high"]].sum(axis=1).round(2)
-    off = {f"{m} / {d}" for m, d, s in zip(mc.model, mc.dataset, sums) if s != 1.0}
+    off = {f"{m} / {d}" for m, d, s in zip(mc.model, mc.dataset, sums, strict=True) if s != 1.0}
     assert off == {"Mistral 7B v2.0 / MEDQA USMLE", "LLaMA-3 / MEDMCQA", "LLaMA-3 / MMLU",
                    "BioMistral 7B / MMLU", "Mistral 7B v2.0 / MEDMCQA", "Mistral 7B v2.0 / MMLU"}
     readme = (REF / "README.md").read_text()

@@ -1,0 +1,472 @@
+"""Automatic theme tagger for queries that arrive without hand labels (Health-Pariksha §3.1, §4.3).
+
+Language comes from the script (a query written in a script belongs to that script's language).
+A Latin-script query is given an Indic language when its matrix language is Indic, i.e. romanized
+Indic function words outnumber English ones. The five qualitative themes are detected with
+transparent rules:
+
+- ``code_mixing``: romanized Hindi/Tamil/Telugu/Kannada words in Latin text; English words
+  (Latin letters, or common English loanwords transliterated) inside native-script text.
+- ``misspelling``: English words unknown to pyspellchecker. Words of the dataset's knowledge
+  base, medical and Indian terms and the lexicons below count as known.
+- ``cultural``: Indian food, religion, festivals, native place, traditional practice.
+- ``patient_specific``: the patient's own conditions, medication or history.
+- ``non_native_english``: a few Indian-English constructions ("why to", "is the patient should").
+
+``cultural`` and ``patient_specific`` also look at ``query_en`` (the English rendering), because
+their cues are about meaning. The other themes are about the patient's own words, so they look
+only at ``query``. ``out_of_kb`` needs retrieval and is not tagged.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from pipeline.dataset import (
+    LANGUAGES,
+    THEMES,
+    Issue,
+    Query,
+    find_dataset_files,
+    read_records,
+    script_counts,
+)
+from pipeline.errors import UserError
+
+TAGGED_THEMES: tuple[str, ...] = tuple(t for t in THEMES if t != "out_of_kb")
+
+def _words(block: str) -> list[str]:
+    return block.split()
+
+
+# -- lexicons ------------------------------------------------------------------------------------
+# Romanized Indic words as patients type them (several spellings each). A word listed for
+# several languages (kannu: eye in Tamil, Telugu and Kannada) votes for each of them.
+ROMANIZED: dict[str, str] = {
+    "hi": """
+        kya kyaa hai hain hei nahi nahin nhi karna karni karne karen karein kare karu karun kar kr karke
+        kiya kiye sakte sakta sakti sakenge skte chahiye chahie chaiye hoga hogi honge hota hoti hote raha
+        rahi rahe rha rhi gaya gayi gaye tha thi ke ka ki ko se mein mai mujhe muje mera meri mere humko
+        humein aap apko aapko aapka apka aapki tum unko usko uska uski uske yeh ye woh wo agar toh bhi aur
+        lekin pe baad pehle pahle abhi kab kaise kaisa kaisi kitne kitna kitni kyun kyon kyu kaun kahan kuch
+        kuchh sab bahut bohot bahot zyada jyada thoda thodi dino dinon hafte hafta mahine mahina saal roz
+        rozana subah shaam raat aankh aankhon ankh aakh ankhon ankhein aankhein dawai dawa dawaai davai goli
+        golia khana khaana khane pani paani nahana nahane nahaana nahaye sona sone karwat karvat chashma
+        chasma dard jalan khujli sujan ilaj ilaaj bimari bukhar khansi haath dhoop dhool dhuan chalna
+        uthna baithna jhukna jhuk lene dena dene jana jaana jaane aana aane ghar wapas theek thik sahi
+        galat accha acha achha haan batao bataiye bataye batayein bolo chahta chahti zaroori jaruri jaroori
+        padhna padh dekhna dekh sakta hu hoon hun hain kal parso
+    """,
+    "ta": """
+        kanna kannu kannil kannula enna ennaa eppadi epdi eppo eppodhu eppothu evlo evvalavu ethana saapadu
+        sapadu saappadu saapida sapida sapidalama saapidalaama saapidalama kudikalama kudikkalama kulikalama
+        kulikkalama kulikkanum panna pannalama pannalaama pannanum pannunga vendum venum venuma vendama venam
+        irukku irukka irukkuma illa illai illaiya sollunga sollungal theriyuma theriyum thanni thanneer
+        marundhu marunthu maathirai mathirai neenga avar avanga romba konjam nalla nallaa aagum aaguma
+        aagathu paakalama paarkalama veetla veettil oorukku naal naatkal vali valikuthu eriyuthu aaparesan
+    """,
+    "te": """
+        kannu kallu kalla kanti enti emi emiti ela elaa cheyali cheyyali cheyyochha cheyavachha cheyocha
+        tinavachha tinocha tinochha tinali nenu meeru memu atanu aame avuna ledu undi vundi unnayi mandu
+        mandulu neellu annam chala chaala eppudu entha enni rojulu roju kavali kaavali cheppandi cheppu
+        snanam nidra padukovachha chudavachha telidu ayindi aipoyindi noppi
+    """,
+    "kn": """
+        kannu kannina yenu enu yaake hege heege madbeku maadbeku maadabahuda madbahuda beku beda bedi illa ide
+        idhe oota neeru aushadhi aushada yavaga yaavaga eshtu estu dina dinagalu swalpa tumba naanu neevu
+        avaru hogabahuda snana tinnabahuda tinbahuda kudiyabahuda novu
+    """,
+}
+ROMANIZED_WORDS: dict[str, tuple[str, ...]] = {}
+for _lang, _block in ROMANIZED.items():
+    for _w in dict.fromkeys(_block.split()):
+        ROMANIZED_WORDS[_w] = (*ROMANIZED_WORDS.get(_w, ()), _lang)
+
+# English function words that mark an English matrix sentence (words that are also common
+# romanized Indic words, like "to", "me", "main", are left out).
+ENGLISH_FUNCTION_WORDS = frozenset(_words("""
+    a an the is are am was were be been can could should shall will would do does did i you he she it we they
+    my your his her its our their what when where why how which who whom after before of in on at for with
+    from and or not no if this that there these those any some much many than then
+"""))
+
+# English words written in Indian scripts (operation, doctor, drops, sugar, ...); matched as word
+# stems, so the stem is the word without its final virama (suffixes attach after it).
+TRANSLITERATED_ENGLISH = _words("""
+    ऑपरेशन आपरेशन ओपरेशन डॉक्टर डाक्टर सर्जरी लेंस ड्रॉप ड्राप टैबलेट टेबलेट शुगर बीपी हॉस्पिटल मोबाइल टीवी फोन
+    चेकअप डिस्चार्ज पेशेंट गॉगल ब्लड प्रेशर डायबिटीज इंजेक्शन स्कैन
+    ஆபரேஷன் ஆப்பரேஷன் ஆப்ரேஷன் டாக்டர் சர்ஜரி லென்ஸ் டிராப்ஸ் ட்ராப்ஸ் சுகர் ஹாஸ்பிடல் மொபைல் டிவி போன்
+    செக்கப் டிஸ்சார்ஜ் பேஷண்ட் இன்ஜெக்ஷன் பிளட் பிரஷர் ஸ்கேன்
+    ఆపరేషన్ డాక్టర్ సర్జరీ లెన్స్ డ్రాప్స్ షుగర్ బీపీ హాస్పిటల్ మొబైల్ టీవీ ఫోన్ చెకప్ డిశ్చార్జ్ పేషెంట్ ఇంజెక్షన్
+    బ్లడ్ ప్రెషర్ స్కాన్
+    ಆಪರೇಷನ್ ಆಪರೇಶನ್ ಡಾಕ್ಟರ್ ಸರ್ಜರಿ ಲೆನ್ಸ್ ಡ್ರಾಪ್ಸ್ ಶುಗರ್ ಬಿಪಿ ಹಾಸ್ಪಿಟಲ್ ಮೊಬೈಲ್ ಟಿವಿ ಫೋನ್ ಚೆಕಪ್ ಡಿಸ್ಚಾರ್ಜ್
+    ಪೇಷೆಂಟ್ ಇಂಜೆಕ್ಷನ್ ಬ್ಲಡ್ ಪ್ರೆಷರ್ ಸ್ಕ್ಯಾನ್
+""")
+VIRAMAS = "\u094d\u0bcd\u0c4d\u0ccd"
+
+CULTURAL_EN = _words("""
+    chapati chapathi chappati chapatis chapatti puri puris poori pooris roti rotis paratha parathas parotta dal daal
+    dhal sambar sambhar rasam idli idlis idly dosa dosas dosai upma pongal khichdi kichdi khichadi biryani curd
+    curd-rice buttermilk lassi chaas ghee pickle pickles achar papad masala chai paan betel supari gutka gutkha
+    non-veg nonveg non-vegetarian mutton jaggery ladoo laddu halwa mithai prasad prasadam tiffin
+    yoga pranayam pranayama asanas pooja puja temple temples mandir mosque masjid church gurudwara namaz namaaz
+    roza ramzan ramadan fasting vrat upvas festival festivals diwali deepavali holi eid onam ugadi navratri
+    dussehra sankranti ekadashi rakhi village villages hometown pilgrimage tirupati sabarimala darshan kajal
+    kohl surma kumkum tilak bindi mehendi mehndi henna ayurveda ayurvedic homeopathy homeopathic siddha unani
+    rickshaw two-wheeler scooter pillion squat squatting
+""")
+CULTURAL_PHRASES_EN = [
+    r"non[\s-]?veg\w*", r"native place", r"home town", r"curd rice", r"surya namaskar", r"karva chauth",
+    r"oil bath", r"indian toilet", r"western toilet", r"sit(?:ting)? on the floor", r"home remed(?:y|ies)",
+    r"coconut oil", r"castor oil", r"rose water", r"(?:keep|keeping|observe|observing) (?:a )?fast",
+    r"two wheeler", r"auto rickshaw", r"marriage function", r"go to (?:my |his |her |our )?(?:village|native)",
+]
+CULTURAL_NATIVE = _words("""
+    चपाती रोटी खिचड़ी अचार पराठा मंदिर पूजा नमाज़ नमाज रोज़ा व्रत उपवास त्योहार दिवाली होली गांव गाँव योगा योगासन
+    प्राणायाम काजल सुरमा आयुर्वेद मटन नॉनवेज
+    சப்பாத்தி பூரி இட்லி தோசை சாம்பார் ரசம் பொங்கல் தயிர் நெய் ஊறுகாய் கோவில் கோயில் பூஜை விரதம் நோன்பு
+    திருவிழா தீபாவளி கிராம ஊருக்கு யோகா அசைவ மட்டன் பிரியாணி
+    చపాతీ పూరీ ఇడ్లీ దోస సాంబార్ పెరుగు నెయ్యి ఊరగాయ గుడి దేవాలయ పూజ ఉపవాస పండుగ దీపావళి సంక్రాంతి
+    ఉగాది గ్రామ ఊరికి యోగా మాంసాహార బిర్యానీ కాటుక
+    ಚಪಾತಿ ರೊಟ್ಟಿ ಪೂರಿ ಇಡ್ಲಿ ದೋಸೆ ಸಾಂಬಾರ್ ಮೊಸರನ್ನ ಮೊಸರು ತುಪ್ಪ ಉಪ್ಪಿನಕಾಯಿ ದೇವಸ್ಥಾನ ದೇವಾಲಯ ಪೂಜೆ ಉಪವಾಸ ಹಬ್ಬ
+    ದೀಪಾವಳಿ ಯುಗಾದಿ ಸಂಕ್ರಾಂತಿ ಹಳ್ಳಿ ಊರಿಗೆ ಯೋಗಾ ಮಾಂಸಾಹಾರ ಬಿರಿಯಾನಿ ಕಾಡಿಗೆ
+""")
+
+CONDITIONS_EN = _words("""
+    diabetes diabetic hypertension cardiac stent stents angioplasty bypass pacemaker asthma asthmatic copd thyroid
+    kidney kidneys dialysis liver cancer chemotherapy chemo stroke paralysis epilepsy seizure seizures parkinson
+    parkinsons arthritis glaucoma retina retinal macular retinopathy squint lasik pregnant pregnancy breastfeeding
+    allergy allergies allergic piles prostate hernia tuberculosis covid dementia alzheimer alzheimers cholesterol
+    anaemia anemia migraine vertigo bedridden wheelchair dentures dental
+""")
+CONDITION_PHRASES_EN = [
+    r"sugar (?:problem|patient|level|levels|is high|is low|disease|complaint)", r"(?:high|low) sugar",
+    r"blood sugar", r"\bbp\b", r"blood pressure", r"heart (?:patient|problem|disease|attack|surgery|operation)",
+    r"(?:high|low) bp", r"back pain", r"knee (?:pain|replacement)", r"hearing aid", r"other eye", r"one eye only",
+    r"only one eye", r"(?:already|previously) (?:had|operated|done|undergone)",
+    r"(?:left|right) eye (?:was|is) (?:already )?operated", r"history of", r"\d{2,3} ?(?:years?|yrs?) old",
+    r"\baged? (?:is )?\d{2}\b",
+]
+MEDICATIONS_EN = _words("""
+    aspirin ecosprin clopidogrel clopilet atorvastatin rosuvastatin statin statins metformin glimepiride insulin
+    warfarin acitrom heparin apixaban rivaroxaban dabigatran thinner thinners thyroxine eltroxin thyronorm
+    amlodipine telmisartan losartan metoprolol atenolol nitroglycerin sorbitrate inhaler steroid steroids
+    prednisolone antidepressant antidepressants alprazolam
+""")
+MEDICATION_PHRASES_EN = [
+    r"blood thinners?", r"my (?:regular |daily |usual )?(?:tablets?|medicines?|medications?|pills?)",
+    r"(?:regular|daily|usual) (?:tablets?|medicines?|medications?)",
+    r"(?:bp|sugar|heart|thyroid) (?:tablets?|medicines?)",
+    r"(?:i am|i'm|he is|she is|he's|she's) (?:on|taking) ", r"sleeping pills?",
+]
+
+# Indian-English constructions: (name, pattern). Kept deliberately few and specific.
+NON_NATIVE_PATTERNS: list[tuple[str, str]] = [
+    ("why to", r"\bwhy to\b"),
+    ("aux + modal", r"^\W*(?:is|are|does|do|did)\s+(?:the\s+|my\s+|a\s+)?\w+\s+(?:should|can|could|will|must|may)\b"),
+    ("worried much", r"\b(?:worried|scared|afraid|tensed?|fearing)\s+much\b"),
+    ("emphatic only", r"\b\w+\s+only\s*[?.!]*\s*$"),
+    ("itself", r"\b(?:today|tomorrow|now|here|there|morning|evening|night|same day)\s+itself\b"),
+    ("having + symptom", (r"\b(?:am|is|are)\s+having\s+(?:\w+\s+)?(?:pain|itching|watering|redness|problems?|"
+                          r"difficulty|headache|fever|cold|cough|diabetes|sugar|bp|irritation)\b")),
+    ("do the needful", r"\bdo the needful\b"),
+    ("kindly", r"\bkindly\b"),
+    ("prepone", r"\bprepone\b"),
+    ("X days back", r"\b(?:\d+|one|two|three|four|five|six|few)\s+(?:days?|weeks?|months?|years?)\s+back\b"),
+    ("what all", r"\bwhat all\b"),
+    ("till when", r"\btill when\b"),
+    ("take bath", r"\b(?:take|taking|took|takes|have|having)\s+(?:head\s+)?bath\b"),
+    ("or not", r"\bor not\s*[?.!]*\s*$"),
+    ("can able", r"\bcan able\b"),
+    ("how much + count", r"\bhow much (?:days|weeks|months|hours|times|drops|tablets)\b"),
+    ("in how many days", r"\bin how many days\b"),
+    ("pass motion", r"\b(?:pass|passing|loose) motions?\b"),
+    ("out of station", r"\bout of station\b"),
+    ("cousin brother/sister", r"\bcousin (?:brother|sister)\b"),
+    ("spex/goggles", r"\b(?:spex|specs|goggles)\b"),
+    ("the same", r"\b(?:confirm|send|share|about|regarding|do)\s+the same\b"),
+    ("is it tag", r",\s*(?:isn'?t it|is it|no)\s*\?\s*$"),
+    ("sugar for diabetes", r"\bdiabetes sugar\b|\bsugar (?:problem|patient)\b"),
+    ("address", r"\b(?:sir|madam|mam|maam|ma'am)\b"),
+]
+
+# Words pyspellchecker does not know but that are spelled right in this domain.
+DOMAIN_TERMS = _words("""
+    cataract cataracts iol iols phaco phacoemulsification sics msics intraocular ophthalmologist ophthalmologists
+    ophthalmology ophthalmic postoperative preoperative postop preop pre post op eyedrop eyedrops antibiotic
+    antibiotics moxifloxacin prednisolone nepafenac ketorolac tobramycin dexamethasone carboxymethylcellulose
+    tropicamide phenylephrine lubricant lubricating monofocal multifocal toric presbyopia myopia hyperopia
+    astigmatism yag capsulotomy pco keratometry biometry ascan retinopathy paracetamol dolo crocin combiflam
+    etc pls plz ok okk okay hrs hr mins min kms km yrs dr whatsapp youtube aadhaar aadhar ayushman cghs tpa
+    mediclaim cashless opd ipd icu ot spex specs bengaluru bangalore chennai hyderabad mumbai delhi kolkata
+    mysore mysuru madurai coimbatore vizag tirupati
+""")
+
+WORD = re.compile(r"[A-Za-z0-9]+(?:['’][A-Za-z]+)*")
+
+
+def latin_words(text: str) -> list[str]:
+    """Latin-script word tokens (letters/digits, apostrophe contractions kept together), as written."""
+    return [w.replace("’", "'") for w in WORD.findall(text)]
+
+
+def _phrase_regex(words: Iterable[str], phrases: Iterable[str] = ()) -> re.Pattern[str]:
+    alternatives = [re.escape(w) for w in sorted(set(words), key=len, reverse=True)] + list(phrases)
+    return re.compile(r"(?<![A-Za-z])(?:" + "|".join(alternatives) + r")(?![A-Za-z])", re.IGNORECASE)
+
+
+CULTURAL_RE = _phrase_regex(CULTURAL_EN, CULTURAL_PHRASES_EN)
+CONDITION_RE = _phrase_regex(CONDITIONS_EN, CONDITION_PHRASES_EN)
+MEDICATION_RE = _phrase_regex(MEDICATIONS_EN, MEDICATION_PHRASES_EN)
+NON_NATIVE_RES = [(name, re.compile(p, re.IGNORECASE)) for name, p in NON_NATIVE_PATTERNS]
+MEDICINE_CODE_RE = re.compile(r"(?<![A-Za-z0-9])[A-Za-z]{3,}\d{1,4}(?![A-Za-z0-9])")  # aztolet20, ecosprin75
+
+
+def _native_hits(text: str, stems: Iterable[str]) -> list[str]:
+    return [s for s in stems if s.rstrip(VIRAMAS) and s.rstrip(VIRAMAS) in text]
+
+
+# -- detectors --------------------------------------------------------------------------------------
+def romanized_votes(text: str) -> Counter[str]:
+    """Romanized-Indic word votes per language in Latin text (a shared word splits its vote)."""
+    votes: Counter[str] = Counter()
+    for w in latin_words(text):
+        langs = ROMANIZED_WORDS.get(w.lower())
+        if langs:
+            for lang in langs:
+                votes[lang] += 1 / len(langs)
+    return votes
+
+
+def detect_language(text: str) -> str:
+    """Language code of a query: the script with the most letters, or for Latin text its matrix language."""
+    counts = script_counts(text)
+    indic = {code: n for code, n in counts.items() if code != "en"}
+    if indic:
+        return max(indic, key=indic.__getitem__)
+    votes = romanized_votes(text)
+    if votes:
+        lang, score = votes.most_common(1)[0]
+        english = sum(w.lower() in ENGLISH_FUNCTION_WORDS for w in latin_words(text))
+        if score >= 2 and score > english:
+            return lang
+    return "en"
+
+
+def code_mixing(text: str) -> list[str]:
+    """Evidence of code-mixing: romanized Indic words in Latin text, English words in native-script text."""
+    counts = script_counts(text)
+    native = any(code != "en" for code in counts)
+    if native:
+        english = [w for w in latin_words(text) if any(c.isalpha() for c in w)]
+        return english + _native_hits(text, TRANSLITERATED_ENGLISH)
+    return [w for w in latin_words(text) if w.lower() in ROMANIZED_WORDS]
+
+
+def cultural(text: str) -> list[str]:
+    """Cultural cues: Indian food, religion, festivals, native place, traditional practice."""
+    return [m.group(0) for m in CULTURAL_RE.finditer(text)] + _native_hits(text, CULTURAL_NATIVE)
+
+
+def patient_specific(text: str) -> list[str]:
+    """Cues that the query is about this patient: conditions, medication, personal history."""
+    hits = [m.group(0) for m in CONDITION_RE.finditer(text)]
+    hits += [m.group(0) for m in MEDICATION_RE.finditer(text)]
+    hits += MEDICINE_CODE_RE.findall(text)
+    return hits
+
+
+def non_native_english(text: str) -> list[str]:
+    """Names of the Indian-English constructions found in an English (Latin-script) query."""
+    return [name for name, rx in NON_NATIVE_RES if rx.search(text)]
+
+
+@dataclass
+class SpellingDetector:
+    """Flags English words unknown to pyspellchecker, with extra known words (the KB's, domain terms)."""
+
+    known: set[str] = field(default_factory=set)
+
+    @cached_property
+    def _checker(self):
+        from spellchecker import SpellChecker
+
+        checker = SpellChecker()
+        checker.word_frequency.load_words(
+            [*DOMAIN_TERMS, *ROMANIZED_WORDS, *CULTURAL_EN, *CONDITIONS_EN, *MEDICATIONS_EN, *self.known]
+        )
+        return checker
+
+    def __call__(self, text: str) -> list[str]:
+        candidates = []
+        for i, w in enumerate(latin_words(text)):
+            if len(w) < 3 or any(c.isdigit() for c in w) or (w.isupper() and len(w) <= 5):
+                continue
+            if i > 0 and w[0].isupper() and w[1:].islower():  # a name in mid-sentence
+                continue
+            candidates.append(w.lower())
+        unknown = self._checker.unknown(candidates)
+        return [w for w in candidates if w in unknown]
+
+
+# -- the tagger -----------------------------------------------------------------------------------
+@dataclass
+class Tagging:
+    """What the tagger decided for one query and why."""
+
+    language: str
+    themes: list[str]
+    evidence: dict[str, list[str]]
+
+
+class ThemeTagger:
+    """Tags language and the five qualitative themes; ``kb_texts`` supply words known to be spelled right."""
+
+    def __init__(self, kb_texts: Iterable[str] = ()):
+        known = {w.lower() for text in kb_texts for w in latin_words(text)}
+        self.spelling = SpellingDetector(known)
+
+    def tag(self, query: str, query_en: str | None = None) -> Tagging:
+        """Tag one query (``query_en`` helps the meaning-based themes of non-English queries)."""
+        language = detect_language(query)
+        meaning = query if not query_en or query_en == query else f"{query}\n{query_en}"
+        latin_only = set(script_counts(query)) <= {"en"}
+        evidence = {
+            "code_mixing": code_mixing(query),
+            "misspelling": self.spelling(query) if language == "en" else [],
+            "non_native_english": non_native_english(query) if language == "en" and latin_only else [],
+            "cultural": cultural(meaning),
+            "patient_specific": patient_specific(meaning),
+        }
+        themes = [t for t in TAGGED_THEMES if evidence.get(t)]
+        return Tagging(language=language, themes=themes, evidence={k: v for k, v in evidence.items() if v})
+
+
+# -- report -----------------------------------------------------------------------------------------
+def theme_report(true: Sequence[Iterable[str]], pred: Sequence[Iterable[str]],
+                 themes: Sequence[str] = TAGGED_THEMES):
+    """Per-theme precision, recall, F1 and support (scikit-learn) as a DataFrame, one row per theme."""
+    import pandas as pd
+    from sklearn.metrics import precision_recall_fscore_support
+    from sklearn.preprocessing import MultiLabelBinarizer
+
+    binarizer = MultiLabelBinarizer(classes=list(themes))
+    y_true = binarizer.fit_transform([[t for t in labels if t in themes] for labels in true])
+    y_pred = binarizer.transform([[t for t in labels if t in themes] for labels in pred])
+    precision, recall, f1, support = precision_recall_fscore_support(y_true, y_pred, average=None, zero_division=0)
+    return pd.DataFrame({"theme": list(themes), "precision": precision, "recall": recall, "f1": f1,
+                         "support": support, "predicted": y_pred.sum(axis=0)})
+
+
+def language_accuracy(true: Sequence[str], pred: Sequence[str]) -> float:
+    """Share of queries whose detected language equals the label (scikit-learn accuracy)."""
+    from sklearn.metrics import accuracy_score
+
+    return float(accuracy_score(list(true), list(pred)))
+
+
+def report_markdown(report, n_queries: int, lang_acc: float | None = None) -> str:
+    """The per-theme report as a Markdown table (for dataset READMEs)."""
+    lines = ["| theme | precision | recall | F1 | support | predicted |", "|---|---:|---:|---:|---:|---:|"]
+    for r in report.itertuples():
+        lines.append(f"| {r.theme} | {r.precision:.2f} | {r.recall:.2f} | {r.f1:.2f} | {r.support} | {r.predicted} |")
+    foot = f"\n{n_queries} queries."
+    if lang_acc is not None:
+        foot += f" Language detected from the text agrees with the label for {lang_acc:.1%} of them."
+    return "\n".join(lines) + foot
+
+
+# -- command ------------------------------------------------------------------------------------------
+def _load_for_tagging(path: Path) -> tuple[list[tuple[int, dict[str, Any]]], list[str], Path]:
+    """Raw query records (language and themes may be missing) and the KB texts."""
+    issues: list[Issue] = []
+    queries_file, kb_file, _ = find_dataset_files(path, issues)
+    if queries_file is None:
+        raise UserError(str(issues[0]) if issues else f"{path}: no queries file")
+    records, read_issues = read_records(queries_file)
+    kb_records, kb_issues = read_records(kb_file) if kb_file is not None else ([], [])
+    problems = [i for i in [*issues, *read_issues, *kb_issues] if i.severity == "error"]
+    for line, rec in records:
+        if not isinstance(rec.get("query"), str) or not rec["query"].strip():
+            problems.append(Issue(str(queries_file), line, "query", "missing or empty; every record needs a query"))
+    if problems:
+        more = f" (+{len(problems) - 1} more; run `python -m pipeline validate {path}`)" if len(problems) > 1 else ""
+        raise UserError(f"{problems[0]}{more}")
+    kb_texts = [f"{r.get('title') or ''} {r.get('text') or ''}" for _, r in kb_records]
+    return records, kb_texts, queries_file
+
+
+def _has_labels(records: list[tuple[int, dict[str, Any]]], key: str) -> bool:
+    return any(rec.get(key) not in (None, "", []) for _, rec in records)
+
+
+def _as_list(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [t.strip() for t in value.split(";") if t.strip()]
+    return [str(t) for t in value or []]
+
+
+def _tagged_record(rec: dict[str, Any], tagging: Tagging) -> dict[str, Any]:
+    """The record with the tagger's themes (keeping a hand-labelled out_of_kb) and a language if it had none."""
+    out = dict(rec)
+    hand = _as_list(rec.get("themes"))
+    out["themes"] = tagging.themes + (["out_of_kb"] if "out_of_kb" in hand else [])
+    if not out.get("language"):
+        out["language"] = tagging.language
+    try:
+        return Query.model_validate(out).model_dump(mode="json", exclude_none=True)
+    except ValueError:
+        return out
+
+
+def tag_themes_command(path: str | Path, output: str | Path | None = None) -> int:
+    """CLI: tag every query; write tagged queries to ``output`` (JSONL); report against hand labels if any."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(highlight=False, soft_wrap=True)
+    path = Path(path)
+    records, kb_texts, queries_file = _load_for_tagging(path)
+    tagger = ThemeTagger(kb_texts)
+    taggings = [tagger.tag(rec["query"], rec.get("query_en") if isinstance(rec.get("query_en"), str) else None)
+                for _, rec in records]
+
+    counts = Counter(t for tg in taggings for t in tg.themes)
+    langs = Counter(tg.language for tg in taggings)
+    console.print(f"tagged {len(records)} queries from {queries_file}: "
+                  + ", ".join(f"{t} {counts[t]}" for t in TAGGED_THEMES)
+                  + "; languages " + ", ".join(f"{c} {langs[c]}" for c in LANGUAGES if langs[c]))
+
+    if output is not None:
+        output = Path(output)
+        output.parent.mkdir(parents=True, exist_ok=True)
+        with output.open("w", encoding="utf-8") as fh:
+            for (_, rec), tg in zip(records, taggings, strict=True):
+                fh.write(json.dumps(_tagged_record(rec, tg), ensure_ascii=False) + "\n")
+        console.print(f"wrote {output}")
+
+    if _has_labels(records, "themes"):
+        report = theme_report([_as_list(rec.get("themes")) for _, rec in records], [tg.themes for tg in taggings])
+        table = Table(title="tagger vs hand labels")
+        for col in ("theme", "precision", "recall", "F1", "support", "predicted"):
+            table.add_column(col, justify="left" if col == "theme" else "right")
+        for r in report.itertuples():
+            table.add_row(r.theme, f"{r.precision:.2f}", f"{r.recall:.2f}", f"{r.f1:.2f}", str(r.support),
+                          str(r.predicted))
+        console.print(table)
+        console.print("out_of_kb is not tagged (it needs retrieval); a hand-labelled out_of_kb is kept in the output")
+    else:
+        console.print("no hand-labelled themes in the dataset: nothing to compare against")
+    if _has_labels(records, "language"):
+        labelled = [(str(rec.get("language")), tg.language) for (_, rec), tg in zip(records, taggings, strict=True)
+                    if rec.get("language")]
+        acc = language_accuracy([t for t, _ in labelled], [p for _, p in labelled])
+        console.print(f"language: detected = labelled for {acc:.1%} of {len(labelled)} labelled queries")
+    return 0
