@@ -1,0 +1,62 @@
+# Pariksha Studio — `make run` (set up, evaluate, serve the dashboard) and `make test`.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+WHEELS := .cache/wheels
+LLAMA_VERSION := 0.3.36
+# A native llama.cpp build (-march=native) segfaults on these machines (AMX/AVX-512 detection).
+LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF
+CONFIG ?= configs/default.yaml
+DB ?= data/results.duckdb
+PORT ?= 8501
+
+.PHONY: run setup setup-dev eval eval-full serve test test-fast bench lint clean
+
+run: setup eval serve
+
+setup: $(VENV)/.runtime
+setup-dev: $(VENV)/.dev
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+# Build llama-cpp-python once with portable flags (≈4-12 min on 2 cores). --no-cache-dir: pip
+# caches built wheels by source, not by CMAKE_ARGS, so a cached native build could come back.
+$(WHEELS)/.llama-$(LLAMA_VERSION): | $(BIN)/python
+	mkdir -p $(WHEELS)
+	ls $(WHEELS)/llama_cpp_python-$(LLAMA_VERSION)-*.whl >/dev/null 2>&1 || \
+	  CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip wheel --no-cache-dir --no-deps -w $(WHEELS) \
+	    llama-cpp-python==$(LLAMA_VERSION)
+	$(BIN)/pip install -q $(WHEELS)/llama_cpp_python-$(LLAMA_VERSION)-*.whl
+	touch $@
+
+$(VENV)/.runtime: requirements.txt $(WHEELS)/.llama-$(LLAMA_VERSION)
+	$(BIN)/pip install -q --find-links $(WHEELS) -r requirements.txt
+	touch $@
+
+$(VENV)/.dev: requirements-dev.txt $(VENV)/.runtime
+	$(BIN)/pip install -q --find-links $(WHEELS) -r requirements-dev.txt
+	touch $@
+
+eval: setup
+	$(BIN)/python -m pipeline run --config $(CONFIG) --db $(DB)
+
+eval-full: setup
+	$(BIN)/python -m pipeline run --config configs/full.yaml --db $(DB)
+
+serve: setup
+	PARIKSHA_DB=$(DB) $(BIN)/streamlit run app.py --server.port $(PORT)
+
+test: setup-dev
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest -q
+
+bench: setup-dev
+	@for b in bench/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+lint: setup-dev
+	$(BIN)/ruff check .
+
+clean:
+	rm -rf $(VENV) .cache .pytest_cache data/results.duckdb data/results.lancedb
