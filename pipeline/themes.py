@@ -5,8 +5,8 @@ A Latin-script query is given an Indic language when its matrix language is Indi
 Indic function words outnumber English ones. The five qualitative themes are detected with
 transparent rules:
 
-- ``code_mixing``: romanized Hindi/Tamil/Telugu/Kannada words in Latin text; English words
-  (Latin letters, or common English loanwords transliterated) inside native-script text.
+- ``code_mixing``: romanized Hindi/Tamil/Telugu/Kannada words in Latin text; English words in
+  Latin letters inside native-script text (transliterated loans like ऑपरेशन are borrowings).
 - ``misspelling``: English words unknown to pyspellchecker. Words of the dataset's knowledge
   base, medical and Indian terms and the lexicons below count as known.
 - ``cultural``: Indian food, religion, festivals, native place, traditional practice.
@@ -97,19 +97,7 @@ ENGLISH_FUNCTION_WORDS = frozenset(_words("""
     from and or not no if this that there these those any some much many than then
 """))
 
-# English words written in Indian scripts (operation, doctor, drops, sugar, ...); matched as word
-# stems, so the stem is the word without its final virama (suffixes attach after it).
-TRANSLITERATED_ENGLISH = _words("""
-    ऑपरेशन आपरेशन ओपरेशन डॉक्टर डाक्टर सर्जरी लेंस ड्रॉप ड्राप टैबलेट टेबलेट शुगर बीपी हॉस्पिटल मोबाइल टीवी फोन
-    चेकअप डिस्चार्ज पेशेंट गॉगल ब्लड प्रेशर डायबिटीज इंजेक्शन स्कैन
-    ஆபரேஷன் ஆப்பரேஷன் ஆப்ரேஷன் டாக்டர் சர்ஜரி லென்ஸ் டிராப்ஸ் ட்ராப்ஸ் சுகர் ஹாஸ்பிடல் மொபைல் டிவி போன்
-    செக்கப் டிஸ்சார்ஜ் பேஷண்ட் இன்ஜெக்ஷன் பிளட் பிரஷர் ஸ்கேன்
-    ఆపరేషన్ డాక్టర్ సర్జరీ లెన్స్ డ్రాప్స్ షుగర్ బీపీ హాస్పిటల్ మొబైల్ టీవీ ఫోన్ చెకప్ డిశ్చార్జ్ పేషెంట్ ఇంజెక్షన్
-    బ్లడ్ ప్రెషర్ స్కాన్
-    ಆಪರೇಷನ್ ಆಪರೇಶನ್ ಡಾಕ್ಟರ್ ಸರ್ಜರಿ ಲೆನ್ಸ್ ಡ್ರಾಪ್ಸ್ ಶುಗರ್ ಬಿಪಿ ಹಾಸ್ಪಿಟಲ್ ಮೊಬೈಲ್ ಟಿವಿ ಫೋನ್ ಚೆಕಪ್ ಡಿಸ್ಚಾರ್ಜ್
-    ಪೇಷೆಂಟ್ ಇಂಜೆಕ್ಷನ್ ಬ್ಲಡ್ ಪ್ರೆಷರ್ ಸ್ಕ್ಯಾನ್
-""")
-VIRAMAS = "\u094d\u0bcd\u0c4d\u0ccd"
+VIRAMAS = "\u094d\u0bcd\u0c4d\u0ccd"  # a native stem is matched without its final virama
 
 CULTURAL_EN = _words("""
     chapati chapathi chappati chapatis chapatti puri puris poori pooris roti rotis paratha parathas parotta dal daal
@@ -154,6 +142,13 @@ CONDITION_PHRASES_EN = [
     r"(?:left|right) eye (?:was|is) (?:already )?operated", r"history of", r"\d{2,3} ?(?:years?|yrs?) old",
     r"\baged? (?:is )?\d{2}\b",
 ]
+SYMPTOMS_RE = re.compile(
+    r"\b(?:pain|paining|painful|itch\w*|red|redness|watering|blur|blurred|blurry|blurring|discharge|sticky|swelling|"
+    r"swollen|flashes|floaters|headache|vomit\w*|nausea|dizz\w*|chakkar|ulti|cough|cold|fever|constipat\w*|"
+    r"bleeding|shaking|tremor\w*)\b", re.IGNORECASE)
+PERSONAL_RE = re.compile(
+    r"\b(?:i|i'm|i've|my|me|he|she|his|her|patient|mother|father|wife|husband|son|daughter)\b|"
+    r"\beyes? (?:is|are|has|have)\b|\bsince\b|\b(?:is|are) (?:there|increasing|coming|normal)\b", re.IGNORECASE)
 MEDICATIONS_EN = _words("""
     aspirin ecosprin clopidogrel clopilet atorvastatin rosuvastatin statin statins metformin glimepiride insulin
     warfarin acitrom heparin apixaban rivaroxaban dabigatran thinner thinners thyroxine eltroxin thyronorm
@@ -195,6 +190,14 @@ NON_NATIVE_PATTERNS: list[tuple[str, str]] = [
     ("is it tag", r",\s*(?:isn'?t it|is it|no)\s*\?\s*$"),
     ("sugar for diabetes", r"\bdiabetes sugar\b|\bsugar (?:problem|patient)\b"),
     ("address", r"\b(?:sir|madam|mam|maam|ma'am)\b"),
+    ("wh-question without inversion", r"(?:^|[.?!,]\s*)(?:when|how(?: much time| many days| long)?|what|where|why)\s+"
+                                      r"(?:i|we|he|she|they|it|you)\s+(?:can|could|should|will|shall|must|have to|"
+                                      r"need to)\b"),
+    ("existential 'is there'", r"\b(?:is|are) there\s*(?:[.?!,]|$)|\b(?:is|are) there (?:since|in|for|from)\b"),
+    ("yes/no question without inversion", r"(?:^|[.!,]\s*)(?!(?:is|are|am|was|were|do|does|did|can|could|should|"
+                                          r"shall|will|would|may|might|must|have|has|what|when|where|why|how|which|"
+                                          r"who|whom|whose)\b)[A-Za-z][^.?!,]*\b(?:is|are|will|can|should|need|"
+                                          r"needs)\b[^.?!,]*\?\s*$"),
 ]
 
 # Words pyspellchecker does not know but that are spelled right in this domain.
@@ -261,12 +264,14 @@ def detect_language(text: str) -> str:
 
 
 def code_mixing(text: str) -> list[str]:
-    """Evidence of code-mixing: romanized Indic words in Latin text, English words in native-script text."""
+    """Evidence of code-mixing: romanized Indic words in Latin text, Latin-script words in native-script text.
+
+    English words transliterated into an Indian script (ऑपरेशन, ஆபரேஷன்) are borrowings, not code-mixing.
+    """
     counts = script_counts(text)
     native = any(code != "en" for code in counts)
     if native:
-        english = [w for w in latin_words(text) if any(c.isalpha() for c in w)]
-        return english + _native_hits(text, TRANSLITERATED_ENGLISH)
+        return [w for w in latin_words(text) if any(c.isalpha() for c in w)]
     return [w for w in latin_words(text) if w.lower() in ROMANIZED_WORDS]
 
 
@@ -276,10 +281,12 @@ def cultural(text: str) -> list[str]:
 
 
 def patient_specific(text: str) -> list[str]:
-    """Cues that the query is about this patient: conditions, medication, personal history."""
+    """Cues that the query is about this patient: conditions, medication, personal history, own symptoms."""
     hits = [m.group(0) for m in CONDITION_RE.finditer(text)]
     hits += [m.group(0) for m in MEDICATION_RE.finditer(text)]
     hits += MEDICINE_CODE_RE.findall(text)
+    if PERSONAL_RE.search(text):  # a symptom counts when the patient reports it as theirs or as present
+        hits += [m.group(0) for m in SYMPTOMS_RE.finditer(text)]
     return hits
 
 
