@@ -384,7 +384,7 @@ def report_markdown(report, n_queries: int, lang_acc: float | None = None) -> st
     lines = ["| theme | precision | recall | F1 | support | predicted |", "|---|---:|---:|---:|---:|---:|"]
     for r in report.itertuples():
         lines.append(f"| {r.theme} | {r.precision:.2f} | {r.recall:.2f} | {r.f1:.2f} | {r.support} | {r.predicted} |")
-    foot = f"\n{n_queries} queries."
+    foot = f"\n\n{n_queries} queries."
     if lang_acc is not None:
         foot += f" Language detected from the text agrees with the label for {lang_acc:.1%} of them."
     return "\n".join(lines) + foot
