@@ -1,0 +1,35 @@
+"""Synthetic datasets and configs for load, fault and security tests (no model needed to make them)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+TOPICS = ("eye drops", "bathing", "reading", "driving", "sleeping on my side", "cooking", "prayer at the temple",
+          "watching TV", "bending to pick things up", "travelling by bus")
+
+
+def write_closed_book(folder: Path, n: int, *, prefix: str = "q") -> Path:
+    """A closed-book dataset (``queries.jsonl`` only) of ``n`` distinct English queries; returns the folder."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with (folder / "queries.jsonl").open("w", encoding="utf-8") as fh:
+        for i in range(n):
+            topic = TOPICS[i % len(TOPICS)]
+            fh.write(json.dumps({
+                "query_id": f"{prefix}{i:05d}", "language": "en",
+                "query": f"Question {i}: after my cataract operation, when can I start {topic} again?",
+                "query_en": None,
+                "gt_response": f"You can usually resume {topic} within a week; ask your doctor at the follow-up.",
+                "themes": [], "kb_refs": [], "update_sensitive": False,
+            }) + "\n")
+    return folder
+
+
+def write_config(path: Path, *, dataset: Path, db: Path, models: list[dict[str, Any]], **fields: Any) -> Path:
+    """A run configuration YAML for ``models`` on ``dataset`` into ``db``; returns its path."""
+    config = {"name": path.stem, "dataset": str(dataset), "db": str(db), "models": models, **fields}
+    path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+    return path
