@@ -112,6 +112,10 @@ class Backend(ABC):
         """Recorded with the run: weights file and hash, endpoint, engine settings."""
         return {"base_url": self.config.base_url} if self.config.base_url else {}
 
+    def redact(self, text: str) -> str:
+        """``text`` (an error message about to be stored or shown) with this backend's secrets masked."""
+        return text
+
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release resources (clients, engines)."""
 
@@ -229,7 +233,7 @@ class Model:
                 try:
                     done = await self.backend.complete_batch([requests[i] for i in chunk])
                 except Exception as exc:  # the whole batch failed: record it on every item
-                    done = [Completion(text="", error=f"{type(exc).__name__}: {exc}"[:2000]) for _ in chunk]
+                    done = [Completion(text="", error=self.describe_error(exc)) for _ in chunk]
                 for i, completion in zip(chunk, done, strict=True):
                     finish(i, completion)
         elif misses:
@@ -270,8 +274,12 @@ class Model:
                             completion.latency_s = time.perf_counter() - start
                         return completion
         except Exception as exc:  # recorded on the item, never lost
-            return Completion(text="", error=f"{type(exc).__name__}: {exc}"[:2000])
+            return Completion(text="", error=self.describe_error(exc))
         raise AssertionError("unreachable")
+
+    def describe_error(self, exc: BaseException) -> str:
+        """An exception as recorded on its item: type and message, secrets masked, at most 2000 chars."""
+        return self.backend.redact(f"{type(exc).__name__}: {exc}")[:2000]
 
     def _remember(self, key: str, request: ChatRequest, completion: Completion) -> None:
         from pipeline.store import now

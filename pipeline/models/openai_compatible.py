@@ -9,6 +9,7 @@ environment variable named in the config, never from the config or the database.
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -17,6 +18,8 @@ from pipeline.config import ModelConfig
 from pipeline.models.base import Backend, ChatRequest, Completion
 
 DEFAULT_KEY_ENV = {"openai": "OPENAI_API_KEY"}
+# A bearer token in an error body (some proxies and servers echo the request's headers).
+_BEARER = re.compile(r"(?i)(bearer\s+)[^\s'\",}]+")
 
 
 def _key_env(config: ModelConfig) -> str | None:
@@ -45,6 +48,7 @@ class OpenAICompatibleBackend(Backend):
         }
         if config.base_url:
             kwargs["base_url"] = config.base_url
+        self._api_key = api_key
         self.client = openai.AsyncOpenAI(**kwargs)
         self._sync_kwargs = kwargs
         # OpenAI and vLLM take json_schema; llama.cpp's server takes json_object with a schema.
@@ -120,6 +124,12 @@ class OpenAICompatibleBackend(Backend):
                 continue
             return seconds / 1000 if name == "retry-after-ms" else seconds
         return None
+
+    def redact(self, text: str) -> str:
+        """Mask the API key (and any bearer token) that an error message may carry."""
+        if self._api_key:
+            text = text.replace(self._api_key, "[redacted]")
+        return _BEARER.sub(r"\1[redacted]", text)
 
     def close(self) -> None:
         pass
