@@ -69,6 +69,16 @@ class JudgeConfig(ModelConfig):
     metrics: tuple[Metric, ...] = METRICS
     samples: int = Field(1, ge=1, le=20)
     max_tokens: int = 200
+    sanity_items: int = Field(20, ge=1, le=10_000, description="queries in the judge sanity set (stage 'sanity')")
+
+    @model_validator(mode="after")
+    def _samples_need_temperature(self) -> JudgeConfig:
+        if self.samples > 1 and self.temperature <= 0:
+            raise ValueError("samples > 1 (self-consistency) needs a temperature > 0: at temperature 0 "
+                             "every sample is the same")
+        if not self.metrics:
+            raise ValueError("give at least one metric")
+        return self
 
 
 class MedcodeConfig(_Frozen):
@@ -82,6 +92,9 @@ class MedcodeConfig(_Frozen):
     @property
     def critic_id(self) -> str:
         return self.critic if isinstance(self.critic, str) else self.critic.id
+
+
+JUDGE_ONLY_FIELDS = {"metrics", "samples", "sanity_items"}
 
 
 class RunConfig(_Frozen):
@@ -130,7 +143,7 @@ class RunConfig(_Frozen):
             if m.id == model_id:
                 return m
         if self.judge is not None and self.judge.id == model_id:
-            return ModelConfig(**self.judge.model_dump(exclude={"metrics", "samples"}))
+            return ModelConfig(**self.judge.model_dump(exclude=JUDGE_ONLY_FIELDS))
         if self.medcode is not None and isinstance(self.medcode.critic, ModelConfig):
             if self.medcode.critic.id == model_id:
                 return self.medcode.critic
