@@ -1,0 +1,114 @@
+"""Pariksha Studio dashboard: the entry file routes the pages, draws the shared filters and is the home page.
+
+Run with ``streamlit run app.py``; the database is ``$PARIKSHA_DB`` or ``data/results.duckdb``.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from pages import _ui as ui
+from pipeline import queries as q
+
+st.set_page_config(page_title="Pariksha Studio", page_icon=":material/health_and_safety:", layout="wide")
+
+
+def home() -> None:
+    """What the database holds, the judge in use and how far to trust it, and the way to each page."""
+    ctx = ui.context()
+    st.title("Pariksha Studio")
+    st.caption("Which LLM may answer patients' health questions in India's languages? Health-Pariksha leaderboards, "
+               "Med-CoDE disagreement, human checks of the judge, and a playground.")
+    ui.require_data(ctx)
+    overview = q.overview(ctx.db)
+    per_language = overview["per_language"]
+    cols = st.columns(5)
+    cols[0].metric("Datasets", len(overview["datasets"]))
+    cols[1].metric("Queries", int(per_language.groupby("dataset").queries.sum().sum()) if len(per_language) else 0)
+    cols[2].metric("Responses", int(overview["models"].responses.sum()) if len(overview["models"]) else 0)
+    cols[3].metric("Models", overview["models"].model_id.nunique() if len(overview["models"]) else 0)
+    cols[4].metric("Runs", len(overview["runs"]))
+
+    st.subheader("Judge in use and its reliability")
+    summary = q.judge_summary(ctx.db)
+    if ctx.judge is None:
+        st.info("No judge has scored this dataset yet: run the `judge` stage (and `sanity` for its reliability).")
+    else:
+        st.markdown(f"Judge: **{ui.md_escape(ctx.judge)}** on dataset **{ui.md_escape(ctx.filters.dataset)}**")
+        ui.judge_banner(ctx)
+    left, right = st.columns(2)
+    with left:
+        st.markdown("**Sanity AUC per metric** (a good answer must outscore a corrupted one; 0.5 is chance)")
+        rel = summary["reliability"]
+        rel = rel[rel.judge_id == ctx.judge] if ctx.judge else rel
+        if rel.empty:
+            st.caption("No sanity check stored for this judge (run the `sanity` stage).")
+        else:
+            st.dataframe(rel[["dataset", "metric", "auc", "n_good", "n_bad", "n_unparsed"]], hide_index=True,
+                         column_config={"auc": st.column_config.NumberColumn("AUC", format="%.2f")})
+    with right:
+        st.markdown("**Human agreement** (labels vs the judge's score on the same items)")
+        agr = summary["agreement"]
+        agr = agr[agr.judge_id == ctx.judge] if ctx.judge and not agr.empty else agr
+        if agr.empty:
+            st.caption("No human labels yet: import them (`python -m pipeline import-human-labels`) or annotate "
+                       "on the Human vs LLM page.")
+        else:
+            st.dataframe(agr, hide_index=True, column_config={
+                "agreement": st.column_config.NumberColumn("% agreement", format="percent"),
+                "kappa": st.column_config.NumberColumn("weighted κ", format="%.2f")})
+    judges = summary["judges"]
+    if not judges.empty:
+        st.dataframe(judges, hide_index=True, column_config={
+            "parse_failures": st.column_config.NumberColumn("parse failures", help="Unparseable judge outputs: "
+                                                            "stored unscored (NULL), never as 0.")})
+
+    st.subheader("Runs")
+    st.dataframe(overview["runs"], hide_index=True, column_config={
+        "seconds": st.column_config.NumberColumn("time (s)"),
+        "backend_calls": st.column_config.NumberColumn("backend calls"),
+        "cache_hits": st.column_config.NumberColumn("cache hits")})
+    left, right = st.columns(2)
+    with left:
+        st.markdown("**Queries and responses per language**")
+        st.dataframe(per_language.assign(language=per_language.language.map(ui.lang_label)), hide_index=True)
+    with right:
+        st.markdown("**Models**")
+        st.dataframe(overview["models"], hide_index=True)
+
+    st.subheader("Pages")
+    for page, text in PAGE_TEXT:
+        st.page_link(PAGES[page], label=PAGES[page].title, icon=PAGES[page].icon)
+        st.caption(text)
+
+
+PAGES = {
+    "home": st.Page(home, title="Home", icon=":material/home:", url_path="home", default=True),
+    "leaderboards": st.Page("pages/1_leaderboards.py", title="Leaderboards", icon=":material/leaderboard:",
+                            url_path="leaderboards"),
+    "responses": st.Page("pages/2_responses.py", title="Response browser", icon=":material/chat:",
+                         url_path="responses"),
+    "themes": st.Page("pages/3_themes.py", title="Themes", icon=":material/category:", url_path="themes"),
+    "medcode": st.Page("pages/4_medcode.py", title="Med-CoDE", icon=":material/stacked_bar_chart:",
+                       url_path="medcode"),
+    "human": st.Page("pages/5_human_vs_llm.py", title="Human vs LLM", icon=":material/rule:", url_path="human"),
+    "playground": st.Page("pages/6_playground.py", title="Playground", icon=":material/science:",
+                          url_path="playground"),
+}
+PAGE_TEXT = [
+    ("leaderboards", "Models by AGG per language with FC, SS, COH, CON, 95% CIs, lexical baselines, safety checks "
+                     "and the paper's published leaderboards beside them."),
+    ("responses", "For doctors: each query, its ground truth, the model's answer, the chunks it saw, every score "
+                  "with its justification, the Med-CoDE critique; two models side by side."),
+    ("themes", "Misspelling, code-mixing, non-native English, cultural, patient-specific, out-of-KB: "
+               "scores per theme and model, with examples."),
+    ("medcode", "Med-CoDE disagreement distributions (None/Low/Moderate/High) per model, their correlation with "
+                "the judge and lexical scores, and the paper's Table 2."),
+    ("human", "Percentage agreement and weighted kappa between human labels and the judge, rankings side by side, "
+              "and an annotation queue."),
+    ("playground", "Ask one query live: retrieved chunks, streamed answers, judge scores and Med-CoDE on request."),
+]
+
+navigation = st.navigation(list(PAGES.values()))
+st.session_state["_ctx"] = ui.sidebar()
+navigation.run()

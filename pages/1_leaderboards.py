@@ -1,0 +1,134 @@
+"""Leaderboards: models by AGG per language, with FC, SS, COH, CON, n and 95% bootstrap CIs."""
+
+from __future__ import annotations
+
+import altair as alt
+import numpy as np
+import streamlit as st
+
+from pages import _ui as ui
+from pipeline import queries as q
+from pipeline.config import METRICS
+
+ctx = ui.context()
+st.title("Leaderboards")
+ui.require_data(ctx)
+ui.judge_banner(ctx)
+if ctx.judge is None:
+    st.stop()
+
+defaults = q.run_weights(ctx.db, ctx.filters.dataset)
+with st.expander("AGG weights (default: the run's config)", icon=":material/tune:"):
+    cols = st.columns(4)
+    raw_weights = {m: cols[i].slider(ui.METRIC_NAMES[m], 0.0, 1.0, float(defaults[m]), 0.05, key=f"lb_w_{m}")
+                   for i, m in enumerate(METRICS)}
+    if sum(raw_weights.values()) <= 0:
+        st.error("At least one weight must be above zero; using the run's weights.")
+        raw_weights = defaults
+    total = sum(raw_weights.values())
+    st.caption("Normalised: " + ", ".join(f"{m} {w / total:.2f}" for m, w in raw_weights.items())
+               + ". Health-Pariksha's doctors weighted FC most, then SS, with COH and CON lower and equal.")
+weights = q.weights_tuple(raw_weights)
+
+means = q.model_means(ctx.db, ctx.filters, ctx.judge, weights)
+if means.empty:
+    st.info("No judged responses match the filters.")
+    st.stop()
+
+st.subheader("AGG by model and language")
+heat = means.assign(language=means.language.map(ui.lang_label))
+chart = alt.Chart(heat).mark_rect().encode(
+    x=alt.X("language:N", title=None, axis=alt.Axis(orient="top", labelAngle=0)),
+    y=alt.Y("model_id:N", title=None, sort=alt.EncodingSortField("AGG", op="mean", order="descending"),
+            axis=alt.Axis(labelLimit=420, labelOverlap=False)),
+    color=alt.Color("AGG:Q", scale=alt.Scale(domain=[0, 2], scheme="tealblues"), title="AGG"),
+    tooltip=["model_id", "language", alt.Tooltip("AGG:Q", format=".2f"), "items",
+             *[alt.Tooltip(f"{m}:Q", format=".2f") for m in METRICS]],
+)
+labels = chart.mark_text(fontSize=11).encode(
+    text=alt.Text("AGG:Q", format=".2f"),
+    color=alt.condition("datum.AGG > 1.2", alt.value("white"), alt.value("black")),
+)
+st.altair_chart((chart + labels).properties(height=max(160, 22 * heat.model_id.nunique())), width="stretch")
+
+languages = [lang for lang in ui.languages_in_view(ctx) if lang in set(means.language)]
+language = st.segmented_control("Language", languages, format_func=ui.lang_label, key="lb_lang",
+                                bind="query-params", default=languages[0] if languages else None) or languages[0]
+board = q.leaderboard(ctx.db, ctx.filters, ctx.judge, weights, language)
+paper = q.paper_leaderboard(ctx.db, language)
+paper_agg = dict(zip(paper.model.str.lower(), paper.AGG, strict=True))
+board["paper_AGG"] = board.model_id.map(lambda m: paper_agg.get(q.short_name(m), np.nan))
+for m in ("AGG", *METRICS):
+    board[f"{m} 95% CI"] = [ui.fmt_ci(lo, hi) for lo, hi in zip(board.get(f"{m}_lo", np.nan * board.index),
+                                                                  board.get(f"{m}_hi", np.nan * board.index),
+                                                                  strict=True)]
+st.subheader(f"{ui.lang_label(language)}: {len(board)} models")
+parse_failures = int(board.parse_failures.fillna(0).sum())
+caption = (f"Judge {ui.md_escape(ctx.judge)}. Means over scored items; n per metric excludes "
+           f"{parse_failures} unparseable judge outputs (never counted as 0). CIs: percentile bootstrap, "
+           f"{q.CI_RESAMPLES} resamples of items.")
+if "self_std" in board:
+    caption += (" Self-consistency: mean std of a metric's samples per item, and the share of items whose "
+                "samples differ.")
+st.caption(caption)
+
+number = st.column_config.NumberColumn
+columns: dict[str, object] = {
+    "rank": number("#", width="small"), "model_id": st.column_config.TextColumn("model", pinned=True),
+    "AGG": number("AGG", format="%.2f"), "AGG 95% CI": "AGG 95% CI", "n_AGG": number("n AGG"),
+}
+for m in METRICS:
+    columns[m] = number(m, format="%.2f", help=ui.METRIC_NAMES[m])
+    columns[f"{m} 95% CI"] = f"{m} 95% CI"
+    columns[f"n_{m}"] = number(f"n {m}")
+columns |= {
+    "items": number("items judged"), "responses": number("responses"), "errors": number("errors"),
+    "parse_failures": number("parse failures", help="Judge outputs that could not be parsed: excluded."),
+}
+if "self_std" in board:
+    columns |= {"self_std": number("self-consistency std", format="%.2f"),
+                "flip_rate": number("flip rate", format="percent")}
+for c in q.LEXICAL:
+    if c in board:
+        columns[c] = number(q.LEXICAL_LABELS[c], format="%.2f")
+for c in sorted(col for col in board.columns if col.startswith("check_")):
+    name = c.removeprefix("check_")
+    label = {"refusal": "refusal accuracy", "update_adherence": "update adherence"}.get(name, name.replace("_", " "))
+    columns[c] = number(label, format="percent", help=f"Share of responses passing the '{name}' safety check.")
+columns["recall"] = number("retrieval recall", format="%.2f", help="Share of the query's kb_refs retrieved "
+                           "(the same chunks for every model).")
+columns["paper_AGG"] = number("paper AGG", format="%.2f", help="Health-Pariksha's published AGG for a model of "
+                              "the same name (GPT-4o judge), where there is one.")
+shown = [c for c in columns if c in board.columns]
+st.dataframe(board[shown], hide_index=True, column_config={k: v for k, v in columns.items() if k in shown},
+             height=min(38 * (len(board) + 1) + 3, 700))
+st.download_button("Download CSV", board[shown].to_csv(index=False).encode("utf-8"),
+                   file_name=f"leaderboard-{ctx.filters.dataset}-{language}.csv", mime="text/csv",
+                   icon=":material/download:")
+
+left, right = st.columns([3, 2])
+with left:
+    st.markdown("**AGG with 95% CI**")
+    bars = board.dropna(subset=["AGG"])[["model_id", "AGG", "AGG_lo", "AGG_hi"]]
+    base = alt.Chart(bars).encode(y=alt.Y("model_id:N", sort="-x", title=None,
+                                          axis=alt.Axis(labelLimit=420, labelOverlap=False)))
+    chart = base.mark_bar(color="#0f766e").encode(x=alt.X("AGG:Q", scale=alt.Scale(domain=[0, 2]), title="AGG"),
+                                                  tooltip=["model_id", alt.Tooltip("AGG:Q", format=".2f")])
+    errors = base.mark_rule(color="#1f2933").encode(x="AGG_lo:Q", x2="AGG_hi:Q")
+    st.altair_chart((chart + errors).properties(height=max(140, 22 * len(bars))), width="stretch")
+with right:
+    st.markdown(f"**Health-Pariksha, published ({ui.lang_label(language)})**")
+    if paper.empty:
+        st.caption("The paper has no leaderboard for this language.")
+    else:
+        st.dataframe(paper, hide_index=True, height=min(38 * (len(paper) + 1) + 3, 700),
+                     column_config={m: number(m, format="%.2f") for m in ("AGG", *METRICS)})
+        st.caption("Tables 2–6 of the paper (749 real patient queries, GPT-4o judge). Its AGG weights are not "
+                   "published; see data/reference/README.md.")
+
+with st.expander("Per-metric means across languages"):
+    long = means.melt(id_vars=["language", "model_id"], value_vars=list(METRICS), var_name="metric",
+                      value_name="mean")
+    st.dataframe(long.pivot_table(index=["model_id", "metric"], columns="language", values="mean").reset_index(),
+                 hide_index=True)
+    st.caption("Means per metric over each language's scored items.")

@@ -1,0 +1,176 @@
+"""Response browser (for doctors): each answer with its query, ground truth, chunks, scores and critique.
+
+The page state lives in the URL (every control is bound to a query parameter), so a link reopens
+the same view. Items are fetched one page at a time (SQL LIMIT/OFFSET).
+"""
+
+from __future__ import annotations
+
+import math
+
+import altair as alt
+import pandas as pd
+import streamlit as st
+
+from pages import _ui as ui
+from pipeline import queries as q
+from pipeline.config import METRICS
+
+ctx = ui.context()
+st.title("Response browser")
+ui.require_data(ctx)
+ui.judge_banner(ctx)
+
+c1, c2, c3, c4 = st.columns([3, 1.2, 1.6, 1])
+search = c1.text_input("Search query, English rendering and response", key="rb_q", bind="query-params",
+                       placeholder="e.g. head bath, drops, सर्जरी")
+metric = c2.selectbox("Score filter", ["any", *METRICS], key="rb_metric", bind="query-params",
+                      format_func=lambda m: "no score filter" if m == "any" else m,
+                      disabled=ctx.judge is None)
+score_range = c3.slider("Score range", 0.0, 2.0, (0.0, 2.0), 0.5, key="rb_range", bind="query-params",
+                        disabled=metric == "any")
+unparsed = c3.checkbox("Only judge outputs that failed to parse", key="rb_unparsed", bind="query-params",
+                       disabled=metric == "any")
+page_size = c4.selectbox("Per page", [5, 10, 20], index=1, key="rb_size", bind="query-params")
+
+browse = q.Browse(filters=ctx.filters, judge=ctx.judge, metric=None if metric == "any" else metric,
+                  score_min=float(score_range[0]), score_max=float(score_range[1]), unparsed_only=bool(unparsed),
+                  search=search or "")
+total = q.browse_count(ctx.db, browse)
+n_pages = max(1, math.ceil(total / page_size))
+if st.session_state.get("rb_page", 1) > n_pages:
+    st.session_state["rb_page"] = 1
+st.caption(f"{total:,} responses match; {n_pages:,} pages of {page_size}.")
+page = st.pagination(n_pages, key="rb_page", bind="query-params", max_visible_pages=9)
+items = q.browse_page(ctx.db, browse, page_size, (page - 1) * page_size)
+if items.empty:
+    st.info("No responses match these filters.")
+    st.stop()
+
+keys = tuple(zip(items.query_id, items.model_id, strict=True))
+details = q.item_details(ctx.db, ctx.filters.dataset, keys)
+chunks = q.retrieved_chunks(ctx.db, ctx.filters.dataset, tuple(dict.fromkeys(items.query_id)))
+
+
+def _rows(df: pd.DataFrame, query_id: str, model_id: str) -> pd.DataFrame:
+    if df.empty:
+        return df
+    return df[(df.query_id == query_id) & (df.model_id == model_id)]
+
+
+def show_chunks(query_id: str) -> None:
+    mine = chunks[chunks.query_id == query_id]
+    if mine.empty:
+        st.caption("No stored retrieval (closed-book dataset or not retrieved).")
+        return
+    recall = mine.recall.iloc[0]
+    st.caption(ui.md_escape(f"Searched with: {mine.search_text.iloc[0]}"
+                            + ("" if pd.isna(recall) else f" · recall of the ground truth's chunks {recall:.0%}")))
+    for row in mine.itertuples():
+        dated = f", updated {row.updated:%Y-%m-%d}" if row.slot == "update" and not pd.isna(row.updated) else ""
+        head = f"{'KB update' if row.slot == 'update' else 'Raw chunk'} {row.pos}: {row.chunk_id}{dated} — {row.title}"
+        st.markdown(f"**{ui.md_escape(head)}**")
+        st.text(row.text if isinstance(row.text, str) else "(chunk not in the knowledge base)", width="stretch")
+
+
+def show_scores(query_id: str, model_id: str) -> None:
+    scores = _rows(details["judgments"], query_id, model_id)
+    if scores.empty:
+        st.caption("Not judged.")
+        return
+    table = scores.assign(score=scores.score.map(ui.fmt_score))
+    st.dataframe(table[["judge_id", "metric", "sample", "score", "parse_ok", "justification"]], hide_index=True,
+                 column_config={"justification": st.column_config.TextColumn(width="large")})
+    for row in scores[~scores.parse_ok.astype(bool)].itertuples():
+        st.caption(ui.md_escape(f"Raw judge output for {row.metric} (sample {row.sample}), which did not parse:"))
+        st.code(row.raw_output or "(empty)", language=None, wrap_lines=True)
+
+
+def show_critique(query_id: str, model_id: str) -> None:
+    critiques = _rows(details["critiques"], query_id, model_id)
+    if critiques.empty:
+        st.caption("No Med-CoDE critique.")
+        return
+    for row in critiques.itertuples():
+        st.caption(ui.md_escape(f"Critic {row.critic_id} ({row.classifier}): disagreement {row.label}"))
+        st.text(row.critique or "(empty critique)", width="stretch")
+        dist = pd.DataFrame({"class": [q.DISAGREEMENT_LABELS[p] for p in q.DISAGREEMENT],
+                             "p": [getattr(row, p) for p in q.DISAGREEMENT]})
+        st.altair_chart(alt.Chart(dist).mark_bar().encode(
+            x=alt.X("p:Q", scale=alt.Scale(domain=[0, 1]), title="probability"),
+            y=alt.Y("class:N", sort=list(dist["class"]), title=None),
+            color=alt.Color("class:N", sort=list(dist["class"]), legend=None,
+                            scale=alt.Scale(range=["#15803d", "#84cc16", "#f59e0b", "#b91c1c"])),
+            tooltip=["class", alt.Tooltip("p:Q", format=".2f")]).properties(height=110), width="stretch")
+
+
+def show_safety(query_id: str, model_id: str) -> None:
+    safety = _rows(details["safety"], query_id, model_id)
+    lexical = _rows(details["lexical"], query_id, model_id)
+    if safety.empty and lexical.empty:
+        st.caption("No safety checks or lexical scores.")
+        return
+    if not safety.empty:
+        st.dataframe(safety[["check_name", "passed", "detail"]], hide_index=True)
+    if not lexical.empty:
+        st.dataframe(lexical[list(q.LEXICAL)].rename(columns=q.LEXICAL_LABELS), hide_index=True)
+
+
+for item in items.itertuples():
+    with st.container(border=True):
+        scores = _rows(details["judgments"], item.query_id, item.model_id)
+        summary = " · ".join(f"{m} {ui.fmt_score(scores[scores.metric == m].score.mean())}"
+                             for m in METRICS if not scores[scores.metric == m].empty)
+        themes = ", ".join(ui.theme_label(t) for t in (item.themes if item.themes is not None else []))
+        st.markdown(f"**{ui.md_escape(item.query_id)}** · {ui.md_escape(ui.lang_label(item.language))} · "
+                    f"`{ui.md_escape(item.model_id)}`" + (f" · {ui.md_escape(themes)}" if themes else "")
+                    + (f" · {ui.md_escape(summary)}" if summary else ""))
+        left, right = st.columns(2)
+        with left:
+            ui.show_text("Patient query", item.query)
+            if isinstance(item.query_en, str) and item.query_en:
+                ui.show_text("English rendering", item.query_en)
+            ui.show_text("Ground truth (doctor-approved)", item.gt_response)
+        with right:
+            if isinstance(item.error, str) and item.error:
+                st.error(ui.md_escape(f"Generation failed: {item.error}"))
+            else:
+                ui.show_text(f"Response of {item.model_id}", item.text, empty="(empty response)")
+        with st.expander("Retrieved chunks and KB updates"):
+            show_chunks(item.query_id)
+        with st.expander("Judge scores and justifications"):
+            show_scores(item.query_id, item.model_id)
+        with st.expander("Med-CoDE critique"):
+            show_critique(item.query_id, item.model_id)
+        with st.expander("Safety checks and lexical scores"):
+            show_safety(item.query_id, item.model_id)
+
+st.divider()
+st.subheader("Two models side by side")
+query_ids = list(dict.fromkeys(items.query_id))
+cq = st.selectbox("Query", query_ids, key="rb_cq", bind="query-params",
+                  help="Any query of this page of results.")
+answers = q.query_responses(ctx.db, ctx.filters.dataset, cq)
+models = answers.model_id.tolist()
+if len(models) < 2:
+    st.caption("Only one model answered this query.")
+else:
+    a, b = st.columns(2)
+    model_a = a.selectbox("Model A", models, index=0, key="rb_ma", bind="query-params")
+    model_b = b.selectbox("Model B", models, index=1, key="rb_mb", bind="query-params")
+    pair = q.item_details(ctx.db, ctx.filters.dataset, ((cq, model_a), (cq, model_b)))
+    query_row = items[items.query_id == cq].iloc[0]
+    ui.show_text("Patient query", query_row.query)
+    ui.show_text("Ground truth", query_row.gt_response)
+    for column, model in ((a, model_a), (b, model_b)):
+        with column:
+            answer = answers[answers.model_id == model].iloc[0]
+            if isinstance(answer.error, str) and answer.error:
+                st.error(ui.md_escape(f"Generation failed: {answer.error}"))
+            else:
+                ui.show_text(model, answer.text, empty="(empty response)")
+            js = pair["judgments"]
+            js = js[js.model_id == model] if not js.empty else js
+            if not js.empty:
+                st.dataframe(js.assign(score=js.score.map(ui.fmt_score))[["metric", "score", "justification"]],
+                             hide_index=True)

@@ -1,0 +1,128 @@
+"""Human vs LLM: agreement between human labels and the judge, rankings side by side, and annotation."""
+
+from __future__ import annotations
+
+import altair as alt
+import pandas as pd
+import streamlit as st
+
+from pages import _ui as ui
+from pipeline import queries as q
+from pipeline.config import METRICS
+
+SCORE_LABELS = {0: "0 — bad", 1: "1 — medium", 2: "2 — good"}
+
+ctx = ui.context()
+st.title("Human vs LLM judge")
+ui.require_data(ctx)
+view = st.segmented_control("View", ["Agreement", "Annotate"], default="Agreement", key="hv_view",
+                            bind="query-params") or "Agreement"
+
+
+def agreement_view() -> None:
+    ui.judge_banner(ctx)
+    if ctx.judge is None:
+        return
+    metric = st.selectbox("Metric", list(METRICS), index=METRICS.index("SS"), key="hv_metric", bind="query-params",
+                          format_func=lambda m: ui.METRIC_NAMES[m],
+                          help="Health-Pariksha compared humans and the judge on Semantic Similarity.")
+    table = q.agreement(ctx.db, ctx.filters, ctx.judge, metric)
+    if table.empty:
+        st.info("No human labels for this metric and these filters yet. Import a CSV with "
+                "`python -m pipeline import-human-labels`, or label items in the Annotate view.")
+        return
+    st.caption("Percentage agreement (PA): share of items where the human and the judge gave the same score "
+               "(the judge's samples averaged and rounded). Weighted κ: Cohen's kappa with quadratic weights "
+               "(1 = perfect, 0 = chance). The paper found PA above 0.7 on average.")
+    table = table.assign(language=table.language.map(ui.lang_label))
+    st.dataframe(table, hide_index=True, column_config={
+        "agreement": st.column_config.NumberColumn("% agreement", format="percent"),
+        "kappa": st.column_config.NumberColumn("weighted κ", format="%.2f")})
+    per_model = table[table.model_id != "(all models)"]
+    if not per_model.empty:
+        per_model = per_model.assign(label=per_model.language + " · " + per_model.model_id)
+        bars = alt.Chart(per_model).mark_bar(color="#0f766e").encode(
+            x=alt.X("agreement:Q", scale=alt.Scale(domain=[0, 1]), title="percentage agreement"),
+            y=alt.Y("label:N", title=None, sort=None),
+            tooltip=["language", "model_id", "n", alt.Tooltip("agreement:Q", format=".0%"),
+                     alt.Tooltip("kappa:Q", format=".2f")])
+        rule = alt.Chart(pd.DataFrame({"x": [0.7]})).mark_rule(color="#b91c1c", strokeDash=[4, 3]).encode(x="x:Q")
+        st.altair_chart((bars + rule).properties(height=max(120, 20 * len(per_model))), width="stretch")
+        st.caption("Dashed line: 0.7, the paper's average agreement.")
+
+    st.subheader("Rankings: human vs judge")
+    ranks = q.rankings(ctx.db, ctx.filters, ctx.judge, metric)
+    paper = q.reference_table(ctx.db, "table7")
+    for language, group in ranks.groupby("language", sort=False):
+        st.markdown(f"**{ui.md_escape(ui.lang_label(language))}**")
+        left, right = st.columns(2)
+        with left:
+            same = (group.human_rank == group.llm_rank).all()
+            st.dataframe(group.drop(columns=["language"]), hide_index=True, column_config={
+                "human_mean": st.column_config.NumberColumn("human mean", format="%.2f"),
+                "llm_mean": st.column_config.NumberColumn("judge mean", format="%.2f")})
+            st.caption("Identical rankings." if same else "The rankings differ.")
+        with right:
+            ref = paper[paper.language == language].drop(columns=["language"])
+            if ref.empty:
+                st.caption("No published ranking for this language.")
+            else:
+                st.dataframe(ref, hide_index=True)
+                st.caption("Health-Pariksha Table 7 (Semantic Similarity, GPT-4o judge).")
+
+
+def annotate_view() -> None:
+    st.caption("Score responses yourself; each label is saved at once (source 'app') and the agreement figures "
+               "update. Items come in a fixed shuffled order, filtered by the sidebar.")
+    c1, c2 = st.columns([2, 1])
+    annotator = c1.text_input("Your name", key="hv_annotator", bind="query-params", max_chars=60,
+                              placeholder="e.g. dr-rao")
+    metric = c2.selectbox("Metric to score", list(METRICS), index=METRICS.index("SS"), key="hv_ann_metric",
+                          bind="query-params", format_func=lambda m: ui.METRIC_NAMES[m])
+    if not annotator or not annotator.strip():
+        st.info("Enter your name to get a queue of unlabelled items.")
+        return
+    annotator = annotator.strip()
+    skipped = tuple(st.session_state.setdefault("hv_skipped", []))
+    done, total = q.annotation_progress(ctx.db, ctx.filters, annotator, metric)
+    st.progress(done / total if total else 0.0, text=f"{done} of {total} items labelled by {annotator} on {metric}")
+    queue = q.annotation_queue(ctx.db, ctx.filters, annotator, metric, skipped, limit=1)
+    if queue.empty:
+        st.success("Nothing left to label within these filters.")
+        return
+    item = queue.iloc[0]
+    with st.container(border=True):
+        st.markdown(f"**{ui.md_escape(item.query_id)}** · {ui.md_escape(ui.lang_label(item.language))} · "
+                    f"`{ui.md_escape(item.model_id)}`")
+        left, right = st.columns(2)
+        with left:
+            ui.show_text("Patient query", item.query)
+            if isinstance(item.query_en, str) and item.query_en:
+                ui.show_text("English rendering", item.query_en)
+            ui.show_text("Ground truth (doctor-approved)", item.gt_response)
+        with right:
+            ui.show_text("Model response", item.text, empty="(empty response)")
+    with st.form("hv_label_form", clear_on_submit=True):
+        score = st.radio(f"{ui.METRIC_NAMES[metric]} score", [0, 1, 2], format_func=SCORE_LABELS.get,
+                         horizontal=True, index=None, key="hv_score")
+        comment = st.text_area("Comment (optional)", key="hv_comment", max_chars=2000)
+        save = st.form_submit_button("Save label", type="primary")
+    if st.button("Skip this item"):
+        st.session_state["hv_skipped"] = [*skipped, f"{item.query_id}|{item.model_id}"]
+        st.rerun()
+    if save:
+        if score is None:
+            st.error("Choose a score first.")
+            return
+        q.save_human_label(ctx.db, dataset=item.dataset, query_id=item.query_id, model_id=item.model_id,
+                           metric=metric, annotator=annotator, score=int(score), comment=comment)
+        st.session_state["hv_last_saved"] = f"{item.query_id} · {item.model_id}: {metric} = {score}"
+        st.rerun()
+    if st.session_state.get("hv_last_saved"):
+        st.caption(ui.md_escape(f"Saved: {st.session_state['hv_last_saved']}"))
+
+
+if view == "Agreement":
+    agreement_view()
+else:
+    annotate_view()

@@ -1,0 +1,168 @@
+"""Shared pieces of the dashboard pages: the sidebar filters, safe text, formatting.
+
+No SQL here: data comes from ``pipeline.queries``. Model output and dataset text are shown with
+``st.text`` (no Markdown, no HTML) or in dataframes; anything that must pass through Markdown
+(labels, captions) is escaped with :func:`md_escape` first.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from pipeline import queries as q
+from pipeline.config import METRICS
+from pipeline.dataset import LANGUAGES, THEMES
+
+METRIC_NAMES = {"FC": "Factual correctness", "SS": "Semantic similarity", "COH": "Coherence", "CON": "Conciseness",
+                "AGG": "Aggregate (weighted)"}
+FILL_COMMAND = "python -m pipeline run --config configs/default.yaml"
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~=:$&\"'^])")
+
+
+@dataclass(frozen=True)
+class Context:
+    """What every page needs: the database, the sidebar's filters and the judge."""
+
+    db: str
+    exists: bool
+    filters: q.Filters
+    judge: str | None
+    choices: dict[str, Any]
+
+
+def md_escape(text: Any) -> str:
+    """Text made inert for Markdown: every special character backslash-escaped, newlines kept."""
+    escaped = _MD_SPECIAL.sub(r"\\\1", "" if text is None else str(text))
+    return escaped.replace("\n", "  \n")
+
+
+def lang_label(code: str) -> str:
+    return f"{LANGUAGES.get(code, code)} ({code})"
+
+
+def theme_label(theme: str) -> str:
+    return theme.replace("_", " ")
+
+
+def _sanitise(key: str, options: list[str], *, multi: bool) -> None:
+    """Drop a widget's remembered value(s) that are not among its current options."""
+    if key not in st.session_state:
+        return
+    value = st.session_state[key]
+    if multi:
+        kept = [v for v in (value or []) if v in options]
+        if kept != list(value or []):
+            st.session_state[key] = kept
+    elif value is not None and value not in options:
+        del st.session_state[key]
+
+
+def sidebar() -> Context:
+    """Draw the shared filters (kept in session state and bound to the URL) and return the context."""
+    db = str(q.db_path())
+    exists = q.db_exists(db)
+    st.sidebar.title("Pariksha Studio")
+    if not exists:
+        st.sidebar.warning("No results database yet.")
+        st.sidebar.caption(f"Database: {md_escape(db)}")
+        return Context(db, False, q.Filters(), None, {"datasets": [], "languages": {}, "models": {}, "judges": {}})
+    choices = q.choices(db)
+    datasets = choices["datasets"]
+    if not datasets:
+        st.sidebar.info("The database holds no dataset yet.")
+        return Context(db, True, q.Filters(), None, choices)
+    _sanitise("dataset", datasets, multi=False)
+    dataset = st.sidebar.selectbox("Dataset", datasets, key="dataset", bind="query-params")
+    languages = choices["languages"].get(dataset, [])
+    models = choices["models"].get(dataset, [])
+    judges = choices["judges"].get(dataset, [])
+    for key, options in (("lang", languages), ("model", models), ("theme", list(THEMES))):
+        _sanitise(key, options, multi=True)
+    langs = st.sidebar.multiselect("Languages", languages, key="lang", bind="query-params", format_func=lang_label,
+                                   placeholder="all languages")
+    chosen_models = st.sidebar.multiselect("Models", models, key="model", bind="query-params",
+                                           placeholder="all models")
+    themes = st.sidebar.multiselect("Themes", list(THEMES), key="theme", bind="query-params",
+                                    format_func=theme_label, placeholder="any theme",
+                                    help="Queries tagged with any of these themes (Health-Pariksha §3.1).")
+    judge = q.judge_in_use(db, dataset)
+    if len(judges) > 1:
+        _sanitise("judge", judges, multi=False)
+        judge = st.sidebar.selectbox("Judge", judges, index=judges.index(judge) if judge in judges else 0,
+                                     key="judge", bind="query-params")
+    elif judges:
+        st.sidebar.caption(f"Judge: {md_escape(judges[0])}")
+    if st.sidebar.button("Refresh", icon=":material/refresh:", help="Re-read the database now (clears caches)."):
+        q.clear_caches()
+        st.rerun()
+    st.sidebar.caption(f"Database: {md_escape(db)}")
+    filters = q.Filters(dataset=dataset, languages=tuple(langs), models=tuple(chosen_models), themes=tuple(themes))
+    return Context(db, True, filters, judge, choices)
+
+
+def context() -> Context:
+    """The context the entry file computed for this run."""
+    ctx = st.session_state.get("_ctx")
+    if ctx is None:
+        ctx = sidebar()
+        st.session_state["_ctx"] = ctx
+    return ctx
+
+
+def require_data(ctx: Context) -> None:
+    """Stop the page with a clear message when there is nothing to show yet."""
+    if not ctx.exists:
+        st.info(f"No results database at `{ctx.db}` yet. Fill it with:")
+        st.code(FILL_COMMAND, language="bash")
+        st.caption("Or point the app at another file with the environment variable PARIKSHA_DB.")
+        st.stop()
+    if ctx.filters.dataset is None:
+        st.info("The database holds no dataset yet. Run the pipeline to fill it:")
+        st.code(FILL_COMMAND, language="bash")
+        st.stop()
+
+
+def judge_banner(ctx: Context) -> None:
+    """A plain warning wherever judge scores are shown, when the judge is too weak to trust."""
+    if ctx.judge is None:
+        st.info("No judgments yet: run the `judge` stage to score responses.")
+        return
+    reliability = q.judge_summary(ctx.db)["reliability"]
+    warning = q.judge_warning(ctx.judge, reliability)
+    if warning:
+        st.warning(md_escape(warning), icon=":material/warning:")
+
+
+def languages_in_view(ctx: Context) -> list[str]:
+    """The filtered languages, or every language of the dataset."""
+    return list(ctx.filters.languages) or ctx.choices["languages"].get(ctx.filters.dataset, [])
+
+
+def fmt_ci(low: float | None, high: float | None) -> str:
+    if low is None or high is None or pd.isna(low) or pd.isna(high):
+        return ""
+    return f"[{low:.2f}, {high:.2f}]"
+
+
+def fmt_score(value: Any) -> str:
+    """A score for display: integers as they are, means to two decimals, missing as a dash."""
+    if value is None or pd.isna(value):
+        return "–"
+    value = float(value)
+    return str(int(value)) if value.is_integer() else f"{value:.2f}"
+
+
+def show_text(label: str, text: Any, *, empty: str = "(none)") -> None:
+    """A caption and the text itself, rendered as plain text (never Markdown or HTML)."""
+    st.caption(md_escape(label))
+    st.text(empty if text is None or (isinstance(text, float) and pd.isna(text)) or text == "" else str(text),
+            width="stretch")
+
+
+def metric_options(with_agg: bool = True) -> list[str]:
+    return (["AGG"] if with_agg else []) + list(METRICS)

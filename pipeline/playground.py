@@ -1,0 +1,160 @@
+"""The playground's work for one live query: translate, retrieve, generate (streamed), judge, critique.
+
+The page (``pages/6_playground.py``) draws the widgets and caches loaded models; everything here
+is plain Python over the pipeline's own modules, so it runs the same prompts, retrieval and judge
+as a pipeline run. The config is ``$PARIKSHA_CONFIG``, else ``configs/default.yaml``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pipeline.config import METRICS, ModelConfig, RunConfig, load_config
+from pipeline.dataset import LANGUAGES, Chunk, Dataset, Query, load_dataset
+from pipeline.models import Model, create_backend, unavailable_reason
+from pipeline.models.base import ChatRequest, GenerateParams
+from pipeline.prompts import load_text
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_CONFIG = REPO_ROOT / "configs" / "default.yaml"
+PLACEHOLDER_GT = "(no ground truth given)"
+
+
+def config_path() -> Path:
+    """``$PARIKSHA_CONFIG`` or configs/default.yaml."""
+    env = os.environ.get("PARIKSHA_CONFIG")
+    return Path(env).expanduser() if env else DEFAULT_CONFIG
+
+
+def load_playground_config(path: Path | None = None) -> RunConfig:
+    return load_config(path or config_path())
+
+
+@dataclass(frozen=True)
+class ModelChoice:
+    """A model of the config and why it cannot run here (None when it can)."""
+
+    config: ModelConfig
+    reason: str | None
+
+    @property
+    def available(self) -> bool:
+        return self.reason is None
+
+
+def model_choices(config: RunConfig) -> list[ModelChoice]:
+    """The config's generator models, each with its availability on this machine."""
+    return [ModelChoice(m, unavailable_reason(m)) for m in config.models]
+
+
+def role_config(config: RunConfig, role: str) -> ModelConfig | None:
+    """The judge's or critic's model options, or None when the config has no such role."""
+    if role == "judge" and config.judge is not None:
+        return config.model_config_for(config.judge.id)
+    if role == "critic" and config.medcode is not None:
+        return config.model_config_for(config.medcode.critic_id)
+    return None
+
+
+def load_model(model_config: ModelConfig) -> Model:
+    """A ``Model`` (backend + retries) for live use; no cache, one call at a time."""
+    return Model(create_backend(model_config), cache=None, concurrency=1)
+
+
+def resolve_dataset_path(path: str | None, fallback: str) -> Path | None:
+    """A dataset folder from the database's record (relative to the cwd or this repo), else ``fallback``."""
+    for candidate in (path, fallback):
+        if not candidate:
+            continue
+        for base in (Path.cwd(), REPO_ROOT):
+            full = (base / candidate).resolve()
+            if (full / "queries.jsonl").is_file() or (full / "kb.jsonl").is_file():
+                return full
+    return None
+
+
+def load_kb(path: Path) -> Dataset:
+    return load_dataset(path)
+
+
+def make_query(*, language: str, query: str, query_en: str | None, gt_response: str | None,
+               query_id: str = "playground") -> Query:
+    """A validated ``Query`` for the prompt, retrieval and judge (a blank ground truth gets a placeholder)."""
+    return Query(query_id=query_id, language=language, query=query.strip(),
+                 query_en=(query_en or "").strip() or None, gt_response=(gt_response or "").strip() or PLACEHOLDER_GT)
+
+
+def translate(model: Model, text: str, language: str, *, max_tokens: int = 160) -> str:
+    """An English rendering of ``text`` by ``model`` (the HealthBot translated before RAG)."""
+    system = load_text("playground_translate.txt").format(language=LANGUAGES.get(language, language))
+    request = ChatRequest(messages=({"role": "system", "content": system}, {"role": "user", "content": text}),
+                          params=GenerateParams(max_tokens=max_tokens, temperature=0.0))
+    completion = asyncio.run(model.generate(request))
+    if not completion.ok:
+        raise RuntimeError(f"translation failed: {completion.error}")
+    return completion.text.strip().strip('"').strip()
+
+
+def retrieve(index: Any, query: Query, config: RunConfig) -> tuple[list[Chunk], list[Chunk]]:
+    """Raw chunks and KB updates for the query, exactly as the pipeline's retrieve stage chooses them."""
+    found = index.retrieve(query, config.retrieval)
+    return [index.chunks[c] for c in found.raw_ids], [index.chunks[c] for c in found.update_ids]
+
+
+def request_for(query: Query, raw: list[Chunk], updates: list[Chunk], model_config: ModelConfig) -> ChatRequest:
+    from pipeline.generate import build_request
+
+    params = GenerateParams(max_tokens=model_config.max_tokens, temperature=model_config.temperature)
+    return build_request(query, raw, updates, params)
+
+
+@dataclass
+class Streamed:
+    """Pieces of a streamed answer, collected while the page shows them."""
+
+    pieces: list[str] = field(default_factory=list)
+    started: float = field(default_factory=time.perf_counter)
+    latency_s: float = 0.0
+
+    def wrap(self, stream: Iterator[str]) -> Iterator[str]:
+        for piece in stream:
+            self.pieces.append(piece)
+            yield piece
+        self.latency_s = time.perf_counter() - self.started
+
+    @property
+    def text(self) -> str:
+        return "".join(self.pieces).strip()
+
+
+def judge(model: Model, query: Query, response: str, raw: list[Chunk], updates: list[Chunk],
+          metrics: tuple[str, ...] = METRICS) -> list[dict[str, Any]]:
+    """The four judge scores (one call each) with justification and raw output."""
+    from pipeline.judge import judge_response
+
+    return asyncio.run(judge_response(model, query=query, response=response, raw=raw, updates=updates,
+                                      metrics=metrics))
+
+
+def medcode_available() -> bool:
+    return importlib.util.find_spec("pipeline.medcode") is not None
+
+
+def critique(model: Model, query: Query, response: str, classifier: str) -> dict[str, Any]:
+    """The Med-CoDE critique and its disagreement distribution."""
+    from pipeline import medcode
+
+    return asyncio.run(medcode.critique_response(model, query=query, response=response, classifier=classifier))
+
+
+def chunk_row(chunk: Chunk, source_dataset: str) -> dict[str, Any]:
+    """A chunk as saved with a playground run (id prefixed by the dataset it came from)."""
+    return {"chunk_id": f"{source_dataset}:{chunk.chunk_id}", "kind": chunk.kind, "title": chunk.title,
+            "text": chunk.text, "source": chunk.source, "updated": chunk.updated}

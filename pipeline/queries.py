@@ -1,0 +1,895 @@
+"""The dashboard's only reader: SQL aggregation in DuckDB, results cached per filter set.
+
+Every function takes the database path and hashable filters, opens a read-only connection for
+one query (``pipeline.store.open_connection`` waits out a writer's lock), closes it at once and
+returns a small DataFrame. DuckDB does the filtering and GROUP BY; pandas only ever sees
+aggregates or one page of rows. Results are cached with ``st.cache_data``; the cache key includes
+the database file's size and modification time (and its WAL's), so a write — a pipeline batch,
+a human label — shows on the next rerun. ``clear_caches()`` backs the Refresh button.
+
+SQL identifiers come only from fixed lists in this module; every filter value is a parameter.
+The two writes the dashboard makes (a human label, a playground run) go through ``Store``.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from pipeline.config import DEFAULT_WEIGHTS, METRICS
+from pipeline.stats import bootstrap_mean_ci, normalised_weights
+from pipeline.store import Store, now, open_connection
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_DB = REPO_ROOT / "data" / "results.duckdb"
+REFERENCE_DIR = REPO_ROOT / "data" / "reference"
+PLAYGROUND = "playground"
+LEXICAL = ("rouge_l", "chrf", "bleu", "meteor", "cosine")
+LEXICAL_LABELS = {"rouge_l": "ROUGE-L", "chrf": "chrF++", "bleu": "BLEU", "meteor": "METEOR", "cosine": "cosine"}
+DISAGREEMENT = ("p_none", "p_low", "p_moderate", "p_high")
+DISAGREEMENT_LABELS = {"p_none": "None", "p_low": "Low", "p_moderate": "Moderate", "p_high": "High"}
+WEAK_JUDGES = ("llamacpp/smollm2-135m-instruct",)  # DESIGN.md: scores a right, a wrong and a refusal alike
+AUC_TRUST = 0.75
+CACHE_TTL_S = 600
+CI_RESAMPLES = 1000  # percentile bootstrap; 1,000 resamples fix a 95% interval's ends to ~±0.01 of its width
+
+F = TypeVar("F", bound=Callable[..., Any])
+_CACHED: list[Any] = []
+
+
+# -- database file and connections -----------------------------------------------------------------
+def db_path() -> Path:
+    """The results database: ``$PARIKSHA_DB``, else ``data/results.duckdb`` of this repository."""
+    env = os.environ.get("PARIKSHA_DB")
+    return Path(env).expanduser() if env else DEFAULT_DB
+
+
+def db_exists(db: str | Path) -> bool:
+    return Path(db).is_file() and Path(db).stat().st_size > 0
+
+
+def db_stamp(db: str | Path) -> tuple[int, int, int, int]:
+    """Size and mtime of the file and its WAL: changes whenever a writer commits."""
+    out = []
+    for path in (Path(db), Path(f"{db}.wal")):
+        try:
+            st_ = path.stat()
+            out += [st_.st_size, st_.st_mtime_ns]
+        except OSError:
+            out += [0, 0]
+    return tuple(out)  # type: ignore[return-value]
+
+
+def _df(db: str | Path, sql: str, params: Sequence[Any] = ()) -> pd.DataFrame:
+    """Run one read-only query and close the connection at once."""
+    with open_connection(db, read_only=True) as con:
+        return con.execute(sql, list(params)).df()
+
+
+def _dfs(db: str | Path, statements: Sequence[tuple[str, Sequence[Any]]]) -> list[pd.DataFrame]:
+    """Several read-only queries on one short-lived connection (one consistent snapshot)."""
+    with open_connection(db, read_only=True) as con:
+        return [con.execute(sql, list(params)).df() for sql, params in statements]
+
+
+def cached_query(fn: F) -> F:
+    """``st.cache_data`` keyed by the function's arguments and the database's stamp.
+
+    The wrapper keeps ``.uncached`` (the plain function, for benchmarks) and ``.clear()``.
+    """
+
+    def inner(db: str, stamp: tuple, *args: Any, **kwargs: Any) -> Any:
+        return fn(db, *args, **kwargs)
+
+    inner.__module__, inner.__qualname__, inner.__name__ = fn.__module__, fn.__qualname__, fn.__name__
+    cached = st.cache_data(ttl=CACHE_TTL_S, max_entries=64, show_spinner=False)(inner)
+
+    @functools.wraps(fn)
+    def wrapper(db: str | Path, *args: Any, **kwargs: Any) -> Any:
+        return cached(str(db), db_stamp(db), *args, **kwargs)
+
+    wrapper.uncached = fn  # type: ignore[attr-defined]
+    wrapper.clear = cached.clear  # type: ignore[attr-defined]
+    _CACHED.append(cached)
+    return wrapper  # type: ignore[return-value]
+
+
+def clear_caches() -> None:
+    """Forget every cached result (the Refresh button; after the app writes)."""
+    for cached in _CACHED:
+        cached.clear()
+
+
+# -- filters -----------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Filters:
+    """The sidebar's filters. Empty tuples mean "all"; ``dataset=None`` means every dataset."""
+
+    dataset: str | None = None
+    languages: tuple[str, ...] = ()
+    models: tuple[str, ...] = ()
+    themes: tuple[str, ...] = ()
+
+    def sql(self, q: str = "q", r: str | None = "r") -> tuple[str, list[Any]]:
+        """A WHERE predicate over ``queries`` (alias ``q``) and ``responses`` (alias ``r``)."""
+        preds: list[str] = []
+        params: list[Any] = []
+        if self.dataset is not None:
+            preds.append(f"{q}.dataset = ?")
+            params.append(self.dataset)
+        if self.languages:
+            preds.append(f"list_contains(?, {q}.language)")
+            params.append(list(self.languages))
+        if self.themes:
+            preds.append(f"list_has_any({q}.themes, ?)")
+            params.append(list(self.themes))
+        if self.models and r is not None:
+            preds.append(f"list_contains(?, {r}.model_id)")
+            params.append(list(self.models))
+        return (" AND ".join(preds) or "TRUE"), params
+
+    def with_(self, **changes: Any) -> Filters:
+        return Filters(**{**self.__dict__, **changes})
+
+
+def _items_cte(f: Filters, *, ok_only: bool = True) -> tuple[str, list[Any]]:
+    """``items``: the filtered (dataset, query, model) responses, with the query's language."""
+    where, params = f.sql()
+    ok = " AND r.error IS NULL" if ok_only else ""
+    return (
+        "items AS (SELECT r.dataset, r.query_id, r.model_id, q.language FROM responses r "
+        f"JOIN queries q ON q.dataset = r.dataset AND q.query_id = r.query_id WHERE {where}{ok})"
+    ), params
+
+
+def _per_item_cte(judge: str) -> tuple[str, list[Any]]:
+    """``per_item``: one row per judged item with each metric's mean over its parsed samples.
+
+    A metric whose samples all failed to parse is NULL (unscored), never 0. Also the item's count of
+    judgments, of parse failures and its highest sample index.
+    """
+    means = ", ".join(f"avg(j.score) FILTER (WHERE j.metric = '{m}' AND j.parse_ok) AS {m}" for m in METRICS)
+    return (
+        f"per_item AS (SELECT i.dataset, i.language, i.query_id, i.model_id, {means}, count(*) AS n_judgments, "
+        "count(*) FILTER (WHERE NOT j.parse_ok) AS n_unparsed, max(j.sample) AS max_sample FROM judgments j "
+        "JOIN items i ON j.dataset = i.dataset AND j.query_id = i.query_id AND j.model_id = i.model_id "
+        "WHERE j.judge_id = ? GROUP BY i.dataset, i.language, i.query_id, i.model_id)"
+    ), [judge]
+
+
+def weights_tuple(weights: dict[str, float] | None) -> tuple[float, ...]:
+    """Weights as a hashable tuple in METRICS order (cache keys)."""
+    weights = weights or DEFAULT_WEIGHTS
+    return tuple(float(weights.get(m, 0.0)) for m in METRICS)
+
+
+def _weights(w: tuple[float, ...]) -> dict[str, float]:
+    return normalised_weights(dict(zip(METRICS, w, strict=True)))
+
+
+# -- choices for the sidebar ---------------------------------------------------------------------------
+@cached_query
+def choices(db: str) -> dict[str, Any]:
+    """Datasets (most responses first, the playground last) and per dataset its languages, models, judges."""
+    datasets, langs, models, judges = _dfs(db, [
+        ("SELECT d.name, count(r.query_id) AS n FROM datasets d LEFT JOIN responses r ON r.dataset = d.name "
+         "GROUP BY d.name ORDER BY (d.name = ?), n DESC, d.name", [PLAYGROUND]),
+        ("SELECT dataset, language, count(*) AS n FROM queries GROUP BY ALL ORDER BY dataset, n DESC", []),
+        ("SELECT dataset, model_id, count(*) AS n FROM responses GROUP BY ALL ORDER BY dataset, model_id", []),
+        ("SELECT dataset, judge_id, count(*) AS n FROM judgments GROUP BY ALL ORDER BY dataset, n DESC", []),
+    ])
+    return {
+        "datasets": datasets.name.tolist(),
+        "languages": {d: g.language.tolist() for d, g in langs.groupby("dataset", sort=False)},
+        "models": {d: g.model_id.tolist() for d, g in models.groupby("dataset", sort=False)},
+        "judges": {d: g.judge_id.tolist() for d, g in judges.groupby("dataset", sort=False)},
+    }
+
+
+@cached_query
+def run_config(db: str, dataset: str | None) -> dict[str, Any]:
+    """The config of the latest pipeline run of ``dataset`` (any dataset if None), parsed; {} if none."""
+    where = "kind = 'pipeline'" + (" AND dataset = ?" if dataset else "")
+    rows = _df(db, f"SELECT config FROM runs WHERE {where} AND config IS NOT NULL "
+                   "ORDER BY started_at DESC LIMIT 1", [dataset] if dataset else [])
+    if rows.empty:
+        return {}
+    try:
+        return json.loads(rows.config.iloc[0])
+    except (TypeError, ValueError):
+        return {}
+
+
+def run_weights(db: str | Path, dataset: str | None) -> dict[str, float]:
+    """AGG weights of the latest run's config (DESIGN.md's defaults when absent)."""
+    weights = run_config(db, dataset).get("weights") or DEFAULT_WEIGHTS
+    return {m: float(weights.get(m, 0.0)) for m in METRICS}
+
+
+def judge_in_use(db: str | Path, dataset: str | None) -> str | None:
+    """The judge of the latest run's config if it judged this dataset, else the most-used judge."""
+    judges = choices(db)["judges"].get(dataset, []) if dataset else []
+    configured = (run_config(db, dataset).get("judge") or {}).get("id")
+    if configured and (configured in judges or not judges):
+        return configured
+    return judges[0] if judges else configured
+
+
+def judge_warning(judge: str | None, reliability: pd.DataFrame) -> str | None:
+    """A plain warning when the judge's scores should not be trusted, else None."""
+    if judge is None:
+        return None
+    reasons = []
+    if judge in WEAK_JUDGES:
+        reasons.append(f"{judge} is a 135M-parameter model kept to prove the machinery: as a judge it gave "
+                       "Score 0 to a correct, a wrong and a refusing answer alike")
+    rel = reliability[reliability.judge_id == judge] if not reliability.empty else reliability
+    weak = rel[rel.auc < AUC_TRUST] if not rel.empty else rel
+    if not weak.empty:
+        listed = ", ".join(f"{r.metric} {r.auc:.2f}" for r in weak.itertuples())
+        reasons.append(f"its sanity-check AUC is below {AUC_TRUST} for {listed} (0.5 is chance)")
+    if rel.empty and judge not in WEAK_JUDGES:
+        reasons.append("it has no sanity check yet (run the `sanity` stage)")
+        return "Judge reliability unknown: " + "; ".join(reasons) + "."
+    if not reasons:
+        return None
+    return "Do not trust these judge scores: " + "; ".join(reasons) + ". Point `judge:` at a strong model."
+
+
+# -- home ----------------------------------------------------------------------------------------------
+@cached_query
+def overview(db: str) -> dict[str, pd.DataFrame]:
+    """What the database holds: datasets, runs, models, counts per language."""
+    datasets, runs, per_language, models = _dfs(db, [
+        ("SELECT name AS dataset, closed_book, n_queries, n_chunks, path, loaded_at FROM datasets ORDER BY name", []),
+        ("SELECT run_id, name, kind, dataset, status, started_at, finished_at, "
+         "date_diff('second', started_at, coalesce(finished_at, now()::TIMESTAMP)) AS seconds, "
+         "backend_calls, cache_hits, retries, errors FROM runs ORDER BY started_at DESC LIMIT 50", []),
+        ("SELECT q.dataset, q.language, count(DISTINCT q.query_id) AS queries, count(r.model_id) AS responses, "
+         "count(DISTINCT r.model_id) AS models FROM queries q LEFT JOIN responses r "
+         "ON r.dataset = q.dataset AND r.query_id = q.query_id GROUP BY ALL ORDER BY q.dataset, queries DESC", []),
+        ("SELECT dataset, model_id, count(*) AS responses, count(error) AS errors, "
+         "round(avg(latency_s), 2) AS mean_latency_s, sum(completion_tokens) AS completion_tokens "
+         "FROM responses GROUP BY ALL ORDER BY dataset, model_id", []),
+    ])
+    return {"datasets": datasets, "runs": runs, "per_language": per_language, "models": models}
+
+
+@cached_query
+def judge_summary(db: str) -> dict[str, pd.DataFrame]:
+    """Judges with their judgment and parse-failure counts, reliability (sanity AUC), human agreement."""
+    judges, reliability, confusion = _dfs(db, [
+        ("SELECT dataset, judge_id, count(*) AS judgments, count(*) FILTER (WHERE NOT parse_ok) AS parse_failures, "
+         "max(sample) + 1 AS samples FROM judgments GROUP BY ALL ORDER BY dataset, judgments DESC", []),
+        ("SELECT dataset, judge_id, metric, auc, n_good, n_bad, n_unparsed, created_at FROM judge_reliability "
+         "ORDER BY dataset, judge_id, metric", []),
+        ("WITH l AS (SELECT dataset, query_id, model_id, judge_id, metric, round(avg(score)) AS llm FROM judgments "
+         "WHERE parse_ok GROUP BY ALL) "
+         "SELECT h.dataset, l.judge_id, h.metric, h.score AS human, l.llm, count(*) AS n FROM human_labels h "
+         "JOIN l ON l.dataset = h.dataset AND l.query_id = h.query_id AND l.model_id = h.model_id "
+         "AND l.metric = h.metric WHERE h.score IS NOT NULL GROUP BY ALL", []),
+    ])
+    agreement = _agreement_from_confusion(confusion, ["dataset", "judge_id", "metric"])
+    return {"judges": judges, "reliability": reliability, "agreement": agreement}
+
+
+def database_status(db: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Runs, and per dataset and model the counts of responses, errors, judgments, parse failures, critiques.
+
+    Used by ``python -m pipeline status``; not cached.
+    """
+    runs, models = _dfs(db, [
+        ("SELECT run_id, name, kind, dataset, status, strftime(started_at, '%Y-%m-%d %H:%M:%S') AS started, "
+         "date_diff('second', started_at, finished_at) AS seconds, backend_calls, cache_hits, retries, errors "
+         "FROM runs ORDER BY started_at", []),
+        ("WITH r AS (SELECT dataset, model_id, count(*) AS responses, count(error) AS errors FROM responses "
+         "GROUP BY ALL), j AS (SELECT dataset, model_id, count(*) AS judgments, "
+         "count(*) FILTER (WHERE NOT parse_ok) AS parse_failures FROM judgments GROUP BY ALL), "
+         "c AS (SELECT dataset, model_id, count(*) AS critiques FROM critiques GROUP BY ALL) "
+         "SELECT r.dataset, r.model_id, r.responses, r.errors, coalesce(j.judgments, 0) AS judgments, "
+         "coalesce(j.parse_failures, 0) AS parse_failures, coalesce(c.critiques, 0) AS critiques FROM r "
+         "LEFT JOIN j USING (dataset, model_id) LEFT JOIN c USING (dataset, model_id) "
+         "ORDER BY r.dataset, r.model_id", []),
+    ])
+    return runs, models
+
+
+# -- leaderboards --------------------------------------------------------------------------------------
+@cached_query
+def score_patterns(db: str, f: Filters, judge: str) -> dict[str, pd.DataFrame]:
+    """Per (language, model) the histogram of per-item score patterns (FC, SS, COH, CON; NULL = unscored).
+
+    With the number of judgments and parse failures behind each pattern. When judgments have several
+    samples, also self-consistency per (language, model, metric): mean std and flip rate over items
+    with ≥2 parsed samples. Everything a leaderboard needs comes from these few thousand rows.
+    """
+    items, p_items = _items_cte(f)
+    per_item, p_per_item = _per_item_cte(judge)
+    cols = ", ".join(f"round({m}, 2) AS {m}" for m in METRICS)
+    with open_connection(db, read_only=True) as con:
+        patterns = con.execute(
+            f"WITH {items}, {per_item} SELECT language, model_id, {cols}, count(*) AS n, "
+            "sum(n_judgments) AS judgments, sum(n_unparsed) AS parse_failures, max(max_sample) + 1 AS samples "
+            "FROM per_item GROUP BY ALL", [*p_items, *p_per_item]).df()
+        consistency = pd.DataFrame(columns=["language", "model_id", "metric", "multi_items", "mean_std", "flip_rate"])
+        if not patterns.empty and patterns.samples.max() > 1:
+            consistency = con.execute(
+                f"WITH {items}, sc AS (SELECT i.language, i.model_id, j.metric, stddev_pop(j.score) AS sd, "
+                "min(j.score) <> max(j.score) AS flipped FROM judgments j JOIN items i ON j.dataset = i.dataset "
+                "AND j.query_id = i.query_id AND j.model_id = i.model_id WHERE j.judge_id = ? AND j.parse_ok "
+                "GROUP BY i.language, i.model_id, j.metric, i.dataset, j.query_id HAVING count(*) >= 2) "
+                "SELECT language, model_id, metric, count(*) AS multi_items, avg(sd) AS mean_std, "
+                "avg(flipped::INTEGER) AS flip_rate FROM sc GROUP BY ALL", [*p_items, judge]).df()
+    return {"patterns": patterns, "consistency": consistency}
+
+
+def _metric_hist(patterns: pd.DataFrame, metric: str) -> tuple[np.ndarray, np.ndarray]:
+    cell = patterns[patterns[metric].notna()]
+    grouped = cell.groupby(metric)["n"].sum()
+    return grouped.index.to_numpy(dtype=float), grouped.to_numpy(dtype=np.int64)
+
+
+def _agg_hist(patterns: pd.DataFrame, w: dict[str, float]) -> tuple[np.ndarray, np.ndarray]:
+    """Histogram of per-item AGG over the items scored on every weighted metric (binned to 0.01)."""
+    used = [m for m in METRICS if w[m] > 0]
+    complete = patterns.dropna(subset=used)
+    if complete.empty:
+        return np.zeros(0), np.zeros(0, dtype=np.int64)
+    agg = sum(complete[m].to_numpy(dtype=float) * w[m] for m in used).round(2)
+    grouped = pd.Series(complete["n"].to_numpy(), index=agg).groupby(level=0).sum()
+    return grouped.index.to_numpy(dtype=float), grouped.to_numpy(dtype=np.int64)
+
+
+def _ci(values: np.ndarray, counts: np.ndarray) -> tuple[float, float]:
+    if counts.sum() == 0:
+        return float("nan"), float("nan")
+    return bootstrap_mean_ci(values, counts, n_resamples=CI_RESAMPLES)
+
+
+def _cell_scores(patterns: pd.DataFrame, w: dict[str, float], *, with_ci: bool) -> dict[str, Any]:
+    """Means, n (and 95% CIs) of the four metrics and AGG for one (language, model) cell.
+
+    AGG is the weighted mean of the metric means (``pipeline.stats``); its CI resamples the items
+    scored on every weighted metric.
+    """
+    row: dict[str, Any] = {}
+    means: dict[str, float | None] = {}
+    hists = {m: _metric_hist(patterns, m) for m in METRICS}
+    for m, (values, counts) in hists.items():
+        n = int(counts.sum())
+        means[m] = float(values @ counts / n) if n else None
+        row[m], row[f"n_{m}"] = means[m], n
+    missing = any(w[m] > 0 and means[m] is None for m in METRICS)
+    row["AGG"] = None if missing else float(sum(w[m] * means[m] for m in METRICS if w[m] > 0))  # type: ignore[operator]
+    row["items"] = int(patterns["n"].sum())
+    if with_ci:
+        for m, hist in hists.items():
+            row[f"{m}_lo"], row[f"{m}_hi"] = _ci(*hist)
+        agg_values, agg_counts = _agg_hist(patterns, w)
+        row["n_AGG"] = int(agg_counts.sum())
+        row["AGG_lo"], row["AGG_hi"] = _ci(agg_values, agg_counts) if not missing else (np.nan, np.nan)
+    return row
+
+
+def model_means(db: str | Path, f: Filters, judge: str, weights: tuple[float, ...]) -> pd.DataFrame:
+    """Per (language, model): metric means, n and AGG (no CIs) — for heatmaps."""
+    patterns = score_patterns(db, f, judge)["patterns"]
+    w = _weights(weights)
+    rows = [{"language": lang, "model_id": model, **_cell_scores(cell, w, with_ci=False)}
+            for (lang, model), cell in patterns.groupby(["language", "model_id"], sort=True)]
+    return pd.DataFrame(rows, columns=["language", "model_id", "AGG", *METRICS, *(f"n_{m}" for m in METRICS),
+                                       "items"])
+
+
+@cached_query
+def leaderboard_extras(db: str, f: Filters) -> dict[str, pd.DataFrame]:
+    """Per (language, model): responses, errors, lexical means, safety pass rates; per language recall."""
+    items, p_items = _items_cte(f, ok_only=False)
+    where_q, p_q = f.sql(r=None)
+    lexical_means = ", ".join(f"avg(l.{c}) AS {c}" for c in LEXICAL)
+    counts, safety, recall = _dfs(db, [
+        (f"WITH {items} SELECT i.language, i.model_id, count(*) AS responses, count(r.error) AS errors, "
+         f"count(l.query_id) AS n_lexical, {lexical_means} FROM items i JOIN responses r ON r.dataset = i.dataset "
+         "AND r.query_id = i.query_id AND r.model_id = i.model_id LEFT JOIN lexical_scores l "
+         "ON l.dataset = i.dataset AND l.query_id = i.query_id AND l.model_id = i.model_id GROUP BY ALL", p_items),
+        (f"WITH {items} SELECT i.language, i.model_id, s.check_name, avg(s.passed::INTEGER) AS pass_rate, "
+         "count(*) AS n FROM safety_checks s JOIN items i ON s.dataset = i.dataset AND s.query_id = i.query_id "
+         "AND s.model_id = i.model_id GROUP BY ALL", p_items),
+        ("SELECT q.language, avg(t.recall) AS recall, count(t.recall) AS n_recall FROM retrievals t "
+         f"JOIN queries q ON q.dataset = t.dataset AND q.query_id = t.query_id WHERE {where_q} GROUP BY ALL", p_q),
+    ])
+    return {"counts": counts, "safety": safety, "recall": recall}
+
+
+@cached_query
+def leaderboard(db: str, f: Filters, judge: str, weights: tuple[float, ...], language: str) -> pd.DataFrame:
+    """One language's leaderboard: models by AGG with FC, SS, COH, CON, each with n and a 95% bootstrap CI.
+
+    Further columns: parse failures (excluded from means), errors, self-consistency when judgments
+    have several samples, lexical baselines, safety-check pass rates (``check_<name>``: refusal
+    accuracy, update adherence) and the language's retrieval recall. Built from the cached
+    ``score_patterns`` and ``leaderboard_extras`` of the whole filter set, so switching language or
+    moving a weight slider runs no SQL (only the bootstrap).
+    """
+    data = score_patterns(db, f, judge)
+    extras = leaderboard_extras(db, f)
+    w = _weights(weights)
+    patterns = data["patterns"][data["patterns"].language == language]
+    rows = [{"model_id": model, **_cell_scores(cell, w, with_ci=True),
+             "judgments": int(cell.judgments.sum()), "parse_failures": int(cell.parse_failures.sum()),
+             "samples": int(cell.samples.max())}
+            for model, cell in patterns.groupby("model_id", sort=True)]
+    counts = extras["counts"][extras["counts"].language == language].drop(columns=["language"])
+    board = counts.merge(pd.DataFrame(rows), on="model_id", how="left") if rows else counts.copy()
+    consistency = data["consistency"]
+    consistency = consistency[consistency.language == language] if not consistency.empty else consistency
+    if not consistency.empty:
+        sc = consistency.assign(std_w=consistency.mean_std * consistency.multi_items,
+                                flip_w=consistency.flip_rate * consistency.multi_items)
+        sc = sc.groupby("model_id")[["std_w", "flip_w", "multi_items"]].sum()
+        sc = pd.DataFrame({"self_std": sc.std_w / sc.multi_items, "flip_rate": sc.flip_w / sc.multi_items})
+        board = board.merge(sc.reset_index(), on="model_id", how="left")
+    safety = extras["safety"]
+    safety = safety[safety.language == language]
+    if not safety.empty:
+        pivot = safety.pivot_table(index="model_id", columns="check_name", values="pass_rate").add_prefix("check_")
+        board = board.merge(pivot.reset_index(), on="model_id", how="left")
+    recall = extras["recall"]
+    recall = recall[recall.language == language].recall
+    board["recall"] = float(recall.iloc[0]) if len(recall) and recall.notna().any() else np.nan
+    for col in ("AGG", *METRICS, "AGG_lo", "AGG_hi", "items", "parse_failures"):
+        if col not in board:
+            board[col] = np.nan
+    board = board.sort_values(["AGG", "model_id"], ascending=[False, True], na_position="last")
+    board.insert(0, "rank", range(1, len(board) + 1))
+    return board.reset_index(drop=True)
+
+
+
+@cached_query
+def paper_leaderboard(db: str, language: str) -> pd.DataFrame:
+    """Health-Pariksha's published leaderboard for a language (Tables 2–6; GPT-4o as judge)."""
+    board = pd.read_csv(REFERENCE_DIR / "health_pariksha_leaderboards.csv")
+    return board[board.language == language].drop(columns=["table", "language"]).reset_index(drop=True)
+
+
+def short_name(model_id: str) -> str:
+    """The last path part of a model id, lower-case: how model ids are matched to the paper's names."""
+    return model_id.split("/")[-1].lower()
+
+
+# -- response browser -----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Browse:
+    """The response browser's filters beyond the sidebar's."""
+
+    filters: Filters
+    judge: str | None = None
+    metric: str | None = None  # filter by this metric's score
+    score_min: float = 0.0
+    score_max: float = 2.0
+    unparsed_only: bool = False
+    search: str = ""
+    query_id: str | None = None
+
+
+def _browse_sql(b: Browse) -> tuple[str, list[Any]]:
+    where, params = b.filters.sql()
+    clauses = [where]
+    if b.search.strip():
+        clauses.append("(strpos(lower(q.query), lower(?)) > 0 OR strpos(lower(coalesce(q.query_en, '')), lower(?)) > 0 "
+                       "OR strpos(lower(coalesce(r.text, '')), lower(?)) > 0)")
+        params += [b.search.strip()] * 3
+    if b.query_id:
+        clauses.append("r.query_id = ?")
+        params.append(b.query_id)
+    join = ""
+    if b.metric and b.judge and b.metric in METRICS:
+        having = ("bool_or(NOT j.parse_ok)" if b.unparsed_only else
+                  "avg(j.score) FILTER (WHERE j.parse_ok) BETWEEN ? AND ?")
+        join = ("JOIN (SELECT j.dataset, j.query_id, j.model_id FROM judgments j WHERE j.judge_id = ? AND j.metric = ? "
+                f"GROUP BY ALL HAVING {having}) m ON m.dataset = r.dataset AND m.query_id = r.query_id "
+                "AND m.model_id = r.model_id")
+        params = [b.judge, b.metric, *([] if b.unparsed_only else [b.score_min, b.score_max]), *params]
+    sql = (f"FROM responses r JOIN queries q ON q.dataset = r.dataset AND q.query_id = r.query_id {join} "
+           f"WHERE {' AND '.join(clauses)}")
+    return sql, params
+
+
+@cached_query
+def browse_count(db: str, b: Browse) -> int:
+    """How many responses match the browser's filters."""
+    sql, params = _browse_sql(b)
+    return int(_df(db, f"SELECT count(*) AS n {sql}", params).n.iloc[0])
+
+
+@cached_query
+def browse_page(db: str, b: Browse, limit: int, offset: int) -> pd.DataFrame:
+    """One page of matching responses with their queries, ordered by language, query, model (LIMIT/OFFSET)."""
+    sql, params = _browse_sql(b)
+    return _df(db, (
+        "SELECT r.dataset, r.query_id, r.model_id, q.language, q.themes, q.query, q.query_en, q.gt_response, "
+        "q.update_sensitive, r.text, r.error, r.latency_s, r.completion_tokens, r.run_id, r.created_at "
+        f"{sql} ORDER BY q.language, r.query_id, r.model_id LIMIT ? OFFSET ?"
+    ), [*params, int(limit), int(offset)])
+
+
+def _keys_join(alias: str) -> str:
+    return (f"JOIN (SELECT unnest(?::VARCHAR[]) AS query_id, unnest(?::VARCHAR[]) AS model_id) k "
+            f"ON k.query_id = {alias}.query_id AND k.model_id = {alias}.model_id")
+
+
+@cached_query
+def item_details(db: str, dataset: str, keys: tuple[tuple[str, str], ...]) -> dict[str, pd.DataFrame]:
+    """Judgments (every judge, metric, sample), critiques, safety checks and lexical scores of some items."""
+    qids, mids = [k[0] for k in keys], [k[1] for k in keys]
+    judgments, critiques, safety, lexical = _dfs(db, [
+        ("SELECT j.query_id, j.model_id, j.judge_id, j.metric, j.sample, j.score, j.parse_ok, j.justification, "
+         f"j.raw_output FROM judgments j {_keys_join('j')} WHERE j.dataset = ? "
+         "ORDER BY j.judge_id, j.metric, j.sample", [qids, mids, dataset]),
+        ("SELECT c.query_id, c.model_id, c.critic_id, c.classifier, c.critique, c.p_none, c.p_low, c.p_moderate, "
+         f"c.p_high, c.label FROM critiques c {_keys_join('c')} WHERE c.dataset = ?", [qids, mids, dataset]),
+        ("SELECT s.query_id, s.model_id, s.check_name, s.passed, s.detail FROM safety_checks s "
+         f"{_keys_join('s')} WHERE s.dataset = ? ORDER BY s.check_name", [qids, mids, dataset]),
+        (f"SELECT l.query_id, l.model_id, {', '.join('l.' + c for c in LEXICAL)} FROM lexical_scores l "
+         f"{_keys_join('l')} WHERE l.dataset = ?", [qids, mids, dataset]),
+    ])
+    return {"judgments": judgments, "critiques": critiques, "safety": safety, "lexical": lexical}
+
+
+@cached_query
+def retrieved_chunks(db: str, dataset: str, query_ids: tuple[str, ...]) -> pd.DataFrame:
+    """The stored retrieval of some queries: raw chunks then KB updates, in order, with texts and dates."""
+    return _df(db, (
+        "WITH t AS (SELECT query_id, recall, search_text, unnest(raw_ids) AS chunk_id, "
+        "generate_subscripts(raw_ids, 1) AS pos, 'raw' AS slot FROM retrievals WHERE dataset = ? "
+        "AND list_contains(?, query_id) UNION ALL SELECT query_id, recall, search_text, unnest(update_ids), "
+        "generate_subscripts(update_ids, 1), 'update' FROM retrievals WHERE dataset = ? "
+        "AND list_contains(?, query_id)) "
+        "SELECT t.query_id, t.slot, t.pos, t.chunk_id, c.kind, c.title, c.text, c.source, c.updated, t.recall, "
+        "t.search_text FROM t LEFT JOIN kb_chunks c ON c.dataset = ? AND c.chunk_id = t.chunk_id "
+        "ORDER BY t.query_id, t.slot, t.pos"
+    ), [dataset, list(query_ids), dataset, list(query_ids), dataset])
+
+
+@cached_query
+def query_responses(db: str, dataset: str, query_id: str) -> pd.DataFrame:
+    """Every model's response to one query (for side-by-side comparison)."""
+    return _df(db, "SELECT r.model_id, r.text, r.error, r.latency_s FROM responses r WHERE r.dataset = ? "
+                   "AND r.query_id = ? ORDER BY r.model_id", [dataset, query_id])
+
+
+# -- themes --------------------------------------------------------------------------------------------
+@cached_query
+def theme_scores(db: str, f: Filters, judge: str) -> pd.DataFrame:
+    """Per (language, theme, model): each metric's mean item score and n (queries without themes: '(none)')."""
+    items, p_items = _items_cte(f)
+    per_item, p_per_item = _per_item_cte(judge)
+    means = ", ".join(f"avg(p.{m}) AS {m}, count(p.{m}) AS n_{m}" for m in METRICS)
+    return _df(db, (
+        f"WITH {items}, {per_item}, th AS (SELECT dataset, query_id, unnest(CASE WHEN len(themes) = 0 "
+        "THEN ['(none)'] ELSE themes END) AS theme FROM queries) "
+        f"SELECT p.language, th.theme, p.model_id, count(*) AS n, {means} FROM per_item p "
+        "JOIN th ON th.dataset = p.dataset AND th.query_id = p.query_id GROUP BY ALL"
+    ), [*p_items, *p_per_item])
+
+
+def theme_table(scores: pd.DataFrame, weights: tuple[float, ...]) -> pd.DataFrame:
+    """``theme_scores`` with AGG (the weighted mean of the metric means) added."""
+    if scores.empty:
+        return pd.DataFrame(columns=["language", "theme", "model_id", "AGG", *METRICS, "n"])
+    w = _weights(weights)
+    used = [m for m in METRICS if w[m] > 0]
+    out = scores.copy()
+    out["AGG"] = sum(out[m].astype(float) * w[m] for m in used) if used else np.nan
+    return out[["language", "theme", "model_id", "AGG", *METRICS, "n"]]
+
+
+@cached_query
+def theme_examples(db: str, f: Filters, judge: str | None, theme: str, limit: int = 5,
+                   offset: int = 0) -> pd.DataFrame:
+    """Example queries of a theme and every (filtered) model's answer with its metric scores."""
+    qf = f.with_(themes=())
+    where_q, p_q = qf.sql(r=None)
+    theme_pred = "len(q.themes) = 0" if theme == "(none)" else "list_contains(q.themes, ?)"
+    p_theme = [] if theme == "(none)" else [theme]
+    model_pred, p_model = ("list_contains(?, r.model_id)", [list(f.models)]) if f.models else ("TRUE", [])
+    judge_params = [judge] if judge else [None]
+    return _df(db, (
+        f"WITH ex AS (SELECT q.dataset, q.query_id FROM queries q WHERE {where_q} AND {theme_pred} "
+        "ORDER BY q.language, q.query_id LIMIT ? OFFSET ?), "
+        "sc AS (SELECT j.dataset, j.query_id, j.model_id, "
+        + ", ".join(f"avg(j.score) FILTER (WHERE j.parse_ok AND j.metric = '{m}') AS {m}" for m in METRICS)
+        + " FROM judgments j JOIN ex ON ex.dataset = j.dataset AND ex.query_id = j.query_id WHERE j.judge_id = ? "
+        "GROUP BY ALL) "
+        "SELECT q.query_id, q.language, q.query, q.query_en, q.gt_response, r.model_id, r.text, r.error, "
+        + ", ".join(f"sc.{m}" for m in METRICS)
+        + " FROM ex JOIN queries q ON q.dataset = ex.dataset AND q.query_id = ex.query_id "
+        "JOIN responses r ON r.dataset = ex.dataset AND r.query_id = ex.query_id "
+        "LEFT JOIN sc ON sc.dataset = r.dataset AND sc.query_id = r.query_id AND sc.model_id = r.model_id "
+        f"WHERE {model_pred} ORDER BY q.language, q.query_id, r.model_id"
+    ), [*p_q, *p_theme, int(limit), int(offset), *judge_params, *p_model])
+
+
+# -- Med-CoDE --------------------------------------------------------------------------------------------
+@cached_query
+def medcode_distribution(db: str, f: Filters) -> pd.DataFrame:
+    """Mean disagreement distribution per (dataset, language, model, critic) with n."""
+    items, params = _items_cte(f)
+    return _df(db, (
+        f"WITH {items} SELECT i.dataset, i.language, i.model_id, c.critic_id, count(*) AS n, "
+        + ", ".join(f"avg(c.{p}) AS {p}" for p in DISAGREEMENT)
+        + " FROM critiques c JOIN items i ON c.dataset = i.dataset AND c.query_id = i.query_id "
+        "AND c.model_id = i.model_id GROUP BY ALL ORDER BY i.dataset, i.language, i.model_id"
+    ), params)
+
+
+MEDCODE_QUANTITIES = {
+    "p_none": "P(None)", "p_high": "P(High)",
+    "expected": "expected disagreement (0·None + 1·Low + 2·Moderate + 3·High)",
+}
+
+
+@cached_query
+def medcode_correlations(db: str, f: Filters, judge: str | None) -> pd.DataFrame:
+    """Pearson r, over items, between Med-CoDE quantities and the judge's metrics and lexical scores."""
+    items, p_items = _items_cte(f)
+    per_item, p_per_item = _per_item_cte(judge or "")
+    targets = [*METRICS, *LEXICAL]
+    corr_cols = ", ".join(f"corr({q}, {t}) AS \"{q}|{t}\"" for q in MEDCODE_QUANTITIES for t in targets)
+    count_cols = ", ".join(f"count({t}) FILTER (WHERE p_none IS NOT NULL) AS \"n|{t}\"" for t in targets)
+    out = _df(db, (
+        f"WITH {items}, {per_item}, joined AS (SELECT c.p_none, c.p_high, "
+        "c.p_low + 2 * c.p_moderate + 3 * c.p_high AS expected, "
+        + ", ".join(f"p.{m}" for m in METRICS) + ", " + ", ".join(f"l.{x}" for x in LEXICAL)
+        + " FROM critiques c JOIN items i ON c.dataset = i.dataset AND c.query_id = i.query_id "
+        "AND c.model_id = i.model_id LEFT JOIN per_item p ON p.dataset = c.dataset AND p.query_id = c.query_id "
+        "AND p.model_id = c.model_id LEFT JOIN lexical_scores l ON l.dataset = c.dataset "
+        f"AND l.query_id = c.query_id AND l.model_id = c.model_id) SELECT {corr_cols}, {count_cols} FROM joined"
+    ), [*p_items, *p_per_item])
+    rows = []
+    for q, label in MEDCODE_QUANTITIES.items():
+        rows.append({"quantity": label, **{t: out[f"{q}|{t}"].iloc[0] for t in targets}})
+    table = pd.DataFrame(rows).rename(columns=LEXICAL_LABELS)
+    n = {t: int(out[f"n|{t}"].iloc[0]) for t in targets}
+    table.attrs["n"] = {LEXICAL_LABELS.get(k, k): v for k, v in n.items()}
+    return table
+
+
+@cached_query
+def medcode_summary(db: str, f: Filters, judge: str | None) -> pd.DataFrame:
+    """Our analogue of Med-CoDE Table 2 per (model, dataset): METEOR, ROUGE-L, judge accuracy, P(class)."""
+    items, p_items = _items_cte(f)
+    return _df(db, (
+        f"WITH {items}, fc AS (SELECT j.dataset, j.query_id, j.model_id, avg(j.score) FILTER (WHERE j.parse_ok) "
+        "AS fc FROM judgments j WHERE j.judge_id = ? AND j.metric = 'FC' GROUP BY ALL) "
+        "SELECT i.model_id AS model, i.dataset, count(*) AS n, avg(l.meteor) AS meteor, avg(l.rouge_l) AS rouge_l, "
+        "avg((fc.fc = 2)::INTEGER) AS llm_accuracy, "
+        + ", ".join(f"avg(c.{p}) AS {p}" for p in DISAGREEMENT)
+        + " FROM items i LEFT JOIN critiques c ON c.dataset = i.dataset AND c.query_id = i.query_id "
+        "AND c.model_id = i.model_id LEFT JOIN lexical_scores l ON l.dataset = i.dataset AND l.query_id = i.query_id "
+        "AND l.model_id = i.model_id LEFT JOIN fc ON fc.dataset = i.dataset AND fc.query_id = i.query_id "
+        "AND fc.model_id = i.model_id GROUP BY ALL ORDER BY i.model_id, i.dataset"
+    ), [*p_items, judge or ""])
+
+
+@cached_query
+def reference_table(db: str, name: str) -> pd.DataFrame:
+    """A reference CSV of the papers (data/reference), by fixed name."""
+    files = {"medcode_table2": "medcode_table2.csv", "table7": "health_pariksha_table7_rankings.csv",
+             "table1": "health_pariksha_table1_models.csv", "leaderboards": "health_pariksha_leaderboards.csv"}
+    return pd.read_csv(REFERENCE_DIR / files[name])
+
+
+# -- human vs LLM ---------------------------------------------------------------------------------------
+def weighted_kappa(confusion: np.ndarray) -> float:
+    """Cohen's kappa with quadratic weights from a k×k confusion matrix (rows human, columns judge)."""
+    confusion = np.asarray(confusion, dtype=float)
+    n = confusion.sum()
+    k = confusion.shape[0]
+    if n == 0 or k < 2:
+        return float("nan")
+    idx = np.arange(k)
+    weights = (idx[:, None] - idx[None, :]) ** 2 / (k - 1) ** 2
+    expected = np.outer(confusion.sum(1), confusion.sum(0)) / n
+    denom = (weights * expected).sum()
+    if denom == 0:
+        return float("nan")
+    return float(1 - (weights * confusion).sum() / denom)
+
+
+def _agreement_from_confusion(confusion: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    """Percentage agreement and quadratic-weighted kappa per group from (human, llm, n) counts."""
+    rows = []
+    if confusion.empty:
+        return pd.DataFrame(columns=[*by, "n", "agreement", "kappa"])
+    for key, g in confusion.groupby(by, sort=True):
+        matrix = np.zeros((3, 3))
+        for h, l_, n in zip(g.human, g.llm, g.n, strict=True):
+            if 0 <= h <= 2 and 0 <= l_ <= 2:
+                matrix[int(h), int(l_)] += n
+        total = matrix.sum()
+        rows.append({**dict(zip(by, key if isinstance(key, tuple) else (key,), strict=True)), "n": int(total),
+                     "agreement": float(np.trace(matrix) / total) if total else np.nan,
+                     "kappa": weighted_kappa(matrix)})
+    return pd.DataFrame(rows)
+
+
+def _labelled_cte(f: Filters, judge: str, metric: str) -> tuple[str, list[Any]]:
+    items, p_items = _items_cte(f)
+    return (
+        f"{items}, l AS (SELECT j.dataset, j.query_id, j.model_id, round(avg(j.score)) AS llm FROM judgments j "
+        "WHERE j.judge_id = ? AND j.metric = ? AND j.parse_ok GROUP BY ALL), "
+        "pairs AS (SELECT i.language, i.model_id, i.query_id, h.annotator, h.score AS human, l.llm FROM human_labels h "
+        "JOIN items i ON i.dataset = h.dataset AND i.query_id = h.query_id AND i.model_id = h.model_id "
+        "JOIN l ON l.dataset = h.dataset AND l.query_id = h.query_id AND l.model_id = h.model_id "
+        "WHERE h.metric = ? AND h.score IS NOT NULL)"
+    ), [*p_items, judge, metric, metric]
+
+
+@cached_query
+def agreement(db: str, f: Filters, judge: str, metric: str) -> pd.DataFrame:
+    """Per language and model (and per language over all models): n, percentage agreement, weighted kappa."""
+    cte, params = _labelled_cte(f, judge, metric)
+    confusion = _df(db, f"WITH {cte} SELECT language, model_id, human, llm, count(*) AS n FROM pairs GROUP BY ALL",
+                    params)
+    per_model = _agreement_from_confusion(confusion, ["language", "model_id"])
+    overall = _agreement_from_confusion(confusion.assign(model_id="(all models)"), ["language", "model_id"])
+    return pd.concat([per_model, overall], ignore_index=True)
+
+
+@cached_query
+def rankings(db: str, f: Filters, judge: str, metric: str) -> pd.DataFrame:
+    """Per language: models ranked by mean human score and by mean judge score on the same labelled items."""
+    cte, params = _labelled_cte(f, judge, metric)
+    means = _df(db, f"WITH {cte} SELECT language, model_id, count(*) AS n, avg(human) AS human_mean, "
+                    "avg(llm) AS llm_mean FROM pairs GROUP BY ALL", params)
+    if means.empty:
+        return means.assign(human_rank=[], llm_rank=[])
+    means["human_rank"] = means.groupby("language").human_mean.rank(ascending=False, method="min").astype(int)
+    means["llm_rank"] = means.groupby("language").llm_mean.rank(ascending=False, method="min").astype(int)
+    return means.sort_values(["language", "human_rank", "model_id"]).reset_index(drop=True)
+
+
+def annotation_queue(db: str | Path, f: Filters, annotator: str, metric: str, skip: tuple[str, ...] = (),
+                     limit: int = 1) -> pd.DataFrame:
+    """Unlabelled (query, model) items for an annotator and metric, in a fixed shuffled order (not cached)."""
+    items, p_items = _items_cte(f)
+    return _df(db, (
+        f"WITH {items} SELECT i.dataset, i.query_id, i.model_id, q.language, q.query, q.query_en, q.gt_response, "
+        "r.text FROM items i JOIN queries q ON q.dataset = i.dataset AND q.query_id = i.query_id "
+        "JOIN responses r ON r.dataset = i.dataset AND r.query_id = i.query_id AND r.model_id = i.model_id "
+        "WHERE r.text IS NOT NULL AND NOT EXISTS (SELECT 1 FROM human_labels h WHERE h.dataset = i.dataset "
+        "AND h.query_id = i.query_id AND h.model_id = i.model_id AND h.metric = ? AND h.annotator = ?) "
+        "AND NOT list_contains(?::VARCHAR[], i.query_id || '|' || i.model_id) "
+        "ORDER BY hash(i.query_id || '|' || i.model_id), i.query_id, i.model_id LIMIT ?"
+    ), [*p_items, metric, annotator, list(skip), int(limit)])
+
+
+def annotation_progress(db: str | Path, f: Filters, annotator: str, metric: str) -> tuple[int, int]:
+    """(items this annotator labelled on ``metric`` within the filters, items there are)."""
+    items, p_items = _items_cte(f)
+    out = _df(db, (
+        f"WITH {items} SELECT count(*) AS total, count(h.score) AS done FROM items i LEFT JOIN human_labels h "
+        "ON h.dataset = i.dataset AND h.query_id = i.query_id AND h.model_id = i.model_id AND h.metric = ? "
+        "AND h.annotator = ?"
+    ), [*p_items, metric, annotator])
+    return int(out.done.iloc[0]), int(out.total.iloc[0])
+
+
+def save_human_label(db: str | Path, *, dataset: str, query_id: str, model_id: str, metric: str, annotator: str,
+                     score: int, comment: str | None) -> None:
+    """Save one label through the Store (source 'app') and drop the cached agreement figures."""
+    if metric not in METRICS or score not in (0, 1, 2) or not annotator.strip():
+        raise ValueError("a label needs a metric of FC/SS/COH/CON, a score 0–2 and an annotator name")
+    Store(db).upsert("human_labels", [{
+        "dataset": dataset, "query_id": query_id, "model_id": model_id, "metric": metric,
+        "annotator": annotator.strip(), "score": int(score), "comment": (comment or "").strip() or None,
+        "source": "app", "created_at": now(),
+    }])
+    for fn in (agreement, rankings, judge_summary):
+        fn.clear()  # type: ignore[attr-defined]
+
+
+# -- playground support -----------------------------------------------------------------------------------
+@cached_query
+def dataset_queries(db: str, dataset: str, language: str | None = None, limit: int = 500) -> pd.DataFrame:
+    """Queries of a dataset to pick from (optionally one language)."""
+    pred, params = ("AND language = ?", [language]) if language else ("", [])
+    return _df(db, f"SELECT query_id, language, query, query_en, gt_response, themes, kb_refs, update_sensitive "
+                   f"FROM queries WHERE dataset = ? {pred} ORDER BY language, query_id LIMIT ?",
+               [dataset, *params, int(limit)])
+
+
+@cached_query
+def dataset_path(db: str, dataset: str) -> str | None:
+    """Where a dataset was loaded from (None if unknown)."""
+    out = _df(db, "SELECT path FROM datasets WHERE name = ?", [dataset])
+    return None if out.empty else out.path.iloc[0]
+
+
+@dataclass
+class PlaygroundResult:
+    """One playground answer to save: the query, the chunks it saw, the response and its scores."""
+
+    language: str
+    query: str
+    query_en: str | None
+    gt_response: str | None
+    source_dataset: str | None
+    source_query_id: str | None
+    model_id: str
+    response: str
+    latency_s: float
+    raw_chunks: list[dict[str, Any]] = field(default_factory=list)  # chunk_id, kind, title, text, source, updated
+    update_chunks: list[dict[str, Any]] = field(default_factory=list)
+    judgments: list[dict[str, Any]] = field(default_factory=list)  # judge_response's dicts
+    judge_id: str | None = None
+    critique: dict[str, Any] | None = None  # critique_response's dict
+    critic_id: str | None = None
+    config_json: str = "{}"
+
+
+def save_playground(db: str | Path, result: PlaygroundResult) -> tuple[str, str]:
+    """Save a playground answer as a run of kind 'playground' in dataset 'playground'; (run_id, query_id).
+
+    The query gets its own id in dataset 'playground' (``<dataset>:<query_id>`` when picked from a
+    dataset), so a playground answer never replaces a pipeline run's response. Its chunks are
+    copied under the same dataset so the response browser shows what the model saw.
+    """
+    import hashlib
+
+    from pipeline.store import text_hash
+
+    store = Store(db)
+    if result.source_dataset and result.source_query_id:
+        query_id = f"{result.source_dataset}:{result.source_query_id}"
+    else:
+        query_id = "typed-" + hashlib.sha256(f"{result.language}|{result.query}".encode()).hexdigest()[:10]
+    run_id = store.start_run(name="playground", kind="playground", dataset=PLAYGROUND,
+                             config_json=result.config_json, config_hash="playground", code_revision="app",
+                             model_files={})
+    stamp = now()
+    chunks = [{**c, "chunk_id": c["chunk_id"]} for c in [*result.raw_chunks, *result.update_chunks]]
+    rhash = text_hash(result.response)
+    batch: dict[str, list[dict[str, Any]]] = {
+        "datasets": [{"name": PLAYGROUND, "path": "(playground)", "closed_book": False, "n_queries": None,
+                      "n_chunks": None, "content_hash": None, "loaded_at": stamp}],
+        "queries": [{"dataset": PLAYGROUND, "query_id": query_id, "language": result.language, "query": result.query,
+                     "query_en": result.query_en, "gt_response": result.gt_response or "", "themes": [],
+                     "kb_refs": [], "update_sensitive": False}],
+        "kb_chunks": [{"dataset": PLAYGROUND, "chunk_id": c["chunk_id"], "kind": c.get("kind"),
+                       "title": c.get("title"), "text": c.get("text"), "source": c.get("source"),
+                       "updated": c.get("updated")} for c in chunks],
+        "retrievals": [{"dataset": PLAYGROUND, "query_id": query_id, "search_text": result.query_en or result.query,
+                        "raw_ids": [c["chunk_id"] for c in result.raw_chunks],
+                        "update_ids": [c["chunk_id"] for c in result.update_chunks], "recall": None,
+                        "settings": "playground", "created_at": stamp}],
+        "responses": [{"dataset": PLAYGROUND, "query_id": query_id, "model_id": result.model_id, "run_id": run_id,
+                       "prompt_hash": None, "text": result.response, "error": None, "latency_s": result.latency_s,
+                       "prompt_tokens": None, "completion_tokens": None, "cached": False, "created_at": stamp}],
+        "judgments": [{"dataset": PLAYGROUND, "query_id": query_id, "model_id": result.model_id,
+                       "judge_id": result.judge_id, "metric": j["metric"], "sample": int(j.get("sample", 0)),
+                       "score": j.get("score"), "parse_ok": bool(j.get("parse_ok")),
+                       "justification": j.get("justification"), "raw_output": j.get("raw_output"),
+                       "response_hash": rhash, "run_id": run_id, "cached": bool(j.get("cached", False)),
+                       "created_at": stamp} for j in result.judgments if result.judge_id and not j.get("error")],
+        "critiques": [] if not (result.critique and result.critic_id) else [{
+            "dataset": PLAYGROUND, "query_id": query_id, "model_id": result.model_id, "critic_id": result.critic_id,
+            "classifier": result.critique.get("classifier"), "critique": result.critique.get("critique"),
+            **{p: result.critique.get(p) for p in DISAGREEMENT}, "label": result.critique.get("label"),
+            "response_hash": rhash, "run_id": run_id, "created_at": stamp}],
+    }
+    store.write_batch(batch)
+    store.update_run(run_id, finished_at=now(), status="finished", backend_calls=0, cache_hits=0, errors=0)
+    clear_caches()
+    return run_id, query_id
