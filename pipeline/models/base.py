@@ -172,7 +172,7 @@ class Model:
         self.cache = cache
         limit = concurrency if backend.max_concurrency is None else min(concurrency, backend.max_concurrency)
         self.concurrency = max(1, limit)
-        self._semaphore = asyncio.Semaphore(self.concurrency)
+        self._semaphores: dict[int, asyncio.Semaphore] = {}
         self.max_retries = backend.config.max_retries if max_retries is None else max_retries
         self.backoff_max_s = backoff_max_s
         self.stats = UsageStats()
@@ -254,6 +254,13 @@ class Model:
             hits.update(self.cache.cache_get(unique[start:start + chunk]))
         return hits
 
+    def _semaphore(self) -> asyncio.Semaphore:
+        """The concurrency bound of the running event loop (a model may outlive one loop)."""
+        loop = id(asyncio.get_running_loop())
+        if loop not in self._semaphores:
+            self._semaphores = {loop: asyncio.Semaphore(self.concurrency)}
+        return self._semaphores[loop]
+
     async def _call_with_retries(self, request: ChatRequest) -> Completion:
         retrying = AsyncRetrying(
             retry=retry_if_exception(self.backend.is_retryable),
@@ -266,7 +273,7 @@ class Model:
                 with attempt:
                     if attempt.retry_state.attempt_number > 1:
                         self.stats.retries += 1
-                    async with self._semaphore:
+                    async with self._semaphore():
                         self.stats.backend_calls += 1
                         start = time.perf_counter()
                         completion = await self.backend.complete(request)

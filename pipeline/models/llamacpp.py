@@ -13,6 +13,7 @@ call, which is why the judge orders its prompts to share one.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import functools
 import hashlib
 import importlib.util
@@ -113,6 +114,14 @@ class _SharedLlama:
 
 _LOADED: dict[tuple[str, str | None, int], _SharedLlama] = {}
 _LOAD_LOCK = threading.Lock()
+
+
+@atexit.register
+def _close_all() -> None:
+    """Free models before interpreter teardown (llama-cpp-python's __del__ fails once ctypes is gone)."""
+    for shared in _LOADED.values():
+        shared.llama.close()
+    _LOADED.clear()
 
 
 def shared_llama(path: Path, chat_format: str | None, n_ctx: int) -> _SharedLlama:

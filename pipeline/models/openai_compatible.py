@@ -8,6 +8,7 @@ environment variable named in the config, never from the config or the database.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import time
@@ -49,8 +50,8 @@ class OpenAICompatibleBackend(Backend):
         if config.base_url:
             kwargs["base_url"] = config.base_url
         self._api_key = api_key
-        self.client = openai.AsyncOpenAI(**kwargs)
-        self._sync_kwargs = kwargs
+        self._client_kwargs = kwargs
+        self._clients: dict[int, Any] = {}  # one async client per event loop (its pool is bound to it)
         # OpenAI and vLLM take json_schema; llama.cpp's server takes json_object with a schema.
         self._schema_style = "json_schema" if config.provider == "openai" else "json_object"
 
@@ -72,6 +73,14 @@ class OpenAICompatibleBackend(Backend):
             kwargs["top_logprobs"] = min(p.top_logprobs, 20)
         return kwargs
 
+    @property
+    def client(self):
+        """The async client of the running event loop (a Streamlit rerun or test may start a new loop)."""
+        loop = asyncio.get_running_loop()
+        if id(loop) not in self._clients:
+            self._clients = {id(loop): self._openai.AsyncOpenAI(**self._client_kwargs)}
+        return self._clients[id(loop)]
+
     async def complete(self, request: ChatRequest) -> Completion:
         start = time.perf_counter()
         out = await self.client.chat.completions.create(**self._kwargs(request))
@@ -92,7 +101,7 @@ class OpenAICompatibleBackend(Backend):
         )
 
     def stream(self, request: ChatRequest) -> Iterator[str]:
-        client = self._openai.OpenAI(**self._sync_kwargs)
+        client = self._openai.OpenAI(**self._client_kwargs)
         try:
             for chunk in client.chat.completions.create(**self._kwargs(request), stream=True):
                 if chunk.choices and chunk.choices[0].delta.content:
