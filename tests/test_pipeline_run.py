@@ -83,7 +83,8 @@ def test_second_run_makes_no_backend_calls_and_adds_no_rows(tmp_path):
     config = load_config(write_config(tmp_path, limit=3))
     run(config, stages="retrieve,generate")
     db = Path(config.db)
-    before = {t: rows(db, f"SELECT count(*) FROM {t}")[0][0] for t in ("responses", "retrievals", "llm_cache", "queries")}
+    tables = ("responses", "retrievals", "llm_cache", "queries")
+    before = {t: rows(db, f"SELECT count(*) FROM {t}")[0][0] for t in tables}
     assert before["responses"] == 6 and before["llm_cache"] == 6
 
     second = run(config, stages="retrieve,generate")
