@@ -39,6 +39,9 @@ class ModelConfig(_Frozen):
     tensor_parallel_size: int = 1
     distributed_executor_backend: Literal["ray", "mp"] | None = None
     engine_args: dict = Field(default_factory=dict, description="extra vllm.LLM arguments")
+    languages: tuple[str, ...] | None = Field(
+        None, description="answer only queries in these languages (Health-Pariksha Table 1: some Indic models "
+        "were tested on English and their own language only)")
 
     @field_validator("id")
     @classmethod

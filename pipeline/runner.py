@@ -26,7 +26,7 @@ from rich.table import Table
 from pipeline.config import STAGES, ModelConfig, RunConfig, load_config
 from pipeline.dataset import Dataset, Query, load_dataset
 from pipeline.errors import UserError
-from pipeline.models import Completion, Model, UsageStats, create_backend, unavailable_reason
+from pipeline.models import Completion, Model, UsageStats, create_backend, is_exclusive, unavailable_reason
 from pipeline.models.base import ChatRequest, GenerateParams
 from pipeline.store import Store, now
 
@@ -91,6 +91,7 @@ class RunContext:
         self.console = console
         self.records: list[StageRecord] = []
         self._models: dict[str, Model] = {}
+        self.released_provenance: dict[str, dict[str, Any]] = {}
 
     @property
     def dataset_name(self) -> str:
@@ -103,6 +104,13 @@ class RunContext:
             backend = create_backend(config)
             self._models[config.id] = Model(backend, cache=self.store, concurrency=self.config.concurrency_for(config))
         return self._models[config.id]
+
+    def release(self, model_id: str) -> None:
+        """Close a model and free what it holds (GPUs of an exclusive backend)."""
+        model = self._models.pop(model_id, None)
+        if model is not None:
+            self.released_provenance[model_id] = model.backend.provenance()
+            model.close()
 
     def models_in_use(self) -> dict[str, Model]:
         return dict(self._models)
@@ -230,7 +238,8 @@ async def stage_generate(ctx: RunContext) -> None:
     async def for_model(mc: ModelConfig) -> None:
         params = GenerateParams(max_tokens=mc.max_tokens, temperature=mc.temperature)
         todo: list[tuple[Query, ChatRequest, str]] = []
-        for q in ctx.queries:
+        queries = [q for q in ctx.queries if not mc.languages or q.language in mc.languages]
+        for q in queries:
             raw, updates = chunks[q.query_id]
             request = build_request(q, raw, updates, params)
             phash = prompt_hash(request.messages)
@@ -248,9 +257,16 @@ async def stage_generate(ctx: RunContext) -> None:
             }]}
 
         await ctx.drive("generate", model, [t[1] for t in todo], to_rows, label=f"generate {mc.id}",
-                        skipped=len(ctx.queries) - len(todo))
+                        skipped=len(queries) - len(todo))
 
-    await asyncio.gather(*(for_model(m) for m in ctx.generator_models))
+    async def one_at_a_time(models: list[ModelConfig]) -> None:
+        for mc in models:
+            await for_model(mc)
+            ctx.release(mc.id)
+
+    shared = [m for m in ctx.generator_models if not is_exclusive(m)]
+    exclusive = [m for m in ctx.generator_models if is_exclusive(m)]
+    await asyncio.gather(*(for_model(m) for m in shared), one_at_a_time(exclusive))
 
 
 # Scoring stages live in their own modules: (module, function).
@@ -304,12 +320,12 @@ def print_dry_run(config: RunConfig, dataset: Dataset, queries: list[Query], sta
         reason = unavailable_reason(mc)
         table.add_row(role, mc.id, mc.provider, f"[red]missing: {reason}[/]" if reason else "[green]ready[/]")
     console.print(table)
-    n_models = len(config.models)
-    calls = {"generate": len(queries) * n_models}
+    answered = sum(sum(1 for q in queries if not m.languages or q.language in m.languages) for m in config.models)
+    calls = {"generate": answered}
     if config.judge and "judge" in stages:
-        calls["judge"] = len(queries) * n_models * len(config.judge.metrics) * config.judge.samples
+        calls["judge"] = answered * len(config.judge.metrics) * config.judge.samples
     if config.medcode and "medcode" in stages:
-        calls["medcode"] = len(queries) * n_models * 2
+        calls["medcode"] = answered * 2
     console.print(f"stages: {', '.join(stages)}; at most {sum(calls.values())} LLM calls "
                   f"({', '.join(f'{k} {v}' for k, v in calls.items())}); cached calls are not repeated")
     return 0
@@ -378,7 +394,8 @@ def run(config: RunConfig, *, models: list[str] | None = None, stages: str | Non
         totals = UsageStats()
         for r in ctx.records:
             totals.add(r.usage)
-        model_files = {mid: m.backend.provenance() for mid, m in ctx.models_in_use().items()}
+        model_files = {**ctx.released_provenance,
+                       **{mid: m.backend.provenance() for mid, m in ctx.models_in_use().items()}}
         store.update_run(
             run_id, finished_at=now(), status=status, backend_calls=totals.backend_calls,
             cache_hits=totals.cache_hits, retries=totals.retries, errors=sum(r.errors for r in ctx.records),

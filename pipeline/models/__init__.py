@@ -50,6 +50,11 @@ def unavailable_reason(config: ModelConfig) -> str | None:
     return _module(config).unavailable(config)
 
 
+def is_exclusive(config: ModelConfig) -> bool:
+    """True for backends that hold whole accelerators (run one at a time, released after use)."""
+    return bool(getattr(_module(config), "EXCLUSIVE", False))
+
+
 def create_backend(config: ModelConfig) -> Backend:
     """The backend for ``config.id``; raises UserError when it cannot be created here."""
     reason = unavailable_reason(config)

@@ -14,6 +14,10 @@ from typing import Any
 from pipeline.config import ModelConfig
 from pipeline.models.base import Backend, ChatRequest, Completion
 
+# The engine holds whole GPUs: such models are loaded one after another and released after their
+# stage, never side by side.
+EXCLUSIVE = True
+
 
 def unavailable(config: ModelConfig) -> str | None:
     if importlib.util.find_spec("vllm") is None:
@@ -82,6 +86,20 @@ class VLLMBackend(Backend):
             return results
 
         return await asyncio.to_thread(run)
+
+
+    def close(self) -> None:
+        """Free the GPUs for the next model."""
+        import gc
+
+        del self.llm
+        gc.collect()
+        try:
+            import torch
+
+            torch.cuda.empty_cache()
+        except ImportError:
+            pass
 
 
 def create(config: ModelConfig) -> VLLMBackend:
