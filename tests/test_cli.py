@@ -130,7 +130,7 @@ def test_backend_errors_say_what_to_do():
         create_backend(ModelConfig(id="nope/model"))
     reason = unavailable_reason(ModelConfig(id="vllm/Qwen/Qwen2.5-72B-Instruct"))
     assert reason and ("requirements-gpu.txt" in reason or "GPU" in reason)
-    with pytest.raises(UserError, match="vllm/Qwen/Qwen2.5-72B-Instruct"):
+    with pytest.raises(UserError, match=r"vllm/Qwen/Qwen2\.5-72B-Instruct"):
         create_backend(ModelConfig(id="vllm/Qwen/Qwen2.5-72B-Instruct"))
     assert "base_url" in unavailable_reason(ModelConfig(id="openai-compatible/x"))
     assert "not found" in unavailable_reason(ModelConfig(id="llamacpp/x", path="/nonexistent.gguf"))
