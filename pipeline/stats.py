@@ -52,3 +52,52 @@ def weighted_agg(metric_means: Mapping[str, float | None], weights: Mapping[str,
     if any(w[m] > 0 and (metric_means.get(m) is None or np.isnan(metric_means[m])) for m in METRICS):
         return None
     return float(sum(w[m] * metric_means[m] for m in METRICS if w[m] > 0))
+
+
+def histogram(values, *, decimals: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct values, counts) of a sample, NaNs dropped; ``decimals`` bins continuous scores."""
+    arr = np.asarray(values, dtype=float)
+    arr = arr[~np.isnan(arr)]
+    if decimals is not None:
+        arr = np.round(arr, decimals)
+    distinct, counts = np.unique(arr, return_counts=True)
+    return distinct, counts
+
+
+def mean_with_ci(values: np.ndarray, counts: np.ndarray, **kwargs) -> dict[str, float | int]:
+    """``{"mean", "n", "lo", "hi"}`` of a histogram sample (bootstrap CI; NaN when empty)."""
+    values = np.asarray(values, dtype=float)
+    counts = np.asarray(counts, dtype=np.int64)
+    n = int(counts.sum())
+    if n == 0:
+        return {"mean": float("nan"), "n": 0, "lo": float("nan"), "hi": float("nan")}
+    lo, hi = bootstrap_mean_ci(values, counts, **kwargs)
+    return {"mean": float(values @ counts / n), "n": n, "lo": lo, "hi": hi}
+
+
+def item_agg(scores: Mapping[str, float | None], weights: Mapping[str, float]) -> float | None:
+    """AGG of one item (one response): weighted mean of its metric scores; None if a weighted one is missing."""
+    return weighted_agg(scores, weights)
+
+
+def fit_agg_weights(table, metrics: tuple[str, ...] = METRICS, target: str = "AGG") -> dict:
+    """Non-negative least-squares weights reproducing a printed AGG column from metric columns.
+
+    ``table`` is a DataFrame (e.g. data/reference/health_pariksha_leaderboards.csv). Returns
+    ``{"weights": {metric: w}, "sum": Σw, "max_abs_error": ..., "rmse": ...}`` (scipy.optimize.nnls,
+    no intercept, weights not forced to sum to 1).
+    """
+    from scipy.optimize import nnls
+
+    a = table[list(metrics)].to_numpy(dtype=float)
+    b = table[target].to_numpy(dtype=float)
+    w, _ = nnls(a, b)
+    residual = a @ w - b
+    return {"weights": dict(zip(metrics, (float(x) for x in w), strict=True)), "sum": float(w.sum()),
+            "max_abs_error": float(np.abs(residual).max()), "rmse": float(np.sqrt(np.mean(residual**2)))}
+
+
+def agg_error(table, weights: Mapping[str, float], target: str = "AGG") -> float:
+    """Largest |printed AGG − Σ wᵢ·metricᵢ| over the rows of ``table`` (weights used as given)."""
+    predicted = sum(float(weights.get(m, 0.0)) * table[m].to_numpy(dtype=float) for m in METRICS)
+    return float(np.abs(predicted - table[target].to_numpy(dtype=float)).max())

@@ -1,0 +1,328 @@
+"""The LLM judge (Health-Pariksha §3.5.1): one call per metric per response, scores 0–2.
+
+Prompts are data: the evaluation system prompt (Figure 4) is ``prompts/judge_system.txt``, the
+four rubrics (Figures 5–8) are ``prompts/rubrics/{FC,SS,COH,CON}.json``. FC and SS see the
+ground truth and the response's stored KB chunks; COH and CON are reference-free.
+
+Each judge prompt is ordered so that the calls for one response share their longest prefix:
+system prompt, query and response first; then, for FC and SS, the chunks and the ground truth;
+the metric rubric last. The calls of one response are issued consecutively, so an in-process
+llama.cpp judge re-evaluates only the part after the shared prefix.
+
+Output is JSON ``{"Score": 0-2, "Justification": "..."}``, constrained where the backend can
+(llama.cpp grammar, OpenAI ``response_format``, vLLM structured outputs). ``parse_judgment``
+reads it tolerantly; what it cannot read, or a score outside 0–2, is kept with its raw text as
+``score = None, parse_ok = False`` — never as 0.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pipeline.config import METRICS
+from pipeline.dataset import Chunk, Query
+from pipeline.generate import format_chunks
+from pipeline.models.base import ChatRequest, Completion, GenerateParams, Message, Model
+from pipeline.prompts import load_json, load_text
+from pipeline.store import now, text_hash
+
+REFERENCE_METRICS = ("FC", "SS")  # use the ground truth and KB chunks
+METRIC_NAMES = {"FC": "Factual Correctness", "SS": "Semantic Similarity", "COH": "Coherence", "CON": "Conciseness"}
+JUSTIFICATION_MAX_CHARS = 400
+
+
+def judgment_schema(max_tokens: int) -> dict[str, Any]:
+    """JSON schema of a judgment for constrained decoding.
+
+    The justification's length is capped so that the whole object fits in ``max_tokens`` (about
+    two characters per token, conservatively): a grammar-constrained output can then not be cut
+    off before its score. (llama.cpp's backend sorts schema keys, so Justification comes first
+    there: the judge explains, then scores.)
+    """
+    max_chars = max(16, min(JUSTIFICATION_MAX_CHARS, (max_tokens - 16) * 2))
+    return {
+        "type": "object",
+        "properties": {
+            "Score": {"type": "integer", "enum": [0, 1, 2]},
+            "Justification": {"type": "string", "maxLength": max_chars},
+        },
+        "required": ["Score", "Justification"],
+    }
+
+
+# -- prompts -------------------------------------------------------------------------------------
+def rubric(metric: str) -> dict:
+    """The metric's rubric JSON as printed in the paper (Figures 5–8)."""
+    return load_json(f"rubrics/{metric}.json")
+
+
+def metric_order(metrics: Sequence[str]) -> list[str]:
+    """Metrics in call order: the reference metrics together, then the reference-free ones.
+
+    FC→SS share everything but the rubric; SS→COH→CON share system, query and response.
+    """
+    unknown = [m for m in metrics if m not in METRICS]
+    if unknown:
+        raise ValueError(f"unknown metric(s) {unknown}; choose from {', '.join(METRICS)}")
+    return [m for m in (*REFERENCE_METRICS, "COH", "CON") if m in metrics]
+
+
+def build_judge_messages(query: Query, response: str, raw: Sequence[Chunk], updates: Sequence[Chunk],
+                         metric: str, *, rubric_first: bool = False) -> tuple[Message, ...]:
+    """System + user messages for judging one response on one metric.
+
+    ``rubric_first=True`` puts the rubric before everything else in the user turn; it exists only
+    for the prefix-cache benchmark (bench/bench_judge_prefix.py) as the no-shared-prefix baseline.
+    """
+    parts = [load_text("judge_user_head.txt").format(query=query.query, response=response)]
+    if metric in REFERENCE_METRICS:
+        parts.append(load_text("judge_user_reference.txt").format(
+            raw_chunks=format_chunks(raw), update_chunks=format_chunks(updates), ground_truth=query.gt_response))
+    metric_block = load_text("judge_user_metric.txt").format(
+        metric=json.dumps(rubric(metric), indent=2, ensure_ascii=False))
+    parts = [metric_block, *parts] if rubric_first else [*parts, metric_block]
+    return ({"role": "system", "content": load_text("judge_system.txt")},
+            {"role": "user", "content": "\n\n".join(parts)})
+
+
+@dataclass(frozen=True)
+class JudgeCall:
+    """One judge call: which metric and sample it is, and the request."""
+
+    metric: str
+    sample: int
+    request: ChatRequest
+
+
+def judge_calls(query: Query, response: str, raw: Sequence[Chunk], updates: Sequence[Chunk], *,
+                metrics: Sequence[str] = METRICS, samples: int = 1, temperature: float = 0.0,
+                max_tokens: int = 200, rubric_first: bool = False) -> list[JudgeCall]:
+    """The calls for one response, in the order that shares the longest prompt prefix.
+
+    With ``samples`` > 1 each metric is judged that many times; ``GenerateParams.sample`` keeps the
+    samples apart in the cache (and seeds them differently).
+    """
+    if samples < 1:
+        raise ValueError("samples must be >= 1")
+    if samples > 1 and temperature <= 0:
+        raise ValueError("self-consistency (samples > 1) needs a temperature > 0")
+    schema = judgment_schema(max_tokens)
+    calls = []
+    for metric in metric_order(metrics):
+        messages = build_judge_messages(query, response, raw, updates, metric, rubric_first=rubric_first)
+        for s in range(samples):
+            params = GenerateParams(max_tokens=max_tokens, temperature=temperature,
+                                    json_schema=schema, sample=s)
+            calls.append(JudgeCall(metric, s, ChatRequest(messages=messages, params=params)))
+    return calls
+
+
+# -- tolerant parsing ----------------------------------------------------------------------------
+_FENCE = re.compile(r"```[a-zA-Z]*\s*(.*?)(?:```|$)", re.S)
+_TRAILING_COMMA = re.compile(r",\s*([}\]])")
+_BARE_KEY = re.compile(r"([{,]\s*)([A-Za-z_][A-Za-z0-9_ ]*?)\s*:")
+_SCORE_TEXT = re.compile(
+    r"(?i)(?<![a-z])score(?![a-z])[\s\"'*_`]*(?:[:=]|-(?!\d)|–|is)[\s\"'*_`]*"
+    r"(-?\d+(?:\.\d+)?|good|medium|bad)(?:\s*(?:/|out of)\s*(\d+))?")
+_JUSTIFICATION_TEXT = re.compile(
+    r"(?is)(?<![a-z])(?:justification|explanation|reasoning|reason|rationale)(?![a-z])[\s\"'*_`]*[:=][\s*_`]*"
+    r"(\"(?:[^\"\\]|\\.)*\"?|'(?:[^'\\]|\\.)*'?|.+)")
+_SCORE_KEYS = ("score", "rating", "grade")
+_JUSTIFICATION_KEYS = ("justification", "explanation", "reasoning", "reason", "rationale")
+_WORD_SCORES = {"good": 2, "medium": 1, "bad": 0}  # the paper's class names (§3.5.1)
+_SMART_QUOTES = str.maketrans({"“": '"', "”": '"', "„": '"', "‘": "'", "’": "'"})
+
+
+def _balanced_objects(text: str) -> list[str]:
+    """Substrings that look like ``{...}`` objects (outermost, brace-balanced, quote-aware)."""
+    out, depth, start, quote, escaped = [], 0, None, None, False
+    for i, ch in enumerate(text):
+        if quote:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == quote:
+                quote = None
+            continue
+        if ch in "\"'" and depth > 0:
+            # an apostrophe inside prose ("response's") must not open a quote in single-quoted-less JSON
+            if ch == "'" and i > 0 and text[i - 1].isalnum():
+                continue
+            quote = ch
+        elif ch == "{":
+            if depth == 0:
+                start = i
+            depth += 1
+        elif ch == "}" and depth > 0:
+            depth -= 1
+            if depth == 0 and start is not None:
+                out.append(text[start:i + 1])
+    return out
+
+
+def _load_object(candidate: str) -> Any:
+    """Try strict JSON, then common repairs, then a Python literal; None when nothing works."""
+    attempts = [candidate]
+    repaired = _TRAILING_COMMA.sub(r"\1", candidate.translate(_SMART_QUOTES))
+    attempts.append(repaired)
+    attempts.append(_BARE_KEY.sub(lambda m: f'{m.group(1)}"{m.group(2).strip()}":', repaired))
+    for text in attempts:
+        try:
+            return json.loads(text)
+        except (json.JSONDecodeError, ValueError):
+            pass
+    for text in attempts[1:]:
+        try:
+            return ast.literal_eval(text)
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            pass
+    return None
+
+
+def _find_key(obj: Any, keys: tuple[str, ...]) -> tuple[bool, Any]:
+    """The value of the first matching key (case-insensitive), searching nested dicts and lists."""
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            if isinstance(k, str) and k.strip().strip("*_").lower() in keys:
+                return True, v
+        for v in obj.values():
+            found, value = _find_key(v, keys)
+            if found:
+                return found, value
+    elif isinstance(obj, list):
+        for v in obj:
+            found, value = _find_key(v, keys)
+            if found:
+                return found, value
+    return False, None
+
+
+def coerce_score(value: Any, denominator: str | None = None) -> int | None:
+    """An integer 0–2 from ``2``, ``2.0``, ``"2"``, ``"2/2"``, ``"Good"``; None for anything else."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, str):
+        text = value.strip().strip("\"'*_` ").lower()
+        if text in _WORD_SCORES:
+            return _WORD_SCORES[text]
+        m = re.fullmatch(r"(-?\d+(?:\.\d+)?)\s*(?:(?:/|out of)\s*(\d+))?(?:\s*\(.*\))?\.?", text)
+        if not m:
+            return None
+        value, denominator = float(m.group(1)), m.group(2) or denominator
+    if denominator is not None and denominator != "2":
+        return None
+    if isinstance(value, (int, float)) and float(value).is_integer() and 0 <= value <= 2:
+        return int(value)
+    return None
+
+
+def _text_justification(text: str) -> str:
+    m = _JUSTIFICATION_TEXT.search(text)
+    if not m:
+        return ""
+    value = m.group(1).strip()
+    if value[:1] in "\"'":
+        value = value[1:-1] if len(value) > 1 and value[-1] == value[0] else value[1:]
+    return value.rstrip("}` \n").strip()
+
+
+def parse_judgment(raw: str | None) -> tuple[int | None, str, bool]:
+    """``(score, justification, parse_ok)`` from a judge's raw output.
+
+    Handles code fences, prose around the JSON, string scores (``"2"``, ``"2/2"``, ``"Good"``),
+    ``Score: 2`` lines, trailing commas, single quotes, bare keys, smart quotes and truncated
+    JSON. A missing, ambiguous or out-of-range score gives ``(None, justification, False)``.
+    """
+    text = (raw or "").strip()
+    if not text:
+        return None, "", False
+    candidates = [m.group(1) for m in _FENCE.finditer(text)] + [text]
+    for block in candidates:
+        for candidate in _balanced_objects(block):
+            obj = _load_object(candidate)
+            found, value = _find_key(obj, _SCORE_KEYS)
+            if not found:
+                continue
+            _, justification = _find_key(obj, _JUSTIFICATION_KEYS)
+            justification = "" if justification is None else str(justification).strip()
+            score = coerce_score(value)
+            return score, justification, score is not None
+    scores = {coerce_score(m.group(1), m.group(2)) for m in _SCORE_TEXT.finditer(text)}
+    justification = _text_justification(text)
+    if len(scores) == 1 and None not in scores:
+        return scores.pop(), justification, True
+    return None, justification, False
+
+
+# -- running -------------------------------------------------------------------------------------
+def judgment_result(metric: str, sample: int, completion: Completion) -> dict[str, Any]:
+    """One judge call's outcome: metric, sample, score, parse_ok, justification, raw_output, error."""
+    if not completion.ok:
+        return {"metric": metric, "sample": sample, "score": None, "parse_ok": False, "justification": "",
+                "raw_output": "", "error": completion.error, "cached": completion.cached}
+    score, justification, ok = parse_judgment(completion.text)
+    return {"metric": metric, "sample": sample, "score": score, "parse_ok": ok, "justification": justification,
+            "raw_output": completion.text, "error": None, "cached": completion.cached}
+
+
+async def judge_response(judge: Model, *, query: Query, response: str, raw: list[Chunk], updates: list[Chunk],
+                         metrics: Sequence[str] = METRICS, samples: int = 1,
+                         temperature: float = 0.0) -> list[dict]:
+    """Judge one response on ``metrics`` (the playground's entry; the judge stage uses the same calls).
+
+    Returns one dict per call, in call order: ``metric``, ``sample``, ``score`` (0–2 or None),
+    ``parse_ok``, ``justification``, ``raw_output``, plus ``error`` (a backend failure, else None)
+    and ``cached``.
+    """
+    calls = judge_calls(query, response, raw, updates, metrics=metrics, samples=samples,
+                        temperature=temperature, max_tokens=judge.backend.config.max_tokens)
+    completions = await judge.generate_many([c.request for c in calls])
+    return [judgment_result(c.metric, c.sample, done) for c, done in zip(calls, completions, strict=True)]
+
+
+async def stage_judge(ctx) -> None:
+    """Judge every selected response (not yet judged for its current text) on every metric."""
+    from pipeline.runner import retrieved_chunks
+
+    jc = ctx.config.judge
+    judge = ctx.model(jc.id)
+    chunks = retrieved_chunks(ctx)
+    selected = {q.query_id: q for q in ctx.queries}
+    model_ids = [m.id for m in ctx.generator_models]
+    responses = [r for r in ctx.store.fetch(
+        "SELECT query_id, model_id, text FROM responses WHERE dataset = ? AND error IS NULL AND text IS NOT NULL "
+        "ORDER BY query_id, model_id", [ctx.dataset_name]) if r[0] in selected and r[1] in model_ids]
+    done = {(q, m, metric, s): h for q, m, metric, s, h in ctx.store.fetch(
+        "SELECT query_id, model_id, metric, sample, response_hash FROM judgments WHERE dataset = ? AND judge_id = ?",
+        [ctx.dataset_name, jc.id])}
+    todo: list[tuple[str, str, str, JudgeCall]] = []
+    skipped = 0
+    for query_id, model_id, text in responses:
+        rhash = text_hash(text)
+        raw, updates = chunks[query_id]
+        for call in judge_calls(selected[query_id], text, raw, updates, metrics=jc.metrics, samples=jc.samples,
+                                temperature=jc.temperature, max_tokens=jc.max_tokens):
+            if done.get((query_id, model_id, call.metric, call.sample)) == rhash:
+                skipped += 1
+            else:
+                todo.append((query_id, model_id, rhash, call))
+
+    def to_rows(i: int, completion: Completion) -> dict[str, list[dict]]:
+        if not completion.ok:  # a backend failure is not a judgment: not stored, retried next run
+            return {}
+        query_id, model_id, rhash, call = todo[i]
+        result = judgment_result(call.metric, call.sample, completion)
+        return {"judgments": [{
+            "dataset": ctx.dataset_name, "query_id": query_id, "model_id": model_id, "judge_id": jc.id,
+            "metric": call.metric, "sample": call.sample, "score": result["score"], "parse_ok": result["parse_ok"],
+            "justification": result["justification"], "raw_output": result["raw_output"], "response_hash": rhash,
+            "run_id": ctx.run_id, "cached": completion.cached, "created_at": now(),
+        }]}
+
+    await ctx.drive("judge", judge, [t[3].request for t in todo], to_rows, label=f"judge {jc.id}", skipped=skipped)

