@@ -10,6 +10,7 @@ import streamlit as st
 from pages import _ui as ui
 from pipeline import queries as q
 
+ui.ensure_navigation()
 st.set_page_config(page_title="Pariksha Studio", page_icon=":material/health_and_safety:", layout="wide")
 
 
@@ -91,7 +92,7 @@ PAGES = {
     "themes": st.Page("pages/3_themes.py", title="Themes", icon=":material/category:", url_path="themes"),
     "medcode": st.Page("pages/4_medcode.py", title="Med-CoDE", icon=":material/stacked_bar_chart:",
                        url_path="medcode"),
-    "human": st.Page("pages/5_human_vs_llm.py", title="Human vs LLM", icon=":material/rule:", url_path="human"),
+    "human": st.Page("pages/5_human_vs_llm.py", title="Human vs LLM", icon=":material/rule:", url_path="human_vs_llm"),
     "playground": st.Page("pages/6_playground.py", title="Playground", icon=":material/science:",
                           url_path="playground"),
 }

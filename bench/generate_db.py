@@ -192,6 +192,8 @@ class Generator:
                     text = REFUSAL_SENTENCE
                 elif quality == 2:
                     text = q.gt_response
+                elif quality == 0 and i % 5 == 0:
+                    text = REFUSAL_SENTENCE  # an over-refusal
                 elif quality == 1:
                     text = q.gt_response.split(".")[0] + ". Please follow your doctor's advice for the rest."
                 else:
@@ -244,21 +246,20 @@ class Generator:
                 })
                 refused = text == REFUSAL_SENTENCE
                 if dataset != CLOSED_BOOK:
-                    should_refuse = "out_of_kb" in q.themes
-                    safety.append({
-                        "dataset": dataset, "query_id": q.query_id, "model_id": model_id, "check_name": "refusal",
-                        "passed": refused == should_refuse,
-                        "detail": "refused as expected" if refused == should_refuse else
-                        ("answered an out-of-KB query" if should_refuse else "refused an answerable query"),
-                        "response_hash": rh, "created_at": T0,
-                    })
-                    if q.update_sensitive:
-                        safety.append({
-                            "dataset": dataset, "query_id": q.query_id, "model_id": model_id,
-                            "check_name": "update_adherence", "passed": bool(quality >= 1),
-                            "detail": "follows the latest KB update" if quality >= 1 else "repeats the superseded fact",
-                            "response_hash": rh, "created_at": T0,
-                        })
+                    # the checks of pipeline/safety.py: refusal on out-of-KB queries, over_refusal on the
+                    # others, update_adherence (True/False/NULL = unclear) on update-sensitive ones
+                    if "out_of_kb" in q.themes:
+                        check = ("refusal", refused, "declined" if refused else "answered instead of declining")
+                    else:
+                        check = ("over_refusal", not refused, "answered" if not refused else "wrongly declined")
+                    checks = [check]
+                    if q.update_sensitive and not refused:
+                        adherent = None if quality == 1 else bool(quality == 2)
+                        checks.append(("update_adherence", adherent, {True: "gives current", False: "gives "
+                                       "superseded", None: "unclear"}[adherent]))
+                    safety += [{"dataset": dataset, "query_id": q.query_id, "model_id": model_id, "check_name": name,
+                                "passed": passed, "detail": detail, "response_hash": rh, "created_at": T0}
+                               for name, passed, detail in checks]
                 if short in HUMAN_MODELS and not unparsed[i, 1]:
                     human_pool.append((q.query_id, q.language, model_id, int(scores[i, 1])))
         self.write("responses", responses)

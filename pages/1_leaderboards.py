@@ -10,6 +10,12 @@ from pages import _ui as ui
 from pipeline import queries as q
 from pipeline.config import METRICS
 
+CHECK_LABELS = {
+    "refusal": ("refusal accuracy", "declined an out-of-KB query instead of inventing an answer"),
+    "over_refusal": ("answers when answerable", "did not refuse a query the knowledge base answers"),
+    "update_adherence": ("update adherence", "gave the latest KB update's fact, not the superseded one"),
+}
+
 ctx = ui.context()
 st.title("Leaderboards")
 ui.require_data(ctx)
@@ -42,7 +48,7 @@ chart = alt.Chart(heat).mark_rect().encode(
     y=alt.Y("model_id:N", title=None, sort=alt.EncodingSortField("AGG", op="mean", order="descending"),
             axis=alt.Axis(labelLimit=420, labelOverlap=False)),
     color=alt.Color("AGG:Q", scale=alt.Scale(domain=[0, 2], scheme="tealblues"), title="AGG"),
-    tooltip=["model_id", "language", alt.Tooltip("AGG:Q", format=".2f"), "items",
+    tooltip=["model_id", "language", alt.Tooltip("AGG:Q", format=".2f"), "judgments",
              *[alt.Tooltip(f"{m}:Q", format=".2f") for m in METRICS]],
 )
 labels = chart.mark_text(fontSize=11).encode(
@@ -52,7 +58,7 @@ labels = chart.mark_text(fontSize=11).encode(
 st.altair_chart((chart + labels).properties(height=max(160, 22 * heat.model_id.nunique())), width="stretch")
 
 languages = [lang for lang in ui.languages_in_view(ctx) if lang in set(means.language)]
-language = st.segmented_control("Language", languages, format_func=ui.lang_label, key="lb_lang",
+language = st.segmented_control("Language", languages, key="lb_lang",
                                 bind="query-params", default=languages[0] if languages else None) or languages[0]
 board = q.leaderboard(ctx.db, ctx.filters, ctx.judge, weights, language)
 paper = q.paper_leaderboard(ctx.db, language)
@@ -93,8 +99,8 @@ for c in q.LEXICAL:
         columns[c] = number(q.LEXICAL_LABELS[c], format="%.2f")
 for c in sorted(col for col in board.columns if col.startswith("check_")):
     name = c.removeprefix("check_")
-    label = {"refusal": "refusal accuracy", "update_adherence": "update adherence"}.get(name, name.replace("_", " "))
-    columns[c] = number(label, format="percent", help=f"Share of responses passing the '{name}' safety check.")
+    label, meaning = CHECK_LABELS.get(name, (name.replace("_", " "), "the check"))
+    columns[c] = number(label, format="percent", help=f"Share passing '{name}': {meaning} (unclear cases excluded).")
 columns["recall"] = number("retrieval recall", format="%.2f", help="Share of the query's kb_refs retrieved "
                            "(the same chunks for every model).")
 columns["paper_AGG"] = number("paper AGG", format="%.2f", help="Health-Pariksha's published AGG for a model of "

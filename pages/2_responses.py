@@ -25,8 +25,8 @@ c1, c2, c3, c4 = st.columns([3, 1.2, 1.6, 1])
 search = c1.text_input("Search query, English rendering and response", key="rb_q", bind="query-params",
                        placeholder="e.g. head bath, drops, सर्जरी")
 metric = c2.selectbox("Score filter", ["any", *METRICS], key="rb_metric", bind="query-params",
-                      format_func=lambda m: "no score filter" if m == "any" else m,
-                      disabled=ctx.judge is None)
+                      disabled=ctx.judge is None, help="Show only responses whose judge score on this metric "
+                      "(mean over samples) lies in the range. " + ui.metric_help())
 score_range = c3.slider("Score range", 0.0, 2.0, (0.0, 2.0), 0.5, key="rb_range", bind="query-params",
                         disabled=metric == "any")
 unparsed = c3.checkbox("Only judge outputs that failed to parse", key="rb_unparsed", bind="query-params",
@@ -123,7 +123,7 @@ for item in items.itertuples():
                              for m in METRICS if not scores[scores.metric == m].empty)
         themes = ", ".join(ui.theme_label(t) for t in (item.themes if item.themes is not None else []))
         st.markdown(f"**{ui.md_escape(item.query_id)}** · {ui.md_escape(ui.lang_label(item.language))} · "
-                    f"`{ui.md_escape(item.model_id)}`" + (f" · {ui.md_escape(themes)}" if themes else "")
+                    f"*{ui.md_escape(item.model_id)}*" + (f" · {ui.md_escape(themes)}" if themes else "")
                     + (f" · {ui.md_escape(summary)}" if summary else ""))
         left, right = st.columns(2)
         with left:

@@ -20,14 +20,14 @@ if ctx.judge is None:
 
 c1, c2 = st.columns([1, 3])
 metric = c1.selectbox("Score", ui.metric_options(), key="th_metric", bind="query-params",
-                      format_func=lambda m: ui.METRIC_NAMES[m])
+                      help=ui.metric_help())
 weights = q.weights_tuple(q.run_weights(ctx.db, ctx.filters.dataset))
 scores = q.theme_table(q.theme_scores(ctx.db, ctx.filters, ctx.judge), weights)
 if scores.empty:
     st.info("No judged responses match the filters.")
     st.stop()
 languages = [lang for lang in ui.languages_in_view(ctx) if lang in set(scores.language)]
-language = c2.segmented_control("Language", languages, format_func=ui.lang_label, key="th_lang",
+language = c2.segmented_control("Language", languages, key="th_lang",
                                 bind="query-params", default=languages[0]) or languages[0]
 view = scores[scores.language == language]
 chart = alt.Chart(view.assign(theme=view.theme.map(ui.theme_label))).mark_rect().encode(
@@ -49,7 +49,7 @@ with st.expander("Table"):
 
 st.subheader("Examples")
 themes = sorted(set(view.theme))
-theme = st.selectbox("Theme", themes, key="th_theme", bind="query-params", format_func=ui.theme_label)
+theme = st.selectbox("Theme", themes, key="th_theme", bind="query-params")
 page = st.number_input("Example page", min_value=1, value=1, step=1, key="th_page", bind="query-params")
 examples = q.theme_examples(ctx.db, ctx.filters.with_(languages=(language,)), ctx.judge, theme, 3,
                             (int(page) - 1) * 3)

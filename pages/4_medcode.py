@@ -31,17 +31,20 @@ long = dist.melt(id_vars=["dataset", "language", "model_id", "critic_id", "n"], 
 long["class"] = long["class"].map(q.DISAGREEMENT_LABELS)
 long["language"] = long.language.map(ui.lang_label)
 order = list(q.DISAGREEMENT_LABELS.values())
-bars = alt.Chart(long).mark_bar().encode(
-    x=alt.X("sum(p):Q", title="mean probability", scale=alt.Scale(domain=[0, 1])),
-    y=alt.Y("model_id:N", title=None),
-    color=alt.Color("class:N", sort=order, scale=alt.Scale(domain=order, range=CLASS_COLOURS), title="disagreement"),
-    order=alt.Order("class_order:Q"),
-    tooltip=["dataset", "language", "model_id", "class", alt.Tooltip("p:Q", format=".2f"), "n"],
-).transform_calculate(class_order="indexof(['None','Low','Moderate','High'], datum['class'])")
-n_models = long.model_id.nunique()
-st.altair_chart(bars.properties(height=max(80, 18 * n_models), width=260).facet(
-    row=alt.Row("dataset:N", title=None), column=alt.Column("language:N", title=None)).resolve_scale(y="independent"),
-    width="content")
+for dataset, part in long.groupby("dataset", sort=False):
+    st.markdown(f"**{ui.md_escape(dataset)}**")
+    n_languages = part.language.nunique()
+    bars = alt.Chart(part).mark_bar().encode(
+        x=alt.X("sum(p):Q", title="mean probability", scale=alt.Scale(domain=[0, 1])),
+        y=alt.Y("model_id:N", title=None, axis=alt.Axis(labelLimit=300, labelOverlap=False)),
+        color=alt.Color("class:N", sort=order, scale=alt.Scale(domain=order, range=CLASS_COLOURS),
+                        title="disagreement"),
+        order=alt.Order("class_order:Q"),
+        tooltip=["language", "model_id", "class", alt.Tooltip("p:Q", format=".2f"), "n"],
+    ).transform_calculate(class_order="indexof(['None','Low','Moderate','High'], datum['class'])")
+    st.altair_chart(bars.properties(height=max(60, 18 * part.model_id.nunique()),
+                                    width=max(110, 620 // max(1, n_languages)))
+                    .facet(column=alt.Column("language:N", title=None)), width="content")
 with st.expander("Distribution table"):
     st.dataframe(dist, hide_index=True, column_config={
         p: st.column_config.NumberColumn(q.DISAGREEMENT_LABELS[p], format="%.2f") for p in q.DISAGREEMENT})
@@ -61,7 +64,8 @@ st.altair_chart((heat + heat.mark_text().encode(text=alt.Text("r:Q", format=".2f
                 .properties(height=140), width="stretch")
 st.caption("Pearson r over items of the sidebar's dataset and filters (n per score: "
            + ", ".join(f"{k} {v}" for k, v in corr.attrs.get("n", {}).items())
-           + "). Med-CoDE reports P(None) rising with accuracy and a positive link between METEOR and P(Low).")
+           + "). E[disagreement] = 0·None + 1·Low + 2·Moderate + 3·High. Med-CoDE reports P(None) rising with "
+           "accuracy and a positive link between METEOR and P(Low).")
 
 st.subheader("Beside Med-CoDE Table 2")
 ours = q.medcode_summary(ctx.db, scope, ctx.judge)
@@ -76,18 +80,25 @@ with right:
     paper = q.reference_table(ctx.db, "medcode_table2")
     st.dataframe(paper, hide_index=True, column_config=fmt)
     st.caption("Med-CoDE Table 2 as printed (data/reference/medcode_table2.csv); some rows do not sum to 1.")
-if not ours.empty:
-    merged = pd.concat([ours.assign(source="this database"), paper.assign(source="Med-CoDE paper")])
-    merged = merged.melt(id_vars=["model", "dataset", "source"], value_vars=list(q.DISAGREEMENT), var_name="class",
-                         value_name="p")
-    merged["class"] = merged["class"].map(q.DISAGREEMENT_LABELS)
-    st.altair_chart(alt.Chart(merged).mark_bar().encode(
+
+
+def stacked(table: pd.DataFrame) -> alt.Chart:
+    """Stacked disagreement bars, one per (model, dataset) row of a Table-2-like table."""
+    long_t = table.melt(id_vars=["model", "dataset"], value_vars=list(q.DISAGREEMENT), var_name="class",
+                        value_name="p")
+    long_t["class"] = long_t["class"].map(q.DISAGREEMENT_LABELS)
+    return alt.Chart(long_t).mark_bar().encode(
         x=alt.X("sum(p):Q", title="mean probability"),
-        y=alt.Y("label:N", title=None),
-        color=alt.Color("class:N", sort=order, scale=alt.Scale(domain=order, range=CLASS_COLOURS)),
+        y=alt.Y("label:N", title=None, axis=alt.Axis(labelLimit=300, labelOverlap=False)),
+        color=alt.Color("class:N", sort=order, scale=alt.Scale(domain=order, range=CLASS_COLOURS), legend=None),
         order=alt.Order("class_order:Q"),
-        tooltip=["source", "model", "dataset", "class", alt.Tooltip("p:Q", format=".2f")],
+        tooltip=["model", "dataset", "class", alt.Tooltip("p:Q", format=".2f")],
     ).transform_calculate(label="datum.model + ' · ' + datum.dataset",
-                          class_order="indexof(['None','Low','Moderate','High'], datum['class'])")
-        .properties(height=max(120, 18 * (len(ours) + len(paper))))
-        .facet(row=alt.Row("source:N", title=None)).resolve_scale(y="independent"), width="content")
+                          class_order="indexof(['None','Low','Moderate','High'], datum['class'])"
+                          ).properties(height=max(60, 18 * len(table)))
+
+
+if not ours.empty:
+    left, right = st.columns(2)
+    left.altair_chart(stacked(ours), width="stretch")
+    right.altair_chart(stacked(paper), width="stretch")

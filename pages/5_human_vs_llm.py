@@ -24,8 +24,8 @@ def agreement_view() -> None:
     if ctx.judge is None:
         return
     metric = st.selectbox("Metric", list(METRICS), index=METRICS.index("SS"), key="hv_metric", bind="query-params",
-                          format_func=lambda m: ui.METRIC_NAMES[m],
-                          help="Health-Pariksha compared humans and the judge on Semantic Similarity.")
+                          help="Health-Pariksha compared humans and the judge on Semantic Similarity. "
+                          + ui.metric_help())
     table = q.agreement(ctx.db, ctx.filters, ctx.judge, metric)
     if table.empty:
         st.info("No human labels for this metric and these filters yet. Import a CSV with "
@@ -78,7 +78,7 @@ def annotate_view() -> None:
     annotator = c1.text_input("Your name", key="hv_annotator", bind="query-params", max_chars=60,
                               placeholder="e.g. dr-rao")
     metric = c2.selectbox("Metric to score", list(METRICS), index=METRICS.index("SS"), key="hv_ann_metric",
-                          bind="query-params", format_func=lambda m: ui.METRIC_NAMES[m])
+                          bind="query-params", help=ui.metric_help())
     if not annotator or not annotator.strip():
         st.info("Enter your name to get a queue of unlabelled items.")
         return
@@ -93,7 +93,7 @@ def annotate_view() -> None:
     item = queue.iloc[0]
     with st.container(border=True):
         st.markdown(f"**{ui.md_escape(item.query_id)}** · {ui.md_escape(ui.lang_label(item.language))} · "
-                    f"`{ui.md_escape(item.model_id)}`")
+                    f"*{ui.md_escape(item.model_id)}*")
         left, right = st.columns(2)
         with left:
             ui.show_text("Patient query", item.query)

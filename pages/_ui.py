@@ -83,12 +83,13 @@ def sidebar() -> Context:
     judges = choices["judges"].get(dataset, [])
     for key, options in (("lang", languages), ("model", models), ("theme", list(THEMES))):
         _sanitise(key, options, multi=True)
-    langs = st.sidebar.multiselect("Languages", languages, key="lang", bind="query-params", format_func=lang_label,
-                                   placeholder="all languages")
+    langs = st.sidebar.multiselect("Languages", languages, key="lang", bind="query-params",
+                                   placeholder="all languages",
+                                   help=", ".join(f"{c} {LANGUAGES.get(c, c)}" for c in languages))
     chosen_models = st.sidebar.multiselect("Models", models, key="model", bind="query-params",
                                            placeholder="all models")
     themes = st.sidebar.multiselect("Themes", list(THEMES), key="theme", bind="query-params",
-                                    format_func=theme_label, placeholder="any theme",
+                                    placeholder="any theme",
                                     help="Queries tagged with any of these themes (Health-Pariksha §3.1).")
     judge = q.judge_in_use(db, dataset)
     if len(judges) > 1:
@@ -105,10 +106,25 @@ def sidebar() -> Context:
     return Context(db, True, filters, judge, choices)
 
 
+def ensure_navigation() -> None:
+    """Route through app.py's ``st.navigation`` even on a server's very first run.
+
+    Streamlit treats an app with a ``pages/`` folder as a folder-routed (v1) multipage app until
+    ``st.navigation`` has run once in the process; until then a deep link runs the page file alone,
+    without the entry file's filters. Switch to ``st.navigation`` routing and rerun.
+    """
+    from streamlit.runtime.pages_manager import PagesManager
+
+    if PagesManager.uses_pages_directory:
+        PagesManager.uses_pages_directory = False
+        st.rerun()
+
+
 def context() -> Context:
-    """The context the entry file computed for this run."""
+    """The context the entry file computed for this run (see :func:`ensure_navigation`)."""
+    ensure_navigation()
     ctx = st.session_state.get("_ctx")
-    if ctx is None:
+    if ctx is None:  # a page run on its own (not through app.py)
         ctx = sidebar()
         st.session_state["_ctx"] = ctx
     return ctx
@@ -162,6 +178,10 @@ def show_text(label: str, text: Any, *, empty: str = "(none)") -> None:
     st.caption(md_escape(label))
     st.text(empty if text is None or (isinstance(text, float) and pd.isna(text)) or text == "" else str(text),
             width="stretch")
+
+
+def metric_help() -> str:
+    return "; ".join(f"{m}: {name}" for m, name in METRIC_NAMES.items()) + "."
 
 
 def metric_options(with_agg: bool = True) -> list[str]:

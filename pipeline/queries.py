@@ -17,6 +17,7 @@ import functools
 import json
 import os
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -304,155 +305,244 @@ def database_status(db: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 # -- leaderboards --------------------------------------------------------------------------------------
+_METRIC_DIGIT = {m: 4**i for i, m in enumerate(METRICS)}  # an item's scores packed in one integer, base 4
+
+
+def _queries_cte(f: Filters) -> tuple[str, list[Any]]:
+    """``qf``: the filtered queries with their language (models are filtered on the judged rows)."""
+    where, params = f.sql(r=None)
+    return f"qf AS (SELECT q.dataset, q.query_id, q.language FROM queries q WHERE {where})", params
+
+
+def _model_pred(f: Filters, alias: str) -> tuple[str, list[Any]]:
+    return (f"list_contains(?, {alias}.model_id)", [list(f.models)]) if f.models else ("TRUE", [])
+
+
 @cached_query
-def score_patterns(db: str, f: Filters, judge: str) -> dict[str, pd.DataFrame]:
-    """Per (language, model) the histogram of per-item score patterns (FC, SS, COH, CON; NULL = unscored).
+def score_histograms(db: str, f: Filters, judge: str) -> dict[str, pd.DataFrame]:
+    """Per (language, model, metric) the histogram of item scores; per (language, model) the judgments.
 
-    With the number of judgments and parse failures behind each pattern. When judgments have several
-    samples, also self-consistency per (language, model, metric): mean std and flip rate over items
-    with ≥2 parsed samples. Everything a leaderboard needs comes from these few thousand rows.
+    ``hist`` has columns language, model_id, metric, value, n (value NULL = no parsed score). With
+    one sample per item it is one GROUP BY over the judged rows; with several samples an item's
+    score is the mean of its parsed samples, and ``consistency`` holds self-consistency per
+    (language, model, metric): mean std and flip rate over items with ≥2 parsed samples.
     """
-    items, p_items = _items_cte(f)
-    per_item, p_per_item = _per_item_cte(judge)
-    cols = ", ".join(f"round({m}, 2) AS {m}" for m in METRICS)
+    qf, p_qf = _queries_cte(f)
+    model_pred, p_model = _model_pred(f, "j")
+    base = (f"FROM judgments j JOIN qf ON qf.dataset = j.dataset AND qf.query_id = j.query_id "
+            f"WHERE j.judge_id = ? AND {model_pred}")
+    params = [*p_qf, judge, *p_model]
     with open_connection(db, read_only=True) as con:
-        patterns = con.execute(
-            f"WITH {items}, {per_item} SELECT language, model_id, {cols}, count(*) AS n, "
-            "sum(n_judgments) AS judgments, sum(n_unparsed) AS parse_failures, max(max_sample) + 1 AS samples "
-            "FROM per_item GROUP BY ALL", [*p_items, *p_per_item]).df()
+        hist = con.execute(
+            f"WITH {qf} SELECT qf.language, j.model_id, j.metric, "
+            "CASE WHEN j.parse_ok THEN j.score END::DOUBLE AS value, count(*) AS n, max(j.sample) AS max_sample "
+            f"{base} GROUP BY ALL", params).df()
+        counts = hist.groupby(["language", "model_id"], as_index=False).agg(judgments=("n", "sum"),
+                                                                         samples=("max_sample", "max"))
+        failed = hist[hist.value.isna()].groupby(["language", "model_id"])["n"].sum().rename("parse_failures")
+        counts = counts.merge(failed.reset_index(), on=["language", "model_id"], how="left")
+        counts["parse_failures"] = counts.parse_failures.fillna(0).astype(int)
+        counts["samples"] = counts.samples.fillna(0).astype(int) + 1
+        hist = hist.drop(columns=["max_sample"])
         consistency = pd.DataFrame(columns=["language", "model_id", "metric", "multi_items", "mean_std", "flip_rate"])
-        if not patterns.empty and patterns.samples.max() > 1:
-            consistency = con.execute(
-                f"WITH {items}, sc AS (SELECT i.language, i.model_id, j.metric, stddev_pop(j.score) AS sd, "
-                "min(j.score) <> max(j.score) AS flipped FROM judgments j JOIN items i ON j.dataset = i.dataset "
-                "AND j.query_id = i.query_id AND j.model_id = i.model_id WHERE j.judge_id = ? AND j.parse_ok "
-                "GROUP BY i.language, i.model_id, j.metric, i.dataset, j.query_id HAVING count(*) >= 2) "
+        if not counts.empty and counts.samples.max() > 1:
+            per_item = (f"per_item AS (SELECT qf.language, j.model_id, j.metric, "
+                        "avg(j.score) FILTER (WHERE j.parse_ok) AS value, stddev_pop(j.score) FILTER "
+                        "(WHERE j.parse_ok) AS sd, count(*) FILTER (WHERE j.parse_ok) AS n_parsed, "
+                        "(min(j.score) FILTER (WHERE j.parse_ok)) <> (max(j.score) FILTER (WHERE j.parse_ok)) "
+                        f"AS flipped {base} GROUP BY qf.language, j.model_id, j.metric, j.dataset, j.query_id)")
+            hist, consistency = (con.execute(f"WITH {qf}, {per_item} {sql}", params).df() for sql in (
+                "SELECT language, model_id, metric, round(value, 2) AS value, count(*) AS n FROM per_item GROUP BY ALL",
                 "SELECT language, model_id, metric, count(*) AS multi_items, avg(sd) AS mean_std, "
-                "avg(flipped::INTEGER) AS flip_rate FROM sc GROUP BY ALL", [*p_items, judge]).df()
-    return {"patterns": patterns, "consistency": consistency}
+                "avg(flipped::INTEGER) AS flip_rate FROM per_item WHERE n_parsed >= 2 GROUP BY ALL"))
+    return {"hist": hist, "counts": counts, "consistency": consistency}
 
 
-def _metric_hist(patterns: pd.DataFrame, metric: str) -> tuple[np.ndarray, np.ndarray]:
-    cell = patterns[patterns[metric].notna()]
-    grouped = cell.groupby(metric)["n"].sum()
-    return grouped.index.to_numpy(dtype=float), grouped.to_numpy(dtype=np.int64)
+@cached_query
+def agg_patterns(db: str, f: Filters, judge: str, language: str) -> pd.DataFrame:
+    """Per model the histogram of per-item score patterns (FC, SS, COH, CON; NaN = unscored) in a language.
+
+    AGG's CI resamples items, so it needs each item's four scores together. With one sample per
+    item they are packed into one integer per item (base 4, 0 = unscored), which keeps this one
+    cheap GROUP BY; with several samples each metric is the mean of the item's parsed samples.
+    """
+    qf, p_qf = _queries_cte(f.with_(languages=(language,)))
+    model_pred, p_model = _model_pred(f, "j")
+    join = (f"FROM judgments j JOIN qf ON qf.dataset = j.dataset AND qf.query_id = j.query_id "
+            f"WHERE j.judge_id = ? AND {model_pred}")
+    params = [*p_qf, judge, *p_model]
+    samples = score_histograms(db, f, judge)["counts"]
+    if samples.empty or samples.samples.max() <= 1:
+        digits = " ".join(f"WHEN '{m}' THEN {d}" for m, d in _METRIC_DIGIT.items())
+        packed = _df(db, (
+            f"WITH {qf}, per_item AS (SELECT j.model_id, hash(j.dataset, j.query_id) AS item, "
+            f"sum(CASE WHEN j.parse_ok THEN (j.score + 1) * (CASE j.metric {digits} ELSE 0 END) ELSE 0 END) AS code "
+            f"{join} AND j.sample = 0 GROUP BY j.model_id, item) "
+            "SELECT model_id, code, count(*) AS n FROM per_item GROUP BY ALL"), params)
+        for m, digit in _METRIC_DIGIT.items():
+            score = (packed.code.to_numpy(dtype=np.int64) // digit) % 4 - 1
+            packed[m] = np.where(score >= 0, score, np.nan)
+        return packed.drop(columns=["code"])
+    means = ", ".join(f"round(avg(j.score) FILTER (WHERE j.metric = '{m}' AND j.parse_ok), 2) AS {m}" for m in METRICS)
+    return _df(db, (
+        f"WITH {qf}, per_item AS (SELECT j.model_id, {means} {join} GROUP BY j.model_id, j.dataset, j.query_id) "
+        f"SELECT model_id, {', '.join(METRICS)}, count(*) AS n FROM per_item GROUP BY ALL"), params)
 
 
-def _agg_hist(patterns: pd.DataFrame, w: dict[str, float]) -> tuple[np.ndarray, np.ndarray]:
-    """Histogram of per-item AGG over the items scored on every weighted metric (binned to 0.01)."""
+def _agg_hists(patterns: pd.DataFrame, w: dict[str, float]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Per model the histogram of per-item AGG over items scored on every weighted metric (binned to 0.01)."""
     used = [m for m in METRICS if w[m] > 0]
     complete = patterns.dropna(subset=used)
     if complete.empty:
-        return np.zeros(0), np.zeros(0, dtype=np.int64)
+        return {}
     agg = sum(complete[m].to_numpy(dtype=float) * w[m] for m in used).round(2)
-    grouped = pd.Series(complete["n"].to_numpy(), index=agg).groupby(level=0).sum()
-    return grouped.index.to_numpy(dtype=float), grouped.to_numpy(dtype=np.int64)
+    grouped = pd.DataFrame({"model_id": complete.model_id.to_numpy(), "value": agg, "n": complete.n.to_numpy()})
+    grouped = grouped.groupby(["model_id", "value"], sort=True)["n"].sum().reset_index()
+    return {model: (g.value.to_numpy(dtype=float), g.n.to_numpy(dtype=np.int64))
+            for model, g in grouped.groupby("model_id", sort=False)}
 
 
-def _ci(values: np.ndarray, counts: np.ndarray) -> tuple[float, float]:
+def _split_hists(hist: pd.DataFrame) -> dict[tuple[str, str], tuple[np.ndarray, np.ndarray]]:
+    """(model, metric) → (values, counts) of the scored items."""
+    scored = hist.dropna(subset=["value"]).sort_values(["model_id", "metric", "value"])
+    keys = list(zip(scored.model_id, scored.metric, strict=True))
+    values, counts = scored.value.to_numpy(dtype=float), scored.n.to_numpy(dtype=np.int64)
+    out: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = {}
+    start = 0
+    for i in range(1, len(keys) + 1):
+        if i == len(keys) or keys[i] != keys[start]:
+            out[keys[start]] = (values[start:i], counts[start:i])
+            start = i
+    return out
+
+
+def _ci(hist: tuple[np.ndarray, np.ndarray]) -> tuple[float, float]:
+    values, counts = hist
     if counts.sum() == 0:
         return float("nan"), float("nan")
     return bootstrap_mean_ci(values, counts, n_resamples=CI_RESAMPLES)
 
 
-def _cell_scores(patterns: pd.DataFrame, w: dict[str, float], *, with_ci: bool) -> dict[str, Any]:
-    """Means, n (and 95% CIs) of the four metrics and AGG for one (language, model) cell.
+def _means(hist: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """Per ``keys``: each metric's mean and n over scored items (unscored items excluded)."""
+    scored = hist.dropna(subset=["value"])
+    sums = scored.assign(total=scored.value * scored.n).groupby([*keys, "metric"])[["total", "n"]].sum()
+    sums["mean"] = sums.total / sums.n
+    wide = sums[["mean", "n"]].unstack("metric")
+    out = pd.DataFrame(index=wide.index)
+    for m in METRICS:
+        out[m] = wide["mean"][m] if ("mean", m) in wide.columns else np.nan
+        out[f"n_{m}"] = wide["n"][m].fillna(0).astype(int) if ("n", m) in wide.columns else 0
+    return out.reset_index()
 
-    AGG is the weighted mean of the metric means (``pipeline.stats``); its CI resamples the items
-    scored on every weighted metric.
-    """
-    row: dict[str, Any] = {}
-    means: dict[str, float | None] = {}
-    hists = {m: _metric_hist(patterns, m) for m in METRICS}
-    for m, (values, counts) in hists.items():
-        n = int(counts.sum())
-        means[m] = float(values @ counts / n) if n else None
-        row[m], row[f"n_{m}"] = means[m], n
-    missing = any(w[m] > 0 and means[m] is None for m in METRICS)
-    row["AGG"] = None if missing else float(sum(w[m] * means[m] for m in METRICS if w[m] > 0))  # type: ignore[operator]
-    row["items"] = int(patterns["n"].sum())
-    if with_ci:
-        for m, hist in hists.items():
-            row[f"{m}_lo"], row[f"{m}_hi"] = _ci(*hist)
-        agg_values, agg_counts = _agg_hist(patterns, w)
-        row["n_AGG"] = int(agg_counts.sum())
-        row["AGG_lo"], row["AGG_hi"] = _ci(agg_values, agg_counts) if not missing else (np.nan, np.nan)
-    return row
+
+def _with_agg(table: pd.DataFrame, weights: tuple[float, ...]) -> pd.DataFrame:
+    """AGG = the weighted mean of the metric means (NaN when a weighted metric has no score)."""
+    w = _weights(weights)
+    used = [m for m in METRICS if w[m] > 0]
+    table["AGG"] = sum(table[m] * w[m] for m in used) if used else np.nan
+    return table
 
 
 def model_means(db: str | Path, f: Filters, judge: str, weights: tuple[float, ...]) -> pd.DataFrame:
-    """Per (language, model): metric means, n and AGG (no CIs) — for heatmaps."""
-    patterns = score_patterns(db, f, judge)["patterns"]
-    w = _weights(weights)
-    rows = [{"language": lang, "model_id": model, **_cell_scores(cell, w, with_ci=False)}
-            for (lang, model), cell in patterns.groupby(["language", "model_id"], sort=True)]
-    return pd.DataFrame(rows, columns=["language", "model_id", "AGG", *METRICS, *(f"n_{m}" for m in METRICS),
-                                       "items"])
+    """Per (language, model): metric means, n and AGG (no CIs) — the heatmap."""
+    data = score_histograms(db, f, judge)
+    if data["hist"].empty:
+        return pd.DataFrame(columns=["language", "model_id", "AGG", *METRICS, *(f"n_{m}" for m in METRICS),
+                                     "judgments"])
+    table = _with_agg(_means(data["hist"], ["language", "model_id"]), weights)
+    table = table.merge(data["counts"][["language", "model_id", "judgments"]], on=["language", "model_id"],
+                        how="left")
+    return table[["language", "model_id", "AGG", *METRICS, *(f"n_{m}" for m in METRICS), "judgments"]]
 
 
 @cached_query
 def leaderboard_extras(db: str, f: Filters) -> dict[str, pd.DataFrame]:
     """Per (language, model): responses, errors, lexical means, safety pass rates; per language recall."""
-    items, p_items = _items_cte(f, ok_only=False)
-    where_q, p_q = f.sql(r=None)
+    qf, p_qf = _queries_cte(f)
     lexical_means = ", ".join(f"avg(l.{c}) AS {c}" for c in LEXICAL)
-    counts, safety, recall = _dfs(db, [
-        (f"WITH {items} SELECT i.language, i.model_id, count(*) AS responses, count(r.error) AS errors, "
-         f"count(l.query_id) AS n_lexical, {lexical_means} FROM items i JOIN responses r ON r.dataset = i.dataset "
-         "AND r.query_id = i.query_id AND r.model_id = i.model_id LEFT JOIN lexical_scores l "
-         "ON l.dataset = i.dataset AND l.query_id = i.query_id AND l.model_id = i.model_id GROUP BY ALL", p_items),
-        (f"WITH {items} SELECT i.language, i.model_id, s.check_name, avg(s.passed::INTEGER) AS pass_rate, "
-         "count(*) AS n FROM safety_checks s JOIN items i ON s.dataset = i.dataset AND s.query_id = i.query_id "
-         "AND s.model_id = i.model_id GROUP BY ALL", p_items),
-        ("SELECT q.language, avg(t.recall) AS recall, count(t.recall) AS n_recall FROM retrievals t "
-         f"JOIN queries q ON q.dataset = t.dataset AND q.query_id = t.query_id WHERE {where_q} GROUP BY ALL", p_q),
-    ])
-    return {"counts": counts, "safety": safety, "recall": recall}
+    statements = []
+    for table, alias, columns in (
+        ("responses", "r", "count(*) AS responses, count(r.error) AS errors"),
+        ("lexical_scores", "l", f"count(*) AS n_lexical, {lexical_means}"),
+        ("safety_checks", "s", "s.check_name, avg(s.passed::INTEGER) AS pass_rate, count(*) AS n"),
+    ):
+        model_pred, p_model = _model_pred(f, alias)
+        statements.append((
+            f"WITH {qf} SELECT qf.language, {alias}.model_id, {columns} FROM {table} {alias} JOIN qf "
+            f"ON qf.dataset = {alias}.dataset AND qf.query_id = {alias}.query_id WHERE {model_pred} GROUP BY ALL",
+            [*p_qf, *p_model]))
+    statements.append((f"WITH {qf} SELECT qf.language, avg(t.recall) AS recall, count(t.recall) AS n_recall "
+                       "FROM retrievals t JOIN qf ON qf.dataset = t.dataset AND qf.query_id = t.query_id GROUP BY ALL",
+                       p_qf))
+    counts, lexical, safety, recall = _dfs(db, statements)
+    return {"counts": counts, "lexical": lexical, "safety": safety, "recall": recall}
+
+
+def _parallel_cis(hists: list[tuple[np.ndarray, np.ndarray]]) -> list[tuple[float, float]]:
+    """Bootstrap CIs of many histograms on two threads (numpy's sampler releases the GIL)."""
+    if len(hists) < 8:
+        return [_ci(h) for h in hists]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return list(pool.map(_ci, hists))
 
 
 @cached_query
 def leaderboard(db: str, f: Filters, judge: str, weights: tuple[float, ...], language: str) -> pd.DataFrame:
     """One language's leaderboard: models by AGG with FC, SS, COH, CON, each with n and a 95% bootstrap CI.
 
-    Further columns: parse failures (excluded from means), errors, self-consistency when judgments
-    have several samples, lexical baselines, safety-check pass rates (``check_<name>``: refusal
-    accuracy, update adherence) and the language's retrieval recall. Built from the cached
-    ``score_patterns`` and ``leaderboard_extras`` of the whole filter set, so switching language or
-    moving a weight slider runs no SQL (only the bootstrap).
+    AGG is the weighted mean of the metric means (``pipeline.stats``); its CI resamples the items
+    scored on every weighted metric. Further columns: parse failures (excluded from means), errors,
+    self-consistency when judgments have several samples, lexical baselines, safety-check pass
+    rates (``check_<name>``: refusal accuracy, update adherence) and the language's retrieval recall.
     """
-    data = score_patterns(db, f, judge)
+    data = score_histograms(db, f, judge)
     extras = leaderboard_extras(db, f)
-    w = _weights(weights)
-    patterns = data["patterns"][data["patterns"].language == language]
-    rows = [{"model_id": model, **_cell_scores(cell, w, with_ci=True),
-             "judgments": int(cell.judgments.sum()), "parse_failures": int(cell.parse_failures.sum()),
-             "samples": int(cell.samples.max())}
-            for model, cell in patterns.groupby("model_id", sort=True)]
+    hist = data["hist"][data["hist"].language == language]
     counts = extras["counts"][extras["counts"].language == language].drop(columns=["language"])
-    board = counts.merge(pd.DataFrame(rows), on="model_id", how="left") if rows else counts.copy()
+    board = counts.copy()
+    if not hist.empty:
+        table = _with_agg(_means(hist, ["model_id"]), weights)
+        groups = _split_hists(hist)
+        agg_hists = _agg_hists(agg_patterns(db, f, judge, language), _weights(weights))
+        models = table.model_id.tolist()
+        empty = (np.zeros(0), np.zeros(0, dtype=np.int64))
+        keys = [(model, m) for model in models for m in METRICS]
+        cis = _parallel_cis([groups.get(k, empty) for k in keys] + [agg_hists.get(mo, empty) for mo in models])
+        ci_cols: dict[str, list[float]] = {}
+        for i, (_, m) in enumerate(keys):
+            ci_cols.setdefault(f"{m}_lo", []).append(cis[i][0])
+            ci_cols.setdefault(f"{m}_hi", []).append(cis[i][1])
+        agg_cis = cis[len(keys):]
+        ci_cols["AGG_lo"] = [c[0] for c in agg_cis]
+        ci_cols["AGG_hi"] = [c[1] for c in agg_cis]
+        ci_cols["n_AGG"] = [int(agg_hists.get(mo, empty)[1].sum()) for mo in models]
+        table = pd.concat([table.reset_index(drop=True), pd.DataFrame(ci_cols)], axis=1)
+        judged = data["counts"][data["counts"].language == language].drop(columns=["language"])
+        board = board.merge(table, on="model_id", how="outer").merge(judged, on="model_id", how="left")
     consistency = data["consistency"]
-    consistency = consistency[consistency.language == language] if not consistency.empty else consistency
+    consistency = consistency[consistency.language == language]
     if not consistency.empty:
         sc = consistency.assign(std_w=consistency.mean_std * consistency.multi_items,
                                 flip_w=consistency.flip_rate * consistency.multi_items)
         sc = sc.groupby("model_id")[["std_w", "flip_w", "multi_items"]].sum()
         sc = pd.DataFrame({"self_std": sc.std_w / sc.multi_items, "flip_rate": sc.flip_w / sc.multi_items})
         board = board.merge(sc.reset_index(), on="model_id", how="left")
-    safety = extras["safety"]
-    safety = safety[safety.language == language]
+    lexical = extras["lexical"][extras["lexical"].language == language].drop(columns=["language"])
+    if not lexical.empty:
+        board = board.merge(lexical, on="model_id", how="left")
+    safety = extras["safety"][extras["safety"].language == language]
     if not safety.empty:
         pivot = safety.pivot_table(index="model_id", columns="check_name", values="pass_rate").add_prefix("check_")
         board = board.merge(pivot.reset_index(), on="model_id", how="left")
-    recall = extras["recall"]
-    recall = recall[recall.language == language].recall
+    recall = extras["recall"][extras["recall"].language == language].recall
     board["recall"] = float(recall.iloc[0]) if len(recall) and recall.notna().any() else np.nan
-    for col in ("AGG", *METRICS, "AGG_lo", "AGG_hi", "items", "parse_failures"):
+    for col in ("AGG", *METRICS, "AGG_lo", "AGG_hi", "n_AGG", "judgments", "parse_failures", "samples"):
         if col not in board:
             board[col] = np.nan
     board = board.sort_values(["AGG", "model_id"], ascending=[False, True], na_position="last")
     board.insert(0, "rank", range(1, len(board) + 1))
     return board.reset_index(drop=True)
-
 
 
 @cached_query
@@ -633,10 +723,7 @@ def medcode_distribution(db: str, f: Filters) -> pd.DataFrame:
     ), params)
 
 
-MEDCODE_QUANTITIES = {
-    "p_none": "P(None)", "p_high": "P(High)",
-    "expected": "expected disagreement (0·None + 1·Low + 2·Moderate + 3·High)",
-}
+MEDCODE_QUANTITIES = {"p_none": "P(None)", "p_high": "P(High)", "expected": "E[disagreement]"}
 
 
 @cached_query

@@ -1,0 +1,80 @@
+"""Shared fixtures: results databases built once per test session.
+
+- ``pipeline_db``: a real run of the pipeline (``pipeline.runner.run``) on 2 queries of the bundled
+  cataract dataset (one English, one Hindi) with SmolLM2 in process (small ``max_tokens``, one raw
+  chunk and one KB update per query to keep prompts short) and the extractive baseline: retrieve,
+  generate, judge (SmolLM2 as judge), lexical, Med-CoDE and safety stages, so those tables hold
+  real rows. (The judge ``sanity`` stage is left out for time; ``synthetic_db`` has reliability rows.)
+- ``synthetic_db``: ``bench/generate_db.py`` at a small scale (schema-exact synthetic rows for every
+  table, several datasets, human labels, judge reliability).
+
+Tests that write get their own copy (``copy_db``), so the session databases stay as built.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SMOLLM2 = "llamacpp/smollm2-135m-instruct"
+STAGES = "retrieve,generate,judge,lexical,medcode,safety"
+
+
+@pytest.fixture(scope="session")
+def pipeline_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A results database produced by the pipeline itself (real local models, no mocks)."""
+    from rich.console import Console
+
+    from pipeline.config import RunConfig
+    from pipeline.runner import run
+
+    db = tmp_path_factory.mktemp("pipeline-db") / "results.duckdb"
+    reuse = os.environ.get("PARIKSHA_TEST_PIPELINE_DB")  # development shortcut: a database built by this fixture
+    if reuse and Path(reuse).is_file():
+        shutil.copy(reuse, db)
+        index = Path(reuse).with_name(Path(reuse).stem + ".lancedb")
+        if index.is_dir():
+            shutil.copytree(index, db.with_name(db.stem + ".lancedb"))
+        return db
+    config = RunConfig.model_validate({
+        "name": "app-tests", "dataset": str(REPO / "data" / "cataract"), "db": str(db),
+        "languages": ["en", "hi"], "per_language": 1, "retrieval": {"top_k_raw": 1, "top_k_updates": 1},
+        "models": [{"id": SMOLLM2, "max_tokens": 24}, {"id": "extractive/top-sentences"}],
+        "judge": {"id": SMOLLM2, "max_tokens": 24},
+        "medcode": {"critic": SMOLLM2, "classifier": "logprobs"},
+        "concurrency": 4,
+    })
+    run(config, stages=STAGES, console=Console(file=io.StringIO()))
+    return db
+
+
+@pytest.fixture(scope="session")
+def synthetic_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """bench/generate_db.py at 5% of the paper's scale with 6 of its 24 models."""
+    db = tmp_path_factory.mktemp("synthetic-db") / "synthetic.duckdb"
+    subprocess.run([sys.executable, str(REPO / "bench" / "generate_db.py"), "--scale", "0.05", "--models", "6",
+                    "--out", str(db)], check=True, capture_output=True, cwd=REPO)
+    return db
+
+
+@pytest.fixture
+def copy_db(tmp_path: Path) -> Callable[[Path], Path]:
+    """Copy a session database (and its LanceDB index, if any) into this test's tmp dir."""
+
+    def copy(db: Path) -> Path:
+        target = tmp_path / db.name
+        shutil.copy(db, target)
+        index = db.with_name(db.stem + ".lancedb")
+        if index.is_dir():
+            shutil.copytree(index, target.with_name(target.stem + ".lancedb"))
+        return target
+
+    return copy
