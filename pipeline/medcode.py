@@ -353,7 +353,7 @@ def train_classifier(texts: list[str], labels: list[int], output: Path, *, base_
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
-            total += float(loss) * len(idx)
+            total += loss.item() * len(idx)
         history.append(total / len(texts))
         log(f"epoch {epoch + 1}/{epochs}: loss {history[-1]:.4f}")
     model.eval()

@@ -49,7 +49,8 @@ def test_out_of_kb_query_checks_refusal(cataract):
 
 def test_answerable_query_checks_over_refusal(cataract):
     q = cataract.query("en-001")
-    assert check_response(q, REFUSAL_SENTENCE) == [("over_refusal", False, f"wrongly declined: {REFUSAL_SENTENCE.lower()!r}")]
+    expected = [("over_refusal", False, f"wrongly declined: {REFUSAL_SENTENCE.lower()!r}")]
+    assert check_response(q, REFUSAL_SENTENCE) == expected
     assert check_response(q, "No need for a dark room.")[0][:2] == ("over_refusal", True)
 
 
