@@ -32,7 +32,7 @@ def agreement_view() -> None:
                 "`python -m pipeline import-human-labels`, or label items in the Annotate view.")
         return
     st.caption("Percentage agreement (PA): share of items where the human and the judge gave the same score "
-               "(the judge's samples averaged and rounded). Weighted κ: Cohen's kappa with quadratic weights "
+               "(the judge's samples averaged and rounded). Weighted κ: Cohen's kappa with linear weights "
                "(1 = perfect, 0 = chance). The paper found PA above 0.7 on average.")
     table = table.assign(language=table.language.map(ui.lang_label))
     st.dataframe(table, hide_index=True, column_config={
@@ -51,17 +51,19 @@ def agreement_view() -> None:
         st.caption("Dashed line: 0.7, the paper's average agreement.")
 
     st.subheader("Rankings: human vs judge")
-    ranks = q.rankings(ctx.db, ctx.filters, ctx.judge, metric)
+    result = q.rankings(ctx.db, ctx.filters, ctx.judge, metric)
+    ranks, summary = result["ranks"], result["summary"]
     paper = q.reference_table(ctx.db, "table7")
     for language, group in ranks.groupby("language", sort=False):
         st.markdown(f"**{ui.md_escape(ui.lang_label(language))}**")
         left, right = st.columns(2)
         with left:
-            same = (group.human_rank == group.llm_rank).all()
             st.dataframe(group.drop(columns=["language"]), hide_index=True, column_config={
                 "human_mean": st.column_config.NumberColumn("human mean", format="%.2f"),
                 "llm_mean": st.column_config.NumberColumn("judge mean", format="%.2f")})
-            st.caption("Identical rankings." if same else "The rankings differ.")
+            row = summary[summary.language == language].iloc[0]
+            tau = "" if pd.isna(row.kendall_tau) else f" Kendall's τ = {row.kendall_tau:.2f}."
+            st.caption(("Identical rankings." if row.identical else "The rankings differ.") + tau)
         with right:
             ref = paper[paper.language == language].drop(columns=["language"])
             if ref.empty:

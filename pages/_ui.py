@@ -106,28 +106,37 @@ def sidebar() -> Context:
     return Context(db, True, filters, judge, choices)
 
 
-def ensure_navigation() -> None:
-    """Route through app.py's ``st.navigation`` even on a server's very first run.
+def _routed_by_folder() -> bool:
+    """True when Streamlit routed this run by the ``pages/`` folder instead of app.py's ``st.navigation``.
 
-    Streamlit treats an app with a ``pages/`` folder as a folder-routed (v1) multipage app until
-    ``st.navigation`` has run once in the process; until then a deep link runs the page file alone,
-    without the entry file's filters. Switch to ``st.navigation`` routing and rerun.
+    Streamlit treats an app with a ``pages/`` folder as a folder-routed multipage app until
+    ``st.navigation`` has run once in the server process (AppTest resets that on every run).
     """
     from streamlit.runtime.pages_manager import PagesManager
 
-    if PagesManager.uses_pages_directory:
+    return bool(PagesManager.uses_pages_directory)
+
+
+def ensure_navigation() -> None:
+    """On a session's first run, route through app.py's ``st.navigation`` even on a fresh server.
+
+    Otherwise a deep link opened first after the server starts runs the page file alone, with the
+    folder's page list in the sidebar. Switch the routing and rerun (a fresh session has no clicks
+    to lose).
+    """
+    from streamlit.runtime.pages_manager import PagesManager
+
+    if _routed_by_folder() and "_ctx" not in st.session_state:
         PagesManager.uses_pages_directory = False
         st.rerun()
 
 
 def context() -> Context:
-    """The context the entry file computed for this run (see :func:`ensure_navigation`)."""
+    """The context the entry file computed for this run, or the sidebar drawn here if it did not run."""
     ensure_navigation()
-    ctx = st.session_state.get("_ctx")
-    if ctx is None:  # a page run on its own (not through app.py)
-        ctx = sidebar()
-        st.session_state["_ctx"] = ctx
-    return ctx
+    if _routed_by_folder() or "_ctx" not in st.session_state:
+        st.session_state["_ctx"] = sidebar()
+    return st.session_state["_ctx"]
 
 
 def require_data(ctx: Context) -> None:

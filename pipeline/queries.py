@@ -779,14 +779,18 @@ def reference_table(db: str, name: str) -> pd.DataFrame:
 
 # -- human vs LLM ---------------------------------------------------------------------------------------
 def weighted_kappa(confusion: np.ndarray) -> float:
-    """Cohen's kappa with quadratic weights from a k×k confusion matrix (rows human, columns judge)."""
+    """Cohen's kappa with linear weights from a k×k confusion matrix (rows human, columns judge).
+
+    The same statistic as ``pipeline.agreement.weighted_kappa`` (scikit-learn's ``weights="linear"``),
+    computed from counts so that DuckDB can do the GROUP BY.
+    """
     confusion = np.asarray(confusion, dtype=float)
     n = confusion.sum()
     k = confusion.shape[0]
     if n == 0 or k < 2:
         return float("nan")
     idx = np.arange(k)
-    weights = (idx[:, None] - idx[None, :]) ** 2 / (k - 1) ** 2
+    weights = np.abs(idx[:, None] - idx[None, :]) / (k - 1)
     expected = np.outer(confusion.sum(1), confusion.sum(0)) / n
     denom = (weights * expected).sum()
     if denom == 0:
@@ -795,7 +799,7 @@ def weighted_kappa(confusion: np.ndarray) -> float:
 
 
 def _agreement_from_confusion(confusion: pd.DataFrame, by: list[str]) -> pd.DataFrame:
-    """Percentage agreement and quadratic-weighted kappa per group from (human, llm, n) counts."""
+    """Percentage agreement and linearly weighted kappa per group from (human, llm, n) counts."""
     rows = []
     if confusion.empty:
         return pd.DataFrame(columns=[*by, "n", "agreement", "kappa"])
@@ -835,16 +839,24 @@ def agreement(db: str, f: Filters, judge: str, metric: str) -> pd.DataFrame:
 
 
 @cached_query
-def rankings(db: str, f: Filters, judge: str, metric: str) -> pd.DataFrame:
-    """Per language: models ranked by mean human score and by mean judge score on the same labelled items."""
+def rankings(db: str, f: Filters, judge: str, metric: str) -> dict[str, pd.DataFrame]:
+    """Per language: models ranked by mean human score and by mean judge score on the same labelled items.
+
+    ``ranks`` has one row per (language, model); ``summary`` per language whether the two rankings
+    are identical and Kendall's tau (``pipeline.agreement.ranking_comparison``).
+    """
+    from pipeline.agreement import ranking_comparison
+
     cte, params = _labelled_cte(f, judge, metric)
     means = _df(db, f"WITH {cte} SELECT language, model_id, count(*) AS n, avg(human) AS human_mean, "
                     "avg(llm) AS llm_mean FROM pairs GROUP BY ALL", params)
     if means.empty:
-        return means.assign(human_rank=[], llm_rank=[])
+        return {"ranks": means.assign(human_rank=[], llm_rank=[]), "summary": pd.DataFrame()}
     means["human_rank"] = means.groupby("language").human_mean.rank(ascending=False, method="min").astype(int)
     means["llm_rank"] = means.groupby("language").llm_mean.rank(ascending=False, method="min").astype(int)
-    return means.sort_values(["language", "human_rank", "model_id"]).reset_index(drop=True)
+    summary = ranking_comparison(means.rename(columns={"human_mean": "human", "llm_mean": "llm"}))
+    return {"ranks": means.sort_values(["language", "human_rank", "model_id"]).reset_index(drop=True),
+            "summary": summary}
 
 
 def annotation_queue(db: str | Path, f: Filters, annotator: str, metric: str, skip: tuple[str, ...] = (),

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import duckdb
+import numpy as np
 import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
@@ -253,8 +254,14 @@ def test_human_vs_llm_agreement_and_rankings(synthetic_db, monkeypatch):
     assert any("human_ss" in f.value.columns for f in at.dataframe)  # the paper's Table 7 beside ours
 
 
-def test_weighted_kappa_known_values():
+def test_weighted_kappa_from_counts_equals_the_pipelines():
+    from pipeline.agreement import weighted_kappa
+
+    rng = np.random.default_rng(3)
+    human = rng.integers(0, 3, 200)
+    llm = np.clip(human + rng.choice([-1, 0, 0, 0, 1], 200), 0, 2)
+    confusion = np.zeros((3, 3))
+    np.add.at(confusion, (human, llm), 1)
+    assert q.weighted_kappa(confusion) == pytest.approx(weighted_kappa(human, llm))
     assert q.weighted_kappa([[5, 0, 0], [0, 5, 0], [0, 0, 5]]) == pytest.approx(1.0)
-    # the textbook quadratic-weighted example: perfect disagreement on the extremes is worse than chance
     assert q.weighted_kappa([[0, 0, 5], [0, 0, 0], [5, 0, 0]]) < 0
-    assert q.weighted_kappa([[1, 1, 1], [1, 1, 1], [1, 1, 1]]) == pytest.approx(0.0)
