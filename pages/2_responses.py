@@ -40,7 +40,7 @@ total = q.browse_count(ctx.db, browse)
 n_pages = max(1, math.ceil(total / page_size))
 if st.session_state.get("rb_page", 1) > n_pages:
     st.session_state["rb_page"] = 1
-st.caption(f"{total:,} responses match; {n_pages:,} pages of {page_size}.")
+st.caption(f"{total:,} responses match; {n_pages:,} page{'s' * (n_pages != 1)} of {page_size}.")
 page = st.pagination(n_pages, key="rb_page", bind="query-params", max_visible_pages=9)
 items = q.browse_page(ctx.db, browse, page_size, (page - 1) * page_size)
 if items.empty:
@@ -151,18 +151,20 @@ query_ids = list(dict.fromkeys(items.query_id))
 cq = st.selectbox("Query", query_ids, key="rb_cq", bind="query-params",
                   help="Any query of this page of results.")
 answers = q.query_responses(ctx.db, ctx.filters.dataset, cq)
-models = answers.model_id.tolist()
+preferred = [m for m in ctx.filters.models if m in set(answers.model_id)]
+models = preferred + [m for m in answers.model_id if m not in preferred]
 if len(models) < 2:
     st.caption("Only one model answered this query.")
 else:
-    a, b = st.columns(2)
-    model_a = a.selectbox("Model A", models, index=0, key="rb_ma", bind="query-params")
-    model_b = b.selectbox("Model B", models, index=1, key="rb_mb", bind="query-params")
+    pick_a, pick_b = st.columns(2)
+    model_a = pick_a.selectbox("Model A", models, index=0, key="rb_ma", bind="query-params")
+    model_b = pick_b.selectbox("Model B", models, index=1, key="rb_mb", bind="query-params")
     pair = q.item_details(ctx.db, ctx.filters.dataset, ((cq, model_a), (cq, model_b)))
     query_row = items[items.query_id == cq].iloc[0]
     ui.show_text("Patient query", query_row.query)
     ui.show_text("Ground truth", query_row.gt_response)
-    for column, model in ((a, model_a), (b, model_b)):
+    out_a, out_b = st.columns(2)
+    for column, model in ((out_a, model_a), (out_b, model_b)):
         with column:
             answer = answers[answers.model_id == model].iloc[0]
             if isinstance(answer.error, str) and answer.error:
