@@ -36,20 +36,20 @@ page_size = c4.selectbox("Per page", [5, 10, 20], index=1, key="rb_size", bind="
 browse = q.Browse(filters=ctx.filters, judge=ctx.judge, metric=None if metric == "any" else metric,
                   score_min=float(score_range[0]), score_max=float(score_range[1]), unparsed_only=bool(unparsed),
                   search=search or "")
-total = q.browse_count(ctx.db, browse)
+try:  # the page asked for: the widget's value, else the URL's (before the widget is drawn)
+    wanted = max(1, int(st.session_state.get("rb_page") or st.query_params.get("rb_page") or 1))
+except ValueError:
+    wanted = 1
+view = q.browse_view(ctx.db, browse, page_size, (wanted - 1) * page_size)
+total, items, details, chunks = view["total"], view["page"], view["details"], view["chunks"]
 n_pages = max(1, math.ceil(total / page_size))
-if st.session_state.get("rb_page", 1) > n_pages:
-    st.session_state["rb_page"] = 1
+if view["offset"] == 0 and wanted != 1:
+    st.session_state["rb_page"] = 1  # past the last page (the filters changed): back to the first
 st.caption(f"{total:,} responses match; {n_pages:,} page{'s' * (n_pages != 1)} of {page_size}.")
-page = st.pagination(n_pages, key="rb_page", bind="query-params", max_visible_pages=9)
-items = q.browse_page(ctx.db, browse, page_size, (page - 1) * page_size)
+st.pagination(n_pages, key="rb_page", bind="query-params", max_visible_pages=9)
 if items.empty:
     st.info("No responses match these filters.")
     st.stop()
-
-keys = tuple(zip(items.query_id, items.model_id, strict=True))
-details = q.item_details(ctx.db, ctx.filters.dataset, keys)
-chunks = q.retrieved_chunks(ctx.db, ctx.filters.dataset, tuple(dict.fromkeys(items.query_id)))
 
 
 def _rows(df: pd.DataFrame, query_id: str, model_id: str) -> pd.DataFrame:
@@ -150,7 +150,8 @@ st.subheader("Two models side by side")
 query_ids = list(dict.fromkeys(items.query_id))
 cq = st.selectbox("Query", query_ids, key="rb_cq", bind="query-params",
                   help="Any query of this page of results.")
-answers = q.query_responses(ctx.db, ctx.filters.dataset, cq)
+pair_view = q.query_view(ctx.db, ctx.filters.dataset, cq)
+answers = pair_view["responses"]
 preferred = [m for m in ctx.filters.models if m in set(answers.model_id)]
 models = preferred + [m for m in answers.model_id if m not in preferred]
 if len(models) < 2:
@@ -159,7 +160,6 @@ else:
     pick_a, pick_b = st.columns(2)
     model_a = pick_a.selectbox("Model A", models, index=0, key="rb_ma", bind="query-params")
     model_b = pick_b.selectbox("Model B", models, index=1, key="rb_mb", bind="query-params")
-    pair = q.item_details(ctx.db, ctx.filters.dataset, ((cq, model_a), (cq, model_b)))
     query_row = items[items.query_id == cq].iloc[0]
     ui.show_text("Patient query", query_row.query)
     ui.show_text("Ground truth", query_row.gt_response)
@@ -171,8 +171,8 @@ else:
                 st.error(ui.md_escape(f"Generation failed: {answer.error}"))
             else:
                 ui.show_text(model, answer.text, empty="(empty response)")
-            js = pair["judgments"]
-            js = js[js.model_id == model] if not js.empty else js
+            js = pair_view["judgments"]
+            js = js[(js.model_id == model) & (js.judge_id == ctx.judge)] if not js.empty else js
             if not js.empty:
                 st.dataframe(js.assign(score=js.score.map(ui.fmt_score))[["metric", "score", "justification"]],
                              hide_index=True)

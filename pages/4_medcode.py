@@ -21,7 +21,8 @@ ui.require_data(ctx)
 all_datasets = st.toggle("All datasets", value=True, key="mc_all", bind="query-params",
                          help="Off: only the dataset chosen in the sidebar.")
 scope = ctx.filters.with_(dataset=None) if all_datasets else ctx.filters
-dist = q.medcode_distribution(ctx.db, scope)
+view = q.medcode_view(ctx.db, scope, ctx.judge)
+dist = view["distribution"]
 if dist.empty:
     st.info("No Med-CoDE critiques match the filters: run the `medcode` stage.")
     st.stop()
@@ -68,7 +69,7 @@ st.caption("Pearson r over items of the sidebar's dataset and filters (n per sco
            "accuracy and a positive link between METEOR and P(Low).")
 
 st.subheader("Beside Med-CoDE Table 2")
-ours = q.medcode_summary(ctx.db, scope, ctx.judge)
+ours = view["summary"]
 left, right = st.columns(2)
 fmt = {c: st.column_config.NumberColumn(format="%.2f")
        for c in ("meteor", "rouge_l", "llm_accuracy", *q.DISAGREEMENT)}

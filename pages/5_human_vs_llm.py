@@ -26,7 +26,8 @@ def agreement_view() -> None:
     metric = st.selectbox("Metric", list(METRICS), index=METRICS.index("SS"), key="hv_metric", bind="query-params",
                           help="Health-Pariksha compared humans and the judge on Semantic Similarity. "
                           + ui.metric_help())
-    table = q.agreement(ctx.db, ctx.filters, ctx.judge, metric)
+    view = q.agreement_view(ctx.db, ctx.filters, ctx.judge, metric)
+    table = view["table"]
     if table.empty:
         st.info("No human labels for this metric and these filters yet. Import a CSV with "
                 "`python -m pipeline import-human-labels`, or label items in the Annotate view.")
@@ -51,8 +52,7 @@ def agreement_view() -> None:
         st.caption("Dashed line: 0.7, the paper's average agreement.")
 
     st.subheader("Rankings: human vs judge")
-    result = q.rankings(ctx.db, ctx.filters, ctx.judge, metric)
-    ranks, summary = result["ranks"], result["summary"]
+    ranks, summary = view["ranks"], view["summary"]
     paper = q.reference_table(ctx.db, "table7")
     for language, group in ranks.groupby("language", sort=False):
         st.markdown(f"**{ui.md_escape(ui.lang_label(language))}**")
@@ -86,9 +86,8 @@ def annotate_view() -> None:
         return
     annotator = annotator.strip()
     skipped = tuple(st.session_state.setdefault("hv_skipped", []))
-    done, total = q.annotation_progress(ctx.db, ctx.filters, annotator, metric)
+    done, total, queue = q.annotation_state(ctx.db, ctx.filters, annotator, metric, skipped)
     st.progress(done / total if total else 0.0, text=f"{done} of {total} items labelled by {annotator} on {metric}")
-    queue = q.annotation_queue(ctx.db, ctx.filters, annotator, metric, skipped, limit=1)
     if queue.empty:
         st.success("Nothing left to label within these filters.")
         return

@@ -152,21 +152,6 @@ def _items_cte(f: Filters, *, ok_only: bool = True) -> tuple[str, list[Any]]:
     ), params
 
 
-def _per_item_cte(judge: str) -> tuple[str, list[Any]]:
-    """``per_item``: one row per judged item with each metric's mean over its parsed samples.
-
-    A metric whose samples all failed to parse is NULL (unscored), never 0. Also the item's count of
-    judgments, of parse failures and its highest sample index.
-    """
-    means = ", ".join(f"avg(j.score) FILTER (WHERE j.metric = '{m}' AND j.parse_ok) AS {m}" for m in METRICS)
-    return (
-        f"per_item AS (SELECT i.dataset, i.language, i.query_id, i.model_id, {means}, count(*) AS n_judgments, "
-        "count(*) FILTER (WHERE NOT j.parse_ok) AS n_unparsed, max(j.sample) AS max_sample FROM judgments j "
-        "JOIN items i ON j.dataset = i.dataset AND j.query_id = i.query_id AND j.model_id = i.model_id "
-        "WHERE j.judge_id = ? GROUP BY i.dataset, i.language, i.query_id, i.model_id)"
-    ), [judge]
-
-
 def weights_tuple(weights: dict[str, float] | None) -> tuple[float, ...]:
     """Weights as a hashable tuple in METRICS order (cache keys)."""
     weights = weights or DEFAULT_WEIGHTS
@@ -181,14 +166,18 @@ def _weights(w: tuple[float, ...]) -> dict[str, float]:
 @cached_query
 def choices(db: str) -> dict[str, Any]:
     """Datasets (most responses first, the playground last) and per dataset its languages, models, judges."""
-    datasets, langs, models, judges = _dfs(db, [
+    datasets, langs, models, judges, configs = _dfs(db, [
         ("SELECT d.name, count(r.query_id) AS n FROM datasets d LEFT JOIN responses r ON r.dataset = d.name "
          "GROUP BY d.name ORDER BY (d.name = ?), n DESC, d.name", [PLAYGROUND]),
         ("SELECT dataset, language, count(*) AS n FROM queries GROUP BY ALL ORDER BY dataset, n DESC", []),
         ("SELECT dataset, model_id, count(*) AS n FROM responses GROUP BY ALL ORDER BY dataset, model_id", []),
         ("SELECT dataset, judge_id, count(*) AS n FROM judgments GROUP BY ALL ORDER BY dataset, n DESC", []),
+        ("SELECT dataset, arg_max(config, started_at) AS config, max(started_at) AS started FROM runs "
+         "WHERE kind = 'pipeline' AND config IS NOT NULL GROUP BY dataset ORDER BY started DESC", []),
     ])
     return {
+        "configs": {d: c for d, c in zip(configs.dataset, configs.config, strict=True)},
+        "latest_config": configs.config.iloc[0] if len(configs) else None,
         "datasets": datasets.name.tolist(),
         "languages": {d: g.language.tolist() for d, g in langs.groupby("dataset", sort=False)},
         "models": {d: g.model_id.tolist() for d, g in models.groupby("dataset", sort=False)},
@@ -196,16 +185,12 @@ def choices(db: str) -> dict[str, Any]:
     }
 
 
-@cached_query
-def run_config(db: str, dataset: str | None) -> dict[str, Any]:
+def run_config(db: str | Path, dataset: str | None) -> dict[str, Any]:
     """The config of the latest pipeline run of ``dataset`` (any dataset if None), parsed; {} if none."""
-    where = "kind = 'pipeline'" + (" AND dataset = ?" if dataset else "")
-    rows = _df(db, f"SELECT config FROM runs WHERE {where} AND config IS NOT NULL "
-                   "ORDER BY started_at DESC LIMIT 1", [dataset] if dataset else [])
-    if rows.empty:
-        return {}
+    c = choices(db)
+    raw = c["configs"].get(dataset) if dataset else c["latest_config"]
     try:
-        return json.loads(rows.config.iloc[0])
+        return json.loads(raw) if raw else {}
     except (TypeError, ValueError):
         return {}
 
@@ -273,11 +258,11 @@ def judge_summary(db: str) -> dict[str, pd.DataFrame]:
          "max(sample) + 1 AS samples FROM judgments GROUP BY ALL ORDER BY dataset, judgments DESC", []),
         ("SELECT dataset, judge_id, metric, auc, n_good, n_bad, n_unparsed, created_at FROM judge_reliability "
          "ORDER BY dataset, judge_id, metric", []),
-        ("WITH l AS (SELECT dataset, query_id, model_id, judge_id, metric, round(avg(score)) AS llm FROM judgments "
-         "WHERE parse_ok GROUP BY ALL) "
-         "SELECT h.dataset, l.judge_id, h.metric, h.score AS human, l.llm, count(*) AS n FROM human_labels h "
-         "JOIN l ON l.dataset = h.dataset AND l.query_id = h.query_id AND l.model_id = h.model_id "
-         "AND l.metric = h.metric WHERE h.score IS NOT NULL GROUP BY ALL", []),
+        ("WITH pairs AS (SELECT h.dataset, j.judge_id, h.metric, h.score AS human, round(avg(j.score)) AS llm "
+         "FROM human_labels h JOIN judgments j ON j.dataset = h.dataset AND j.query_id = h.query_id "
+         "AND j.model_id = h.model_id AND j.metric = h.metric WHERE h.score IS NOT NULL AND j.parse_ok "
+         "GROUP BY h.dataset, h.query_id, h.model_id, h.metric, h.annotator, h.score, j.judge_id) "
+         "SELECT dataset, judge_id, metric, human, llm, count(*) AS n FROM pairs GROUP BY ALL", []),
     ])
     agreement = _agreement_from_confusion(confusion, ["dataset", "judge_id", "metric"])
     return {"judges": judges, "reliability": reliability, "agreement": agreement}
@@ -318,8 +303,14 @@ def _model_pred(f: Filters, alias: str) -> tuple[str, list[Any]]:
     return (f"list_contains(?, {alias}.model_id)", [list(f.models)]) if f.models else ("TRUE", [])
 
 
-@cached_query
-def score_histograms(db: str, f: Filters, judge: str) -> dict[str, pd.DataFrame]:
+def _max_sample(con: Any, dataset: str | None, judge: str | None) -> int:
+    """The highest judgment sample index of a judge (0: one sample per item and metric)."""
+    pred, params = ("dataset = ? AND ", [dataset]) if dataset else ("", [])
+    row = con.execute(f"SELECT max(sample) FROM judgments WHERE {pred}judge_id = ?", [*params, judge]).fetchone()
+    return int(row[0] or 0)
+
+
+def _score_histograms(con: Any, f: Filters, judge: str) -> dict[str, pd.DataFrame]:
     """Per (language, model, metric) the histogram of item scores; per (language, model) the judgments.
 
     ``hist`` has columns language, model_id, metric, value, n (value NULL = no parsed score). With
@@ -332,29 +323,28 @@ def score_histograms(db: str, f: Filters, judge: str) -> dict[str, pd.DataFrame]
     base = (f"FROM judgments j JOIN qf ON qf.dataset = j.dataset AND qf.query_id = j.query_id "
             f"WHERE j.judge_id = ? AND {model_pred}")
     params = [*p_qf, judge, *p_model]
-    with open_connection(db, read_only=True) as con:
-        hist = con.execute(
-            f"WITH {qf} SELECT qf.language, j.model_id, j.metric, "
-            "CASE WHEN j.parse_ok THEN j.score END::DOUBLE AS value, count(*) AS n, max(j.sample) AS max_sample "
-            f"{base} GROUP BY ALL", params).df()
-        counts = hist.groupby(["language", "model_id"], as_index=False).agg(judgments=("n", "sum"),
-                                                                         samples=("max_sample", "max"))
-        failed = hist[hist.value.isna()].groupby(["language", "model_id"])["n"].sum().rename("parse_failures")
-        counts = counts.merge(failed.reset_index(), on=["language", "model_id"], how="left")
-        counts["parse_failures"] = counts.parse_failures.fillna(0).astype(int)
-        counts["samples"] = counts.samples.fillna(0).astype(int) + 1
-        hist = hist.drop(columns=["max_sample"])
-        consistency = pd.DataFrame(columns=["language", "model_id", "metric", "multi_items", "mean_std", "flip_rate"])
-        if not counts.empty and counts.samples.max() > 1:
-            per_item = (f"per_item AS (SELECT qf.language, j.model_id, j.metric, "
-                        "avg(j.score) FILTER (WHERE j.parse_ok) AS value, stddev_pop(j.score) FILTER "
-                        "(WHERE j.parse_ok) AS sd, count(*) FILTER (WHERE j.parse_ok) AS n_parsed, "
-                        "(min(j.score) FILTER (WHERE j.parse_ok)) <> (max(j.score) FILTER (WHERE j.parse_ok)) "
-                        f"AS flipped {base} GROUP BY qf.language, j.model_id, j.metric, j.dataset, j.query_id)")
-            hist, consistency = (con.execute(f"WITH {qf}, {per_item} {sql}", params).df() for sql in (
-                "SELECT language, model_id, metric, round(value, 2) AS value, count(*) AS n FROM per_item GROUP BY ALL",
-                "SELECT language, model_id, metric, count(*) AS multi_items, avg(sd) AS mean_std, "
-                "avg(flipped::INTEGER) AS flip_rate FROM per_item WHERE n_parsed >= 2 GROUP BY ALL"))
+    hist = con.execute(
+        f"WITH {qf} SELECT qf.language, j.model_id, j.metric, "
+        "CASE WHEN j.parse_ok THEN j.score END::DOUBLE AS value, count(*) AS n, max(j.sample) AS max_sample "
+        f"{base} GROUP BY ALL", params).df()
+    counts = hist.groupby(["language", "model_id"], as_index=False).agg(judgments=("n", "sum"),
+                                                                     samples=("max_sample", "max"))
+    failed = hist[hist.value.isna()].groupby(["language", "model_id"])["n"].sum().rename("parse_failures")
+    counts = counts.merge(failed.reset_index(), on=["language", "model_id"], how="left")
+    counts["parse_failures"] = counts.parse_failures.fillna(0).astype(int)
+    counts["samples"] = counts.samples.fillna(0).astype(int) + 1
+    hist = hist.drop(columns=["max_sample"])
+    consistency = pd.DataFrame(columns=["language", "model_id", "metric", "multi_items", "mean_std", "flip_rate"])
+    if not counts.empty and counts.samples.max() > 1:
+        per_item = (f"per_item AS (SELECT qf.language, j.model_id, j.metric, "
+                    "avg(j.score) FILTER (WHERE j.parse_ok) AS value, stddev_pop(j.score) FILTER "
+                    "(WHERE j.parse_ok) AS sd, count(*) FILTER (WHERE j.parse_ok) AS n_parsed, "
+                    "(min(j.score) FILTER (WHERE j.parse_ok)) <> (max(j.score) FILTER (WHERE j.parse_ok)) "
+                    f"AS flipped {base} GROUP BY qf.language, j.model_id, j.metric, j.dataset, j.query_id)")
+        hist, consistency = (con.execute(f"WITH {qf}, {per_item} {sql}", params).df() for sql in (
+            "SELECT language, model_id, metric, round(value, 2) AS value, count(*) AS n FROM per_item GROUP BY ALL",
+            "SELECT language, model_id, metric, count(*) AS multi_items, avg(sd) AS mean_std, "
+            "avg(flipped::INTEGER) AS flip_rate FROM per_item WHERE n_parsed >= 2 GROUP BY ALL"))
     return {"hist": hist, "counts": counts, "consistency": consistency}
 
 
@@ -371,7 +361,7 @@ def agg_patterns(db: str, f: Filters, judge: str, language: str) -> pd.DataFrame
     join = (f"FROM judgments j JOIN qf ON qf.dataset = j.dataset AND qf.query_id = j.query_id "
             f"WHERE j.judge_id = ? AND {model_pred}")
     params = [*p_qf, judge, *p_model]
-    samples = score_histograms(db, f, judge)["counts"]
+    samples = leaderboard_base(db, f, judge)["counts"]
     if samples.empty or samples.samples.max() <= 1:
         digits = " ".join(f"WHEN '{m}' THEN {d}" for m, d in _METRIC_DIGIT.items())
         packed = _df(db, (
@@ -446,7 +436,7 @@ def _with_agg(table: pd.DataFrame, weights: tuple[float, ...]) -> pd.DataFrame:
 
 def model_means(db: str | Path, f: Filters, judge: str, weights: tuple[float, ...]) -> pd.DataFrame:
     """Per (language, model): metric means, n and AGG (no CIs) — the heatmap."""
-    data = score_histograms(db, f, judge)
+    data = leaderboard_base(db, f, judge)
     if data["hist"].empty:
         return pd.DataFrame(columns=["language", "model_id", "AGG", *METRICS, *(f"n_{m}" for m in METRICS),
                                      "judgments"])
@@ -456,27 +446,42 @@ def model_means(db: str | Path, f: Filters, judge: str, weights: tuple[float, ..
     return table[["language", "model_id", "AGG", *METRICS, *(f"n_{m}" for m in METRICS), "judgments"]]
 
 
-@cached_query
-def leaderboard_extras(db: str, f: Filters) -> dict[str, pd.DataFrame]:
+def _leaderboard_extras(con: Any, f: Filters) -> dict[str, pd.DataFrame]:
     """Per (language, model): responses, errors, lexical means, safety pass rates; per language recall."""
     qf, p_qf = _queries_cte(f)
     lexical_means = ", ".join(f"avg(l.{c}) AS {c}" for c in LEXICAL)
-    statements = []
-    for table, alias, columns in (
-        ("responses", "r", "count(*) AS responses, count(r.error) AS errors"),
-        ("lexical_scores", "l", f"count(*) AS n_lexical, {lexical_means}"),
-        ("safety_checks", "s", "s.check_name, avg(s.passed::INTEGER) AS pass_rate, count(*) AS n"),
+    out: dict[str, pd.DataFrame] = {}
+    for name, table, alias, columns in (
+        ("counts", "responses", "r", "count(*) AS responses, count(r.error) AS errors"),
+        ("lexical", "lexical_scores", "l", f"count(*) AS n_lexical, {lexical_means}"),
+        ("safety", "safety_checks", "s", "s.check_name, avg(s.passed::INTEGER) AS pass_rate, count(*) AS n"),
     ):
         model_pred, p_model = _model_pred(f, alias)
-        statements.append((
+        out[name] = con.execute(
             f"WITH {qf} SELECT qf.language, {alias}.model_id, {columns} FROM {table} {alias} JOIN qf "
             f"ON qf.dataset = {alias}.dataset AND qf.query_id = {alias}.query_id WHERE {model_pred} GROUP BY ALL",
-            [*p_qf, *p_model]))
-    statements.append((f"WITH {qf} SELECT qf.language, avg(t.recall) AS recall, count(t.recall) AS n_recall "
-                       "FROM retrievals t JOIN qf ON qf.dataset = t.dataset AND qf.query_id = t.query_id GROUP BY ALL",
-                       p_qf))
-    counts, lexical, safety, recall = _dfs(db, statements)
-    return {"counts": counts, "lexical": lexical, "safety": safety, "recall": recall}
+            [*p_qf, *p_model]).df()
+    out["recall"] = con.execute(
+        f"WITH {qf} SELECT qf.language, avg(t.recall) AS recall, count(t.recall) AS n_recall FROM retrievals t "
+        "JOIN qf ON qf.dataset = t.dataset AND qf.query_id = t.query_id GROUP BY ALL", p_qf).df()
+    return out
+
+
+@cached_query
+def leaderboard_base(db: str, f: Filters, judge: str) -> dict[str, Any]:
+    """Everything per (language, model) a leaderboard needs but AGG's CI, in one short connection.
+
+    ``hist``, ``counts``, ``consistency`` (see ``_score_histograms``) and ``extras`` (responses,
+    errors, lexical means, safety pass rates, retrieval recall).
+    """
+    with open_connection(db, read_only=True) as con:
+        return {**_score_histograms(con, f, judge), "extras": _leaderboard_extras(con, f)}
+
+
+def score_histograms(db: str | Path, f: Filters, judge: str) -> dict[str, pd.DataFrame]:
+    """The judge-score part of ``leaderboard_base``."""
+    base = leaderboard_base(db, f, judge)
+    return {k: base[k] for k in ("hist", "counts", "consistency")}
 
 
 def _parallel_cis(hists: list[tuple[np.ndarray, np.ndarray]]) -> list[tuple[float, float]]:
@@ -496,8 +501,8 @@ def leaderboard(db: str, f: Filters, judge: str, weights: tuple[float, ...], lan
     self-consistency when judgments have several samples, lexical baselines, safety-check pass
     rates (``check_<name>``: refusal accuracy, update adherence) and the language's retrieval recall.
     """
-    data = score_histograms(db, f, judge)
-    extras = leaderboard_extras(db, f)
+    data = leaderboard_base(db, f, judge)
+    extras = data["extras"]
     hist = data["hist"][data["hist"].language == language]
     counts = extras["counts"][extras["counts"].language == language].drop(columns=["language"])
     board = counts.copy()
@@ -572,7 +577,7 @@ class Browse:
     query_id: str | None = None
 
 
-def _browse_sql(b: Browse) -> tuple[str, list[Any]]:
+def _browse_sql(b: Browse, multi_sample: bool) -> tuple[str, list[Any]]:
     where, params = b.filters.sql()
     clauses = [where]
     if b.search.strip():
@@ -582,35 +587,66 @@ def _browse_sql(b: Browse) -> tuple[str, list[Any]]:
     if b.query_id:
         clauses.append("r.query_id = ?")
         params.append(b.query_id)
-    join = ""
+    join, p_join = "", []
     if b.metric and b.judge and b.metric in METRICS:
-        having = ("bool_or(NOT j.parse_ok)" if b.unparsed_only else
-                  "avg(j.score) FILTER (WHERE j.parse_ok) BETWEEN ? AND ?")
-        join = ("JOIN (SELECT j.dataset, j.query_id, j.model_id FROM judgments j WHERE j.judge_id = ? AND j.metric = ? "
-                f"GROUP BY ALL HAVING {having}) m ON m.dataset = r.dataset AND m.query_id = r.query_id "
-                "AND m.model_id = r.model_id")
-        params = [b.judge, b.metric, *([] if b.unparsed_only else [b.score_min, b.score_max]), *params]
+        on = "m.dataset = r.dataset AND m.query_id = r.query_id AND m.model_id = r.model_id"
+        if not multi_sample:  # one judgment per item: a plain join, no GROUP BY
+            test = "NOT m.parse_ok" if b.unparsed_only else "m.parse_ok AND m.score BETWEEN ? AND ?"
+            join = f"JOIN judgments m ON {on} AND m.judge_id = ? AND m.metric = ? AND m.sample = 0 AND {test}"
+        else:
+            having = ("bool_or(NOT j.parse_ok)" if b.unparsed_only else
+                      "avg(j.score) FILTER (WHERE j.parse_ok) BETWEEN ? AND ?")
+            join = ("JOIN (SELECT j.dataset, j.query_id, j.model_id FROM judgments j WHERE j.judge_id = ? "
+                    f"AND j.metric = ? GROUP BY ALL HAVING {having}) m ON {on}")
+        p_join = [b.judge, b.metric, *([] if b.unparsed_only else [b.score_min, b.score_max])]
     sql = (f"FROM responses r JOIN queries q ON q.dataset = r.dataset AND q.query_id = r.query_id {join} "
            f"WHERE {' AND '.join(clauses)}")
-    return sql, params
+    return sql, [*p_join, *params]
+
+
+def _browse_count(con: Any, b: Browse) -> int:
+    sql, params = _browse_sql(b, _max_sample(con, b.filters.dataset, b.judge) > 0 if b.metric else False)
+    return int(con.execute(f"SELECT count(*) {sql}", params).fetchone()[0])
+
+
+def _browse_page(con: Any, b: Browse, limit: int, offset: int) -> pd.DataFrame:
+    sql, params = _browse_sql(b, _max_sample(con, b.filters.dataset, b.judge) > 0 if b.metric else False)
+    return con.execute(
+        "SELECT r.dataset, r.query_id, r.model_id, q.language, q.themes, q.query, q.query_en, q.gt_response, "
+        "q.update_sensitive, r.text, r.error, r.latency_s, r.completion_tokens, r.run_id, r.created_at "
+        f"{sql} ORDER BY q.language, r.query_id, r.model_id LIMIT ? OFFSET ?", [*params, int(limit), int(offset)]).df()
 
 
 @cached_query
 def browse_count(db: str, b: Browse) -> int:
     """How many responses match the browser's filters."""
-    sql, params = _browse_sql(b)
-    return int(_df(db, f"SELECT count(*) AS n {sql}", params).n.iloc[0])
+    with open_connection(db, read_only=True) as con:
+        return _browse_count(con, b)
 
 
 @cached_query
 def browse_page(db: str, b: Browse, limit: int, offset: int) -> pd.DataFrame:
     """One page of matching responses with their queries, ordered by language, query, model (LIMIT/OFFSET)."""
-    sql, params = _browse_sql(b)
-    return _df(db, (
-        "SELECT r.dataset, r.query_id, r.model_id, q.language, q.themes, q.query, q.query_en, q.gt_response, "
-        "q.update_sensitive, r.text, r.error, r.latency_s, r.completion_tokens, r.run_id, r.created_at "
-        f"{sql} ORDER BY q.language, r.query_id, r.model_id LIMIT ? OFFSET ?"
-    ), [*params, int(limit), int(offset)])
+    with open_connection(db, read_only=True) as con:
+        return _browse_page(con, b, limit, offset)
+
+
+@cached_query
+def browse_view(db: str, b: Browse, limit: int, offset: int) -> dict[str, Any]:
+    """The response browser's page in one short connection.
+
+    ``total`` matches; ``page`` (LIMIT/OFFSET; an offset past the end falls back to the first page);
+    ``details`` of its items (judgments, critiques, safety, lexical); ``chunks`` of its queries.
+    """
+    with open_connection(db, read_only=True) as con:
+        total = _browse_count(con, b)
+        if offset >= total:
+            offset = 0
+        page = _browse_page(con, b, limit, offset)
+        keys = tuple(zip(page.query_id, page.model_id, strict=True))
+        dataset = b.filters.dataset or ""
+        return {"total": total, "offset": offset, "page": page, "details": _item_details(con, dataset, keys),
+                "chunks": _retrieved_chunks(con, dataset, tuple(dict.fromkeys(page.query_id)))}
 
 
 def _keys_join(alias: str) -> str:
@@ -618,28 +654,31 @@ def _keys_join(alias: str) -> str:
             f"ON k.query_id = {alias}.query_id AND k.model_id = {alias}.model_id")
 
 
+def _item_details(con: Any, dataset: str, keys: tuple[tuple[str, str], ...]) -> dict[str, pd.DataFrame]:
+    qids, mids = [k[0] for k in keys], [k[1] for k in keys]
+    statements = {
+        "judgments": ("SELECT j.query_id, j.model_id, j.judge_id, j.metric, j.sample, j.score, j.parse_ok, "
+                      f"j.justification, j.raw_output FROM judgments j {_keys_join('j')} WHERE j.dataset = ? "
+                      "ORDER BY j.judge_id, j.metric, j.sample"),
+        "critiques": ("SELECT c.query_id, c.model_id, c.critic_id, c.classifier, c.critique, c.p_none, c.p_low, "
+                      f"c.p_moderate, c.p_high, c.label FROM critiques c {_keys_join('c')} WHERE c.dataset = ?"),
+        "safety": ("SELECT s.query_id, s.model_id, s.check_name, s.passed, s.detail FROM safety_checks s "
+                   f"{_keys_join('s')} WHERE s.dataset = ? ORDER BY s.check_name"),
+        "lexical": (f"SELECT l.query_id, l.model_id, {', '.join('l.' + c for c in LEXICAL)} FROM lexical_scores l "
+                    f"{_keys_join('l')} WHERE l.dataset = ?"),
+    }
+    return {name: con.execute(sql, [qids, mids, dataset]).df() for name, sql in statements.items()}
+
+
 @cached_query
 def item_details(db: str, dataset: str, keys: tuple[tuple[str, str], ...]) -> dict[str, pd.DataFrame]:
     """Judgments (every judge, metric, sample), critiques, safety checks and lexical scores of some items."""
-    qids, mids = [k[0] for k in keys], [k[1] for k in keys]
-    judgments, critiques, safety, lexical = _dfs(db, [
-        ("SELECT j.query_id, j.model_id, j.judge_id, j.metric, j.sample, j.score, j.parse_ok, j.justification, "
-         f"j.raw_output FROM judgments j {_keys_join('j')} WHERE j.dataset = ? "
-         "ORDER BY j.judge_id, j.metric, j.sample", [qids, mids, dataset]),
-        ("SELECT c.query_id, c.model_id, c.critic_id, c.classifier, c.critique, c.p_none, c.p_low, c.p_moderate, "
-         f"c.p_high, c.label FROM critiques c {_keys_join('c')} WHERE c.dataset = ?", [qids, mids, dataset]),
-        ("SELECT s.query_id, s.model_id, s.check_name, s.passed, s.detail FROM safety_checks s "
-         f"{_keys_join('s')} WHERE s.dataset = ? ORDER BY s.check_name", [qids, mids, dataset]),
-        (f"SELECT l.query_id, l.model_id, {', '.join('l.' + c for c in LEXICAL)} FROM lexical_scores l "
-         f"{_keys_join('l')} WHERE l.dataset = ?", [qids, mids, dataset]),
-    ])
-    return {"judgments": judgments, "critiques": critiques, "safety": safety, "lexical": lexical}
+    with open_connection(db, read_only=True) as con:
+        return _item_details(con, dataset, keys)
 
 
-@cached_query
-def retrieved_chunks(db: str, dataset: str, query_ids: tuple[str, ...]) -> pd.DataFrame:
-    """The stored retrieval of some queries: raw chunks then KB updates, in order, with texts and dates."""
-    return _df(db, (
+def _retrieved_chunks(con: Any, dataset: str, query_ids: tuple[str, ...]) -> pd.DataFrame:
+    return con.execute(
         "WITH t AS (SELECT query_id, recall, search_text, unnest(raw_ids) AS chunk_id, "
         "generate_subscripts(raw_ids, 1) AS pos, 'raw' AS slot FROM retrievals WHERE dataset = ? "
         "AND list_contains(?, query_id) UNION ALL SELECT query_id, recall, search_text, unnest(update_ids), "
@@ -647,30 +686,74 @@ def retrieved_chunks(db: str, dataset: str, query_ids: tuple[str, ...]) -> pd.Da
         "AND list_contains(?, query_id)) "
         "SELECT t.query_id, t.slot, t.pos, t.chunk_id, c.kind, c.title, c.text, c.source, c.updated, t.recall, "
         "t.search_text FROM t LEFT JOIN kb_chunks c ON c.dataset = ? AND c.chunk_id = t.chunk_id "
-        "ORDER BY t.query_id, t.slot, t.pos"
-    ), [dataset, list(query_ids), dataset, list(query_ids), dataset])
+        "ORDER BY t.query_id, t.slot, t.pos",
+        [dataset, list(query_ids), dataset, list(query_ids), dataset]).df()
 
 
 @cached_query
-def query_responses(db: str, dataset: str, query_id: str) -> pd.DataFrame:
-    """Every model's response to one query (for side-by-side comparison)."""
-    return _df(db, "SELECT r.model_id, r.text, r.error, r.latency_s FROM responses r WHERE r.dataset = ? "
-                   "AND r.query_id = ? ORDER BY r.model_id", [dataset, query_id])
+def retrieved_chunks(db: str, dataset: str, query_ids: tuple[str, ...]) -> pd.DataFrame:
+    """The stored retrieval of some queries: raw chunks then KB updates, in order, with texts and dates."""
+    with open_connection(db, read_only=True) as con:
+        return _retrieved_chunks(con, dataset, query_ids)
+
+
+@cached_query
+def query_view(db: str, dataset: str, query_id: str) -> dict[str, pd.DataFrame]:
+    """Every model's response to one query and their judgments (side-by-side comparison)."""
+    with open_connection(db, read_only=True) as con:
+        return {
+            "responses": con.execute("SELECT r.model_id, r.text, r.error, r.latency_s FROM responses r "
+                                     "WHERE r.dataset = ? AND r.query_id = ? ORDER BY r.model_id",
+                                     [dataset, query_id]).df(),
+            "judgments": con.execute("SELECT model_id, judge_id, metric, sample, score, parse_ok, justification "
+                                     "FROM judgments WHERE dataset = ? AND query_id = ? ORDER BY judge_id, metric, "
+                                     "sample", [dataset, query_id]).df(),
+        }
+
+
+def query_responses(db: str | Path, dataset: str, query_id: str) -> pd.DataFrame:
+    """Every model's response to one query."""
+    return query_view(db, dataset, query_id)["responses"]
 
 
 # -- themes --------------------------------------------------------------------------------------------
 @cached_query
 def theme_scores(db: str, f: Filters, judge: str) -> pd.DataFrame:
-    """Per (language, theme, model): each metric's mean item score and n (queries without themes: '(none)')."""
-    items, p_items = _items_cte(f)
-    per_item, p_per_item = _per_item_cte(judge)
-    means = ", ".join(f"avg(p.{m}) AS {m}, count(p.{m}) AS n_{m}" for m in METRICS)
-    return _df(db, (
-        f"WITH {items}, {per_item}, th AS (SELECT dataset, query_id, unnest(CASE WHEN len(themes) = 0 "
-        "THEN ['(none)'] ELSE themes END) AS theme FROM queries) "
-        f"SELECT p.language, th.theme, p.model_id, count(*) AS n, {means} FROM per_item p "
-        "JOIN th ON th.dataset = p.dataset AND th.query_id = p.query_id GROUP BY ALL"
-    ), [*p_items, *p_per_item])
+    """Per (language, theme, model): each metric's mean item score and n (queries without themes: '(none)').
+
+    With a theme filter only those themes are shown. Unparsed judgments are excluded; with several
+    samples an item's score is the mean of its parsed samples.
+    """
+    where, params = f.with_(themes=()).sql(r=None)
+    theme_pred, p_theme = ("list_contains(?, th.theme)", [list(f.themes)]) if f.themes else ("TRUE", [])
+    model_pred, p_model = _model_pred(f, "j")
+    th = (f"th AS (SELECT * FROM (SELECT q.dataset, q.query_id, q.language, unnest(CASE WHEN len(q.themes) = 0 "
+          f"THEN ['(none)'] ELSE q.themes END) AS theme FROM queries q WHERE {where}) th WHERE {theme_pred})")
+    join = (f"FROM judgments j JOIN th ON th.dataset = j.dataset AND th.query_id = j.query_id "
+            f"WHERE j.judge_id = ? AND {model_pred}")
+    all_params = [*params, *p_theme, judge, *p_model]
+    with open_connection(db, read_only=True) as con:
+        if _max_sample(con, f.dataset, judge) == 0:
+            long = con.execute(
+                f"WITH {th} SELECT th.language, th.theme, j.model_id, j.metric, avg(j.score) FILTER "
+                f"(WHERE j.parse_ok) AS mean, count(*) FILTER (WHERE j.parse_ok) AS n {join} GROUP BY ALL",
+                all_params).df()
+        else:
+            long = con.execute(
+                f"WITH {th}, per_item AS (SELECT th.language, th.theme, j.model_id, j.metric, avg(j.score) FILTER "
+                f"(WHERE j.parse_ok) AS value {join} GROUP BY th.language, th.theme, j.model_id, j.metric, j.query_id) "
+                "SELECT language, theme, model_id, metric, avg(value) AS mean, count(value) AS n FROM per_item "
+                "GROUP BY ALL", all_params).df()
+    keys = ["language", "theme", "model_id"]
+    if long.empty:
+        return pd.DataFrame(columns=[*keys, "n", *METRICS, *(f"n_{m}" for m in METRICS)])
+    wide = long.pivot_table(index=keys, columns="metric", values=["mean", "n"], aggfunc="first")
+    out = pd.DataFrame(index=wide.index)
+    for m in METRICS:
+        out[m] = wide["mean"][m] if ("mean", m) in wide.columns else np.nan
+        out[f"n_{m}"] = wide["n"][m].fillna(0).astype(int) if ("n", m) in wide.columns else 0
+    out["n"] = out[[f"n_{m}" for m in METRICS]].max(axis=1)
+    return out.reset_index()
 
 
 def theme_table(scores: pd.DataFrame, weights: tuple[float, ...]) -> pd.DataFrame:
@@ -711,62 +794,94 @@ def theme_examples(db: str, f: Filters, judge: str | None, theme: str, limit: in
 
 
 # -- Med-CoDE --------------------------------------------------------------------------------------------
-@cached_query
-def medcode_distribution(db: str, f: Filters) -> pd.DataFrame:
+def medcode_distribution(db: str | Path, f: Filters) -> pd.DataFrame:
     """Mean disagreement distribution per (dataset, language, model, critic) with n."""
-    items, params = _items_cte(f)
-    return _df(db, (
-        f"WITH {items} SELECT i.dataset, i.language, i.model_id, c.critic_id, count(*) AS n, "
+    return medcode_view(db, f, None)["distribution"]
+
+
+def _medcode_distribution(con: Any, f: Filters) -> pd.DataFrame:
+    qf, p_qf = _queries_cte(f)
+    model_pred, p_model = _model_pred(f, "c")
+    return con.execute((
+        f"WITH {qf} SELECT c.dataset, qf.language, c.model_id, c.critic_id, count(*) AS n, "
         + ", ".join(f"avg(c.{p}) AS {p}" for p in DISAGREEMENT)
-        + " FROM critiques c JOIN items i ON c.dataset = i.dataset AND c.query_id = i.query_id "
-        "AND c.model_id = i.model_id GROUP BY ALL ORDER BY i.dataset, i.language, i.model_id"
-    ), params)
+        + " FROM critiques c JOIN qf ON qf.dataset = c.dataset AND qf.query_id = c.query_id "
+        f"WHERE {model_pred} GROUP BY ALL ORDER BY c.dataset, qf.language, c.model_id"
+    ), [*p_qf, *p_model]).df()
 
 
 MEDCODE_QUANTITIES = {"p_none": "P(None)", "p_high": "P(High)", "expected": "E[disagreement]"}
+CORRELATION_ITEMS = 20_000
 
 
 @cached_query
 def medcode_correlations(db: str, f: Filters, judge: str | None) -> pd.DataFrame:
-    """Pearson r, over items, between Med-CoDE quantities and the judge's metrics and lexical scores."""
-    items, p_items = _items_cte(f)
-    per_item, p_per_item = _per_item_cte(judge or "")
+    """Pearson r, over items, between Med-CoDE quantities and the judge's metrics and lexical scores.
+
+    Computed over a fixed pseudo-random sample of at most CORRELATION_ITEMS critiqued items (the
+    same items every time; all of them when there are fewer), so the cost stays flat at scale.
+    """
+    qf, p_qf = _queries_cte(f)
+    model_pred, p_model = _model_pred(f, "c")
     targets = [*METRICS, *LEXICAL]
     corr_cols = ", ".join(f"corr({q}, {t}) AS \"{q}|{t}\"" for q in MEDCODE_QUANTITIES for t in targets)
-    count_cols = ", ".join(f"count({t}) FILTER (WHERE p_none IS NOT NULL) AS \"n|{t}\"" for t in targets)
+    count_cols = ", ".join(f"count({t}) AS \"n|{t}\"" for t in targets)
+    means = ", ".join(f"avg(j.score) FILTER (WHERE j.metric = '{m}' AND j.parse_ok) AS {m}" for m in METRICS)
     out = _df(db, (
-        f"WITH {items}, {per_item}, joined AS (SELECT c.p_none, c.p_high, "
-        "c.p_low + 2 * c.p_moderate + 3 * c.p_high AS expected, "
-        + ", ".join(f"p.{m}" for m in METRICS) + ", " + ", ".join(f"l.{x}" for x in LEXICAL)
-        + " FROM critiques c JOIN items i ON c.dataset = i.dataset AND c.query_id = i.query_id "
-        "AND c.model_id = i.model_id LEFT JOIN per_item p ON p.dataset = c.dataset AND p.query_id = c.query_id "
-        "AND p.model_id = c.model_id LEFT JOIN lexical_scores l ON l.dataset = c.dataset "
-        f"AND l.query_id = c.query_id AND l.model_id = c.model_id) SELECT {corr_cols}, {count_cols} FROM joined"
-    ), [*p_items, *p_per_item])
+        f"WITH {qf}, c AS (SELECT c.dataset, c.query_id, c.model_id, c.p_none, c.p_high, "
+        "c.p_low + 2 * c.p_moderate + 3 * c.p_high AS expected FROM critiques c JOIN qf ON qf.dataset = c.dataset "
+        f"AND qf.query_id = c.query_id WHERE {model_pred} ORDER BY hash(c.dataset, c.query_id, c.model_id) "
+        f"LIMIT {CORRELATION_ITEMS}), "
+        f"s AS (SELECT c.dataset, c.query_id, c.model_id, {means} FROM judgments j JOIN c ON c.dataset = j.dataset "
+        "AND c.query_id = j.query_id AND c.model_id = j.model_id WHERE j.judge_id = ? GROUP BY ALL), "
+        "joined AS (SELECT c.p_none, c.p_high, c.expected, " + ", ".join(f"s.{m}" for m in METRICS) + ", "
+        + ", ".join(f"l.{x}" for x in LEXICAL)
+        + " FROM c LEFT JOIN s ON s.dataset = c.dataset AND s.query_id = c.query_id AND s.model_id = c.model_id "
+        "LEFT JOIN lexical_scores l ON l.dataset = c.dataset AND l.query_id = c.query_id AND l.model_id = c.model_id) "
+        f"SELECT {corr_cols}, {count_cols}, count(*) AS items FROM joined"
+    ), [*p_qf, *p_model, judge or ""])
     rows = []
     for q, label in MEDCODE_QUANTITIES.items():
         rows.append({"quantity": label, **{t: out[f"{q}|{t}"].iloc[0] for t in targets}})
     table = pd.DataFrame(rows).rename(columns=LEXICAL_LABELS)
     n = {t: int(out[f"n|{t}"].iloc[0]) for t in targets}
     table.attrs["n"] = {LEXICAL_LABELS.get(k, k): v for k, v in n.items()}
+    table.attrs["items"] = int(out["items"].iloc[0])
     return table
 
 
-@cached_query
-def medcode_summary(db: str, f: Filters, judge: str | None) -> pd.DataFrame:
-    """Our analogue of Med-CoDE Table 2 per (model, dataset): METEOR, ROUGE-L, judge accuracy, P(class)."""
-    items, p_items = _items_cte(f)
-    return _df(db, (
-        f"WITH {items}, fc AS (SELECT j.dataset, j.query_id, j.model_id, avg(j.score) FILTER (WHERE j.parse_ok) "
-        "AS fc FROM judgments j WHERE j.judge_id = ? AND j.metric = 'FC' GROUP BY ALL) "
-        "SELECT i.model_id AS model, i.dataset, count(*) AS n, avg(l.meteor) AS meteor, avg(l.rouge_l) AS rouge_l, "
-        "avg((fc.fc = 2)::INTEGER) AS llm_accuracy, "
+def medcode_summary(db: str | Path, f: Filters, judge: str | None) -> pd.DataFrame:
+    """Our analogue of Med-CoDE Table 2 per (model, dataset): METEOR, ROUGE-L, judge accuracy, P(class).
+
+    Judge accuracy is the share of parsed FC judgments that scored 2.
+    """
+    return medcode_view(db, f, judge)["summary"]
+
+
+def _medcode_summary(con: Any, f: Filters, judge: str | None) -> pd.DataFrame:
+    qf, p_qf = _queries_cte(f)
+    preds = {a: _model_pred(f, a) for a in ("c", "l", "j")}
+    return con.execute((
+        f"WITH {qf}, c AS (SELECT c.model_id, c.dataset, count(*) AS n, "
         + ", ".join(f"avg(c.{p}) AS {p}" for p in DISAGREEMENT)
-        + " FROM items i LEFT JOIN critiques c ON c.dataset = i.dataset AND c.query_id = i.query_id "
-        "AND c.model_id = i.model_id LEFT JOIN lexical_scores l ON l.dataset = i.dataset AND l.query_id = i.query_id "
-        "AND l.model_id = i.model_id LEFT JOIN fc ON fc.dataset = i.dataset AND fc.query_id = i.query_id "
-        "AND fc.model_id = i.model_id GROUP BY ALL ORDER BY i.model_id, i.dataset"
-    ), [*p_items, judge or ""])
+        + f" FROM critiques c JOIN qf ON qf.dataset = c.dataset AND qf.query_id = c.query_id WHERE {preds['c'][0]} "
+        "GROUP BY ALL), l AS (SELECT l.model_id, l.dataset, avg(l.meteor) AS meteor, avg(l.rouge_l) AS rouge_l "
+        f"FROM lexical_scores l JOIN qf ON qf.dataset = l.dataset AND qf.query_id = l.query_id WHERE {preds['l'][0]} "
+        "GROUP BY ALL), fc AS (SELECT j.model_id, j.dataset, avg((j.score = 2)::INTEGER) AS llm_accuracy "
+        "FROM judgments j JOIN qf ON qf.dataset = j.dataset AND qf.query_id = j.query_id WHERE j.judge_id = ? "
+        f"AND j.metric = 'FC' AND j.parse_ok AND {preds['j'][0]} GROUP BY ALL) "
+        "SELECT c.model_id AS model, c.dataset, c.n, l.meteor, l.rouge_l, fc.llm_accuracy, "
+        + ", ".join(f"c.{p}" for p in DISAGREEMENT)
+        + " FROM c LEFT JOIN l USING (model_id, dataset) LEFT JOIN fc USING (model_id, dataset) "
+        "ORDER BY c.model_id, c.dataset"
+    ), [*p_qf, *preds["c"][1], *preds["l"][1], judge or "", *preds["j"][1]]).df()
+
+
+@cached_query
+def medcode_view(db: str, f: Filters, judge: str | None) -> dict[str, pd.DataFrame]:
+    """The Med-CoDE page's distribution and Table-2 analogue in one short connection."""
+    with open_connection(db, read_only=True) as con:
+        return {"distribution": _medcode_distribution(con, f), "summary": _medcode_summary(con, f, judge)}
 
 
 @cached_query
@@ -816,73 +931,94 @@ def _agreement_from_confusion(confusion: pd.DataFrame, by: list[str]) -> pd.Data
 
 
 def _labelled_cte(f: Filters, judge: str, metric: str) -> tuple[str, list[Any]]:
-    items, p_items = _items_cte(f)
+    """``pairs``: each human label with the judge's score of the same item (mean of parsed samples, rounded)."""
+    qf, p_qf = _queries_cte(f)
+    model_pred, p_model = _model_pred(f, "h")
     return (
-        f"{items}, l AS (SELECT j.dataset, j.query_id, j.model_id, round(avg(j.score)) AS llm FROM judgments j "
-        "WHERE j.judge_id = ? AND j.metric = ? AND j.parse_ok GROUP BY ALL), "
-        "pairs AS (SELECT i.language, i.model_id, i.query_id, h.annotator, h.score AS human, l.llm FROM human_labels h "
-        "JOIN items i ON i.dataset = h.dataset AND i.query_id = h.query_id AND i.model_id = h.model_id "
-        "JOIN l ON l.dataset = h.dataset AND l.query_id = h.query_id AND l.model_id = h.model_id "
-        "WHERE h.metric = ? AND h.score IS NOT NULL)"
-    ), [*p_items, judge, metric, metric]
+        f"{qf}, pairs AS (SELECT qf.language, h.model_id, h.query_id, h.annotator, h.score AS human, "
+        "round(avg(j.score)) AS llm FROM human_labels h JOIN qf ON qf.dataset = h.dataset AND qf.query_id = h.query_id "
+        "JOIN judgments j ON j.dataset = h.dataset AND j.query_id = h.query_id AND j.model_id = h.model_id "
+        f"AND j.metric = h.metric WHERE h.metric = ? AND h.score IS NOT NULL AND j.judge_id = ? AND j.parse_ok "
+        f"AND {model_pred} GROUP BY qf.language, h.model_id, h.query_id, h.annotator, h.score)"
+    ), [*p_qf, metric, judge, *p_model]
 
 
 @cached_query
-def agreement(db: str, f: Filters, judge: str, metric: str) -> pd.DataFrame:
-    """Per language and model (and per language over all models): n, percentage agreement, weighted kappa."""
-    cte, params = _labelled_cte(f, judge, metric)
-    confusion = _df(db, f"WITH {cte} SELECT language, model_id, human, llm, count(*) AS n FROM pairs GROUP BY ALL",
-                    params)
-    per_model = _agreement_from_confusion(confusion, ["language", "model_id"])
-    overall = _agreement_from_confusion(confusion.assign(model_id="(all models)"), ["language", "model_id"])
-    return pd.concat([per_model, overall], ignore_index=True)
+def agreement_view(db: str, f: Filters, judge: str, metric: str) -> dict[str, pd.DataFrame]:
+    """Human labels vs the judge in one short connection.
 
-
-@cached_query
-def rankings(db: str, f: Filters, judge: str, metric: str) -> dict[str, pd.DataFrame]:
-    """Per language: models ranked by mean human score and by mean judge score on the same labelled items.
-
-    ``ranks`` has one row per (language, model); ``summary`` per language whether the two rankings
-    are identical and Kendall's tau (``pipeline.agreement.ranking_comparison``).
+    ``table``: per language and model (and per language over all models) n, percentage agreement
+    and weighted kappa. ``ranks``: per (language, model) mean human and judge scores on the same
+    items and both ranks. ``summary``: per language whether the rankings are identical and Kendall's
+    tau (``pipeline.agreement.ranking_comparison``).
     """
     from pipeline.agreement import ranking_comparison
 
     cte, params = _labelled_cte(f, judge, metric)
-    means = _df(db, f"WITH {cte} SELECT language, model_id, count(*) AS n, avg(human) AS human_mean, "
-                    "avg(llm) AS llm_mean FROM pairs GROUP BY ALL", params)
+    with open_connection(db, read_only=True) as con:
+        confusion = con.execute(f"WITH {cte} SELECT language, model_id, human, llm, count(*) AS n FROM pairs "
+                                "GROUP BY ALL", params).df()
+        means = con.execute(f"WITH {cte} SELECT language, model_id, count(*) AS n, avg(human) AS human_mean, "
+                            "avg(llm) AS llm_mean FROM pairs GROUP BY ALL", params).df()
+    per_model = _agreement_from_confusion(confusion, ["language", "model_id"])
+    overall = _agreement_from_confusion(confusion.assign(model_id="(all models)"), ["language", "model_id"])
+    table = pd.concat([per_model, overall], ignore_index=True)
     if means.empty:
-        return {"ranks": means.assign(human_rank=[], llm_rank=[]), "summary": pd.DataFrame()}
+        return {"table": table, "ranks": means.assign(human_rank=[], llm_rank=[]), "summary": pd.DataFrame()}
     means["human_rank"] = means.groupby("language").human_mean.rank(ascending=False, method="min").astype(int)
     means["llm_rank"] = means.groupby("language").llm_mean.rank(ascending=False, method="min").astype(int)
     summary = ranking_comparison(means.rename(columns={"human_mean": "human", "llm_mean": "llm"}))
-    return {"ranks": means.sort_values(["language", "human_rank", "model_id"]).reset_index(drop=True),
-            "summary": summary}
+    return {"table": table, "summary": summary,
+            "ranks": means.sort_values(["language", "human_rank", "model_id"]).reset_index(drop=True)}
 
 
-def annotation_queue(db: str | Path, f: Filters, annotator: str, metric: str, skip: tuple[str, ...] = (),
-                     limit: int = 1) -> pd.DataFrame:
-    """Unlabelled (query, model) items for an annotator and metric, in a fixed shuffled order (not cached)."""
+def agreement(db: str | Path, f: Filters, judge: str, metric: str) -> pd.DataFrame:
+    """Per language and model (and per language over all models): n, percentage agreement, weighted kappa."""
+    return agreement_view(db, f, judge, metric)["table"]
+
+
+def rankings(db: str | Path, f: Filters, judge: str, metric: str) -> dict[str, pd.DataFrame]:
+    """Per language the models ranked by human and by judge mean (``ranks``, ``summary``)."""
+    view = agreement_view(db, f, judge, metric)
+    return {"ranks": view["ranks"], "summary": view["summary"]}
+
+
+def annotation_state(db: str | Path, f: Filters, annotator: str, metric: str,
+                     skip: tuple[str, ...] = ()) -> tuple[int, int, pd.DataFrame]:
+    """(labelled, total, next item) for an annotator and metric, in one connection (not cached).
+
+    Items are the filtered responses without an error; the next one is the first unlabelled and
+    unskipped item in a fixed shuffled order.
+    """
     items, p_items = _items_cte(f)
-    return _df(db, (
-        f"WITH {items} SELECT i.dataset, i.query_id, i.model_id, q.language, q.query, q.query_en, q.gt_response, "
-        "r.text FROM items i JOIN queries q ON q.dataset = i.dataset AND q.query_id = i.query_id "
-        "JOIN responses r ON r.dataset = i.dataset AND r.query_id = i.query_id AND r.model_id = i.model_id "
-        "WHERE r.text IS NOT NULL AND NOT EXISTS (SELECT 1 FROM human_labels h WHERE h.dataset = i.dataset "
-        "AND h.query_id = i.query_id AND h.model_id = i.model_id AND h.metric = ? AND h.annotator = ?) "
-        "AND NOT list_contains(?::VARCHAR[], i.query_id || '|' || i.model_id) "
-        "ORDER BY hash(i.query_id || '|' || i.model_id), i.query_id, i.model_id LIMIT ?"
-    ), [*p_items, metric, annotator, list(skip), int(limit)])
+    with open_connection(db, read_only=True) as con:
+        done, total = con.execute(
+            f"WITH {items} SELECT count(h.score) AS done, count(*) AS total FROM items i LEFT JOIN human_labels h "
+            "ON h.dataset = i.dataset AND h.query_id = i.query_id AND h.model_id = i.model_id AND h.metric = ? "
+            "AND h.annotator = ?", [*p_items, metric, annotator]).fetchone()
+        queue = con.execute(
+            f"WITH {items}, pick AS (SELECT i.dataset, i.query_id, i.model_id, i.language FROM items i "
+            "WHERE NOT EXISTS (SELECT 1 FROM human_labels h WHERE h.dataset = i.dataset AND h.query_id = i.query_id "
+            "AND h.model_id = i.model_id AND h.metric = ? AND h.annotator = ?) "
+            "AND NOT list_contains(?::VARCHAR[], i.query_id || '|' || i.model_id) "
+            "ORDER BY hash(i.query_id || '|' || i.model_id), i.query_id, i.model_id LIMIT 1) "
+            "SELECT p.dataset, p.query_id, p.model_id, p.language, q.query, q.query_en, q.gt_response, r.text "
+            "FROM pick p JOIN queries q ON q.dataset = p.dataset AND q.query_id = p.query_id "
+            "JOIN responses r ON r.dataset = p.dataset AND r.query_id = p.query_id AND r.model_id = p.model_id",
+            [*p_items, metric, annotator, list(skip)]).df()
+    return int(done), int(total), queue
+
+
+def annotation_queue(db: str | Path, f: Filters, annotator: str, metric: str,
+                     skip: tuple[str, ...] = ()) -> pd.DataFrame:
+    """The next unlabelled item for an annotator and metric (empty when none is left)."""
+    return annotation_state(db, f, annotator, metric, skip)[2]
 
 
 def annotation_progress(db: str | Path, f: Filters, annotator: str, metric: str) -> tuple[int, int]:
     """(items this annotator labelled on ``metric`` within the filters, items there are)."""
-    items, p_items = _items_cte(f)
-    out = _df(db, (
-        f"WITH {items} SELECT count(*) AS total, count(h.score) AS done FROM items i LEFT JOIN human_labels h "
-        "ON h.dataset = i.dataset AND h.query_id = i.query_id AND h.model_id = i.model_id AND h.metric = ? "
-        "AND h.annotator = ?"
-    ), [*p_items, metric, annotator])
-    return int(out.done.iloc[0]), int(out.total.iloc[0])
+    done, total, _ = annotation_state(db, f, annotator, metric)
+    return done, total
 
 
 def save_human_label(db: str | Path, *, dataset: str, query_id: str, model_id: str, metric: str, annotator: str,
@@ -895,7 +1031,7 @@ def save_human_label(db: str | Path, *, dataset: str, query_id: str, model_id: s
         "annotator": annotator.strip(), "score": int(score), "comment": (comment or "").strip() or None,
         "source": "app", "created_at": now(),
     }])
-    for fn in (agreement, rankings, judge_summary):
+    for fn in (agreement_view, judge_summary):
         fn.clear()  # type: ignore[attr-defined]
 
 

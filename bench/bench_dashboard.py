@@ -1,0 +1,218 @@
+"""Dashboard benchmark: each page's queries through pipeline/queries.py at 1× and 10× the paper's scale.
+
+For every page, the queries it makes on a first visit are run with caches cleared (cold: the SQL,
+the bootstrap and the pandas work each time), REPEATS times; p50 and p95 are reported, as is one
+warm (cached) call. Then the app itself renders every page under Streamlit's AppTest in a fresh
+process on the 10× database, and that process's peak RSS and each page's render time are recorded.
+
+Databases come from bench/generate_db.py (made here if missing). Targets at 10×: leaderboard
+≤ 100 ms, response browser ≤ 200 ms, peak RSS ≤ 600 MB, every page rendered within 2 s.
+
+    python bench/bench_dashboard.py [--repeats 15] [--scales 1,10]
+
+Writes bench/results/dashboard.json and prints a table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+DATA = REPO / "bench" / "data"
+RESULTS = REPO / "bench" / "results" / "dashboard.json"
+TARGETS_MS = {"leaderboards": 100, "responses": 200}
+TARGET_RSS_MB = 600
+TARGET_RENDER_S = 2.0
+PAGE_FILES = {"leaderboards": "pages/1_leaderboards.py", "responses": "pages/2_responses.py",
+              "themes": "pages/3_themes.py", "medcode": "pages/4_medcode.py",
+              "human_vs_llm": "pages/5_human_vs_llm.py", "playground": "pages/6_playground.py"}
+
+
+def database(scale: int) -> Path:
+    path = DATA / f"synthetic-{scale}x.duckdb"
+    if not path.exists():
+        subprocess.run([sys.executable, str(REPO / "bench" / "generate_db.py"), "--scale", str(scale), "--out",
+                        str(path)], check=True)
+    return path
+
+
+def page_queries(db: str) -> dict[str, list[tuple[str, Callable[[], Any]]]]:
+    """What each page asks pipeline/queries.py on a first visit (sidebar filters at their defaults)."""
+    from pipeline import queries as q
+
+    dataset = "synthetic"
+    f = q.Filters(dataset=dataset)
+    judge = "openai/gpt-4o"
+    weights = q.weights_tuple(q.run_weights(db, dataset))
+    browse = q.Browse(filters=f, judge=judge)
+    searched = q.Browse(filters=f, judge=judge, metric="FC", score_min=0.0, score_max=1.0, search="after")
+
+    return {
+        "sidebar (every page)": [("choices", lambda: q.choices(db)),
+                                 ("judge_in_use", lambda: q.judge_in_use(db, dataset)),
+                                 ("judge_summary", lambda: q.judge_summary(db))],
+        "home": [("overview", lambda: q.overview(db)), ("judge_summary", lambda: q.judge_summary(db))],
+        "leaderboards": [("run_weights", lambda: q.run_weights(db, dataset)),
+                         ("model_means (heatmap)", lambda: q.model_means(db, f, judge, weights)),
+                         ("leaderboard en (CIs)", lambda: q.leaderboard(db, f, judge, weights, "en")),
+                         ("paper_leaderboard", lambda: q.paper_leaderboard(db, "en"))],
+        "responses": [("browse_view (count, page, details, chunks)", lambda: q.browse_view(db, browse, 10, 0)),
+                      ("query_view (side by side)", lambda: q.query_view(db, dataset, "en-00001"))],
+        "responses (search + score filter, page 50)": [
+            ("browse_view", lambda: q.browse_view(db, searched, 10, 490))],
+        "themes": [("theme_scores", lambda: q.theme_table(q.theme_scores(db, f, judge), weights)),
+                   ("theme_examples",
+                    lambda: q.theme_examples(db, f.with_(languages=("en",)), judge, "cultural", 3, 0))],
+        "medcode": [("medcode_view (distribution, Table 2)", lambda: q.medcode_view(db, f.with_(dataset=None), judge)),
+                    ("medcode_correlations", lambda: q.medcode_correlations(db, f, judge)),
+                    ("reference", lambda: q.reference_table(db, "medcode_table2"))],
+        "human_vs_llm": [("agreement_view", lambda: q.agreement_view(db, f, judge, "SS")),
+                         ("annotation_state (not cached)", lambda: q.annotation_state(db, f, "bench", "SS"))],
+        "playground": [("dataset_queries", lambda: q.dataset_queries(db, dataset, None)),
+                       ("dataset_path", lambda: q.dataset_path(db, dataset))],
+    }
+
+
+def percentile(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    k = (len(ordered) - 1) * p
+    lo, hi = int(k), min(int(k) + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
+
+
+def time_queries(db: Path, repeats: int) -> dict[str, Any]:
+    """Cold p50/p95 per page (all its own queries together) and per query; one warm call per page.
+
+    Before each cold repetition the caches are cleared and the sidebar's queries (drawn on every page
+    before it, and measured as their own row) are run untimed, as they would have been.
+    """
+    from pipeline import queries as q
+
+    out: dict[str, Any] = {}
+    groups = page_queries(str(db))
+    sidebar = groups["sidebar (every page)"]
+    for page, calls in groups.items():
+        totals, per_query = [], {name: [] for name, _ in calls}
+        for _, call in calls:  # one untimed pass: imports (scipy, altair…) happen once per process
+            call()
+        for _ in range(repeats):
+            q.clear_caches()
+            if calls is not sidebar:  # the sidebar ran first on every page and cached its queries
+                for _, call in sidebar:
+                    call()
+            total = 0.0
+            for name, call in calls:
+                start = time.perf_counter()
+                call()
+                elapsed = time.perf_counter() - start
+                per_query[name].append(elapsed)
+                total += elapsed
+            totals.append(total)
+        start = time.perf_counter()  # warm: straight from st.cache_data
+        for _, call in calls:
+            call()
+        warm = time.perf_counter() - start
+        out[page] = {
+            "p50_ms": round(1000 * statistics.median(totals), 1), "p95_ms": round(1000 * percentile(totals, 0.95), 1),
+            "warm_ms": round(1000 * warm, 2),
+            "queries": {name: {"p50_ms": round(1000 * statistics.median(v), 1),
+                               "p95_ms": round(1000 * percentile(v, 0.95), 1)} for name, v in per_query.items()},
+        }
+    return out
+
+
+RENDER_SCRIPT = r"""
+import json, os, resource, sys, time, logging
+logging.disable(logging.WARNING)
+from streamlit.testing.v1 import AppTest
+pages = json.loads(sys.argv[1])
+at = AppTest.from_file(os.path.join(sys.argv[2], "app.py"), default_timeout=300)
+times = {}
+start = time.perf_counter(); at.run(); times["home"] = time.perf_counter() - start
+errors = [str(e.value) for e in at.exception]
+for name, path in pages.items():
+    at.switch_page(path)
+    start = time.perf_counter(); at.run(); times[name] = time.perf_counter() - start
+    errors += [f"{name}: {e.value}" for e in at.exception]
+print(json.dumps({"render_s": times, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                  "errors": errors}))
+"""
+
+
+def render_pages(db: Path) -> dict[str, Any]:
+    """Render every page once in a fresh process (cold caches); its peak RSS and per-page render time."""
+    env = {**os.environ, "PARIKSHA_DB": str(db)}
+    done = subprocess.run([sys.executable, "-c", RENDER_SCRIPT, json.dumps(PAGE_FILES), str(REPO)], env=env,
+                          capture_output=True, text=True, check=True, cwd=REPO)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def table(results: dict[str, Any]) -> str:
+    lines = [f"{'page':<36} {'scale':>5} {'p50 ms':>9} {'p95 ms':>9} {'warm ms':>8} {'target':>8}"]
+    for scale, pages in results["queries"].items():
+        for page, r in pages.items():
+            target = TARGETS_MS.get(page.split(" ")[0]) if scale == "10x" and "(" not in page else None
+            mark = "" if target is None else (f"≤{target} " + ("ok" if r["p50_ms"] <= target else "MISS"))
+            lines.append(f"{page:<36} {scale:>5} {r['p50_ms']:>9.1f} {r['p95_ms']:>9.1f} {r['warm_ms']:>8.2f} "
+                         f"{mark:>8}")
+            for name, qr in r["queries"].items():
+                lines.append(f"  {name:<34} {'':>5} {qr['p50_ms']:>9.1f} {qr['p95_ms']:>9.1f}")
+    render = results["render_10x"]
+    lines.append("")
+    lines.append(f"AppTest render at 10× (fresh process, cold caches), peak RSS {render['peak_rss_mb']:.0f} MB "
+                 f"(target ≤ {TARGET_RSS_MB}):")
+    for page, seconds in render["render_s"].items():
+        lines.append(f"  {page:<34} {seconds:>7.2f} s" + ("" if seconds <= TARGET_RENDER_S else "  > 2 s"))
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeats", type=int, default=15)
+    parser.add_argument("--scales", default="1,10")
+    args = parser.parse_args(argv)
+    logging.disable(logging.WARNING)  # st.cache_data outside a Streamlit server says so on every call
+    scales = [int(s) for s in args.scales.split(",")]
+    results: dict[str, Any] = {
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
+                    "load_avg_at_start": [round(x, 2) for x in os.getloadavg()]},
+        "repeats": args.repeats, "targets": {"ms_at_10x": TARGETS_MS, "peak_rss_mb": TARGET_RSS_MB,
+                                             "page_render_s": TARGET_RENDER_S},
+        "databases": {}, "queries": {},
+    }
+    for scale in scales:
+        db = database(scale)
+        import duckdb
+
+        con = duckdb.connect(str(db), read_only=True)
+        results["databases"][f"{scale}x"] = {
+            "path": str(db.relative_to(REPO)), "mb": round(db.stat().st_size / 1e6),
+            **{t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+               for t in ("queries", "responses", "judgments", "critiques", "lexical_scores", "safety_checks")},
+        }
+        con.close()
+        results["queries"][f"{scale}x"] = time_queries(db, args.repeats)
+    results["render_10x"] = render_pages(database(10))
+    results["machine"]["load_avg_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(results, indent=2) + "\n")
+    print(table(results))
+    print(f"\nwrote {RESULTS.relative_to(REPO)}; load average {results['machine']['load_avg_at_start']} → "
+          f"{results['machine']['load_avg_at_end']} on {results['machine']['cpus']} CPUs")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
