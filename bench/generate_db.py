@@ -18,6 +18,7 @@ through ``pipeline.store.Store.write_batch`` in large batches. Deterministic for
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import sys
 import time
@@ -78,8 +79,9 @@ def batched(rows: list[dict[str, Any]], size: int = BATCH_ROWS) -> Iterator[list
 
 
 class Generator:
-    def __init__(self, scale: float, out: Path, seed: int, n_models: int | None):
+    def __init__(self, scale: float, out: Path, seed: int, n_models: int | None, judge_samples: int = 1):
         self.scale, self.out, self.rng = scale, out, np.random.default_rng(seed)
+        self.judge_samples = judge_samples
         self.store = Store(out)
         self.models = dict(list(model_ids().items())[: n_models or None])
         self.means = paper_means()
@@ -141,7 +143,8 @@ class Generator:
     def write_runs(self, n_queries: int) -> None:
         config = {
             "name": f"synthetic-{self.scale:g}x", "dataset": "bench/generate_db.py", "db": str(self.out),
-            "models": [{"id": m} for m in self.models], "judge": {"id": JUDGE, "metrics": list(METRICS), "samples": 1},
+            "models": [{"id": m} for m in self.models], "judge": {"id": JUDGE, "metrics": list(METRICS),
+                                                             "samples": self.judge_samples},
             "weights": {"FC": 0.4, "SS": 0.3, "COH": 0.15, "CON": 0.15},
             "medcode": {"critic": CRITIC, "classifier": "logprobs"}, "concurrency": 64,
         }
@@ -209,12 +212,14 @@ class Generator:
                 })
                 if errors[i]:
                     continue
-                for m, metric in enumerate(METRICS):
-                    ok = not unparsed[i, m]
+                for (m, metric), sample in itertools.product(enumerate(METRICS), range(self.judge_samples)):
+                    ok = not unparsed[i, m] if sample == 0 else self.rng.random() > 0.006
                     score = int(scores[i, m]) if ok else None
+                    if ok and sample and self.rng.random() < 0.2:  # a later sample disagrees now and then
+                        score = int(np.clip(score + self.rng.choice([-1, 1]), 0, 2))
                     judgments.append({
                         "dataset": dataset, "query_id": q.query_id, "model_id": model_id, "judge_id": JUDGE,
-                        "metric": metric, "sample": 0, "score": score, "parse_ok": ok,
+                        "metric": metric, "sample": sample, "score": score, "parse_ok": ok,
                         "justification": f"{metric}: the response {'matches' if score == 2 else 'departs from'} "
                                          "the ground truth and the knowledge base chunks." if ok else None,
                         "raw_output": json.dumps({"Score": score, "Justification": "synthetic"}) if ok
@@ -352,12 +357,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True, help="DuckDB file to create (replaced if present)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--models", type=int, default=None, help="only the first N of the paper's 24 models")
+    parser.add_argument("--judge-samples", type=int, default=1, help="judge samples per item and metric "
+                        "(self-consistency)")
     args = parser.parse_args(argv)
     if args.scale <= 0:
         parser.error("--scale must be positive")
     for suffix in ("", ".wal"):
         Path(str(args.out) + suffix).unlink(missing_ok=True)
-    stats = Generator(args.scale, args.out, args.seed, args.models).generate()
+    stats = Generator(args.scale, args.out, args.seed, args.models, args.judge_samples).generate()
     print(f"wrote {args.out}: {stats['queries']} queries × {stats['models']} models, {stats['rows']:,} rows, "
           f"{stats['bytes'] / 1e6:.0f} MB in {stats['seconds']} s")
     return 0

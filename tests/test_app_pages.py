@@ -7,6 +7,8 @@ SmolLM2) checks that pages render what the pipeline actually writes.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import duckdb
@@ -265,3 +267,37 @@ def test_weighted_kappa_from_counts_equals_the_pipelines():
     assert q.weighted_kappa(confusion) == pytest.approx(weighted_kappa(human, llm))
     assert q.weighted_kappa([[5, 0, 0], [0, 5, 0], [0, 0, 5]]) == pytest.approx(1.0)
     assert q.weighted_kappa([[0, 0, 5], [0, 0, 0], [5, 0, 0]]) < 0
+
+
+def test_self_consistency_when_the_judge_sampled_several_times(tmp_path, monkeypatch):
+    db = tmp_path / "samples.duckdb"
+    subprocess.run([sys.executable, str(REPO / "bench" / "generate_db.py"), "--scale", "0.05", "--models", "3",
+                    "--judge-samples", "3", "--out", str(db)], check=True, capture_output=True, cwd=REPO)
+    at = open_app(db, monkeypatch, "pages/1_leaderboards.py", {"lb_lang": "en"})
+    board = next(f.value for f in at.dataframe if "AGG 95% CI" in f.value.columns).set_index("model_id")
+    assert {"self_std", "flip_rate"} <= set(board.columns)
+    con = duckdb.connect(str(db), read_only=True)
+    items = con.execute(
+        "SELECT j.model_id, j.metric, avg(j.score) AS item_mean, stddev_pop(j.score) AS sd, "
+        "min(j.score) <> max(j.score) AS flipped, count(*) AS k FROM judgments j JOIN queries q "
+        "USING (dataset, query_id) WHERE j.dataset = 'synthetic' AND q.language = 'en' AND j.parse_ok "
+        "GROUP BY j.model_id, j.metric, j.query_id").df()
+    con.close()
+    for model, g in items.groupby("model_id"):
+        fc = g[g.metric == "FC"]
+        assert board.loc[model, "FC"] == pytest.approx(fc.item_mean.round(2).mean())  # mean of per-item means
+        multi = g[g.k >= 2]
+        assert board.loc[model, "flip_rate"] == pytest.approx(multi.flipped.mean())
+        assert board.loc[model, "self_std"] == pytest.approx(multi.sd.mean())
+    assert (board.flip_rate > 0).all()
+    # the browser's score filter and the themes page use each item's mean over its samples too
+    means = items[items.metric == "FC"]
+    f = q.Filters(dataset="synthetic", languages=("en",))
+    assert q.browse_count(str(db), q.Browse(f, judge="openai/gpt-4o", metric="FC", score_min=1.5,
+                                            score_max=2.0)) == int((means.item_mean >= 1.5).sum())
+    themes = q.theme_scores(str(db), f.with_(themes=("cultural",)), "openai/gpt-4o")
+    assert set(themes.theme) == {"cultural"} and themes.n.gt(0).all()
+    for page in ("pages/2_responses.py", "pages/3_themes.py"):
+        at.switch_page(page)
+        at.run()
+        assert not at.exception, [e.value for e in at.exception]
