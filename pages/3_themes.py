@@ -8,6 +8,7 @@ import streamlit as st
 from pages import _ui as ui
 from pipeline import queries as q
 from pipeline.config import METRICS
+from pipeline.dataset import THEMES
 
 ctx = ui.context()
 st.title("Themes")
@@ -48,7 +49,8 @@ with st.expander("Table"):
                  column_config={m: st.column_config.NumberColumn(format="%.2f") for m in ("AGG", *METRICS)})
 
 st.subheader("Examples")
-themes = sorted(set(view.theme))
+present = set(view.theme)
+themes = [t for t in THEMES if t in present] + (["(none)"] if "(none)" in present else [])
 theme = st.selectbox("Theme", themes, key="th_theme", bind="query-params")
 page = st.number_input("Example page", min_value=1, value=1, step=1, key="th_page", bind="query-params")
 examples = q.theme_examples(ctx.db, ctx.filters.with_(languages=(language,)), ctx.judge, theme, 3,
@@ -67,6 +69,6 @@ for query_id, group in examples.groupby("query_id", sort=False):
                 ui.show_text("English rendering", first.query_en)
         ui.show_text("Ground truth", first.gt_response)
         answers = group[["model_id", "text", *METRICS]].rename(columns={"text": "response"})
-        st.dataframe(answers, hide_index=True, column_config={
+        st.dataframe(answers, hide_index=True, height=min(36 * (len(answers) + 1) + 3, 900), column_config={
             "response": st.column_config.TextColumn(width="large"),
             **{m: st.column_config.NumberColumn(format="%.1f", width="small") for m in METRICS}})

@@ -44,7 +44,7 @@ def agreement_view() -> None:
         per_model = per_model.assign(label=per_model.language + " · " + per_model.model_id)
         bars = alt.Chart(per_model).mark_bar(color="#0f766e").encode(
             x=alt.X("agreement:Q", scale=alt.Scale(domain=[0, 1]), title="percentage agreement"),
-            y=alt.Y("label:N", title=None, sort=None),
+            y=alt.Y("label:N", title=None, sort=None, axis=alt.Axis(labelLimit=460, labelOverlap=False)),
             tooltip=["language", "model_id", "n", alt.Tooltip("agreement:Q", format=".0%"),
                      alt.Tooltip("kappa:Q", format=".2f")])
         rule = alt.Chart(pd.DataFrame({"x": [0.7]})).mark_rule(color="#b91c1c", strokeDash=[4, 3]).encode(x="x:Q")
@@ -58,7 +58,10 @@ def agreement_view() -> None:
         st.markdown(f"**{ui.md_escape(ui.lang_label(language))}**")
         left, right = st.columns(2)
         with left:
-            st.dataframe(group.drop(columns=["language"]), hide_index=True, column_config={
+            compact = group.assign(model=group.model_id.map(q.short_name))[
+                ["model", "human_rank", "human_mean", "llm_rank", "llm_mean", "n"]]
+            st.dataframe(compact, hide_index=True, column_config={
+                "model": st.column_config.TextColumn("model", help="Last part of the model id."),
                 "human_mean": st.column_config.NumberColumn("human mean", format="%.2f"),
                 "llm_mean": st.column_config.NumberColumn("judge mean", format="%.2f")})
             row = summary[summary.language == language].iloc[0]

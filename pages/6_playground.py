@@ -104,8 +104,14 @@ dataset_dir = pg.resolve_dataset_path(q.dataset_path(ctx.db, dataset_name) if da
                                       config.dataset)
 st.caption(ui.md_escape(f"Knowledge base: {dataset_dir or '(none found: closed-book prompt)'}"))
 
-ready = bool(selected) and bool((query_text or "").strip()) and not (needs_translation and translator is None)
-if st.button("Generate", type="primary", disabled=not ready, icon=":material/play_arrow:"):
+if st.button("Generate", type="primary", disabled=not selected, icon=":material/play_arrow:",
+             help=None if selected else "Choose at least one available model."):
+    if not (query_text or "").strip():
+        st.error("Type a query first.")
+        st.stop()
+    if needs_translation and translator is None:
+        st.error("No available model can translate the query: type its English rendering.")
+        st.stop()
     try:
         if needs_translation:
             with st.spinner("Translating the query to English…"):
