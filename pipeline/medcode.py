@@ -43,6 +43,7 @@ PAPER_CLASS_WEIGHTS = (5.96, 1.34, 0.83, 0.52)  # Med-CoDE §4.2, in LABELS orde
 LABEL_ALIASES = {"none": "None", "low": "Low", "moderate": "Moderate", "medium": "Moderate", "high": "High"}
 NO_LABEL_TOKEN = "logprobs:no-label-token"
 CRITIQUE_MAX_TOKENS = 120  # ~60 words, Med-CoDE's average critique length is 58.95 words
+MEDCODE_BLOCK = 32  # responses critiqued and classified per block
 
 
 # -- prompts ---------------------------------------------------------------------------------------
@@ -134,8 +135,8 @@ def classify_with_checkpoint(path: str, critiques: list[str], batch_size: int = 
         for start in range(0, len(critiques), batch_size):
             enc = tokenizer(critiques[start:start + batch_size], truncation=True, max_length=max_length,
                             padding=True, return_tensors="pt")
-            probs = torch.softmax(model(**enc).logits.float(), dim=-1).numpy()
-            out.append(probs[:, order])
+            probs = torch.softmax(model(**enc).logits.double(), dim=-1).numpy()[:, order]
+            out.append(probs / probs.sum(axis=1, keepdims=True))
     return np.concatenate(out) if out else np.zeros((0, 4))
 
 
@@ -194,40 +195,50 @@ async def stage_medcode(ctx) -> None:
 
     def is_done(q: str, m: str, text: str) -> bool:
         h, tag = done.get((q, m), (None, None))
-        return h == text_hash(text) and tag is not None and tag.split(":")[0] == wanted_tag.split(":")[0]
+        same_classifier = tag is not None and (tag == wanted_tag or (wanted_tag == "logprobs"
+                                                                      and tag.startswith("logprobs")))
+        return h == text_hash(text) and same_classifier
 
     todo = [r for r in responses if not is_done(*r)]
-    critiques = await ctx.drive("medcode-critique", critic, [critique_request(selected[q], t, max_tokens)
-                                                             for q, _, t in todo],
-                                lambda i, c: {}, label=f"medcode critique {critic_cfg.id}",
-                                skipped=len(responses) - len(todo))
-    ok = [(row, c.text.strip()) for row, c in zip(todo, critiques, strict=True) if c.ok]
+    skipped = len(responses) - len(todo)
 
     def row_for(item: tuple, probs: Sequence[float], tag: str) -> dict[str, list[dict]]:
         (query_id, model_id, text), critique = item
         return {"critiques": [{
             "dataset": ctx.dataset_name, "query_id": query_id, "model_id": model_id, "critic_id": critic_cfg.id,
-            **{k: v for k, v in critique_result(critique, probs, tag).items()},
+            **critique_result(critique, probs, tag),
             "response_hash": text_hash(text), "run_id": ctx.run_id, "created_at": now(),
         }]}
 
-    if mc.classifier == "logprobs":
-        def to_rows(i: int, c: Completion) -> dict[str, list[dict]]:
-            if not c.ok:
-                return {}
-            probs, tag = distribution_from_logprobs(c.top_logprobs)
-            return row_for(ok[i], probs, tag)
+    # Critique, then classify, a block at a time: a critique is saved only with its distribution,
+    # so an interrupted run loses at most one block (its critiques stay in the LLM cache anyway).
+    for start in range(0, max(len(todo), 1), MEDCODE_BLOCK):
+        block = todo[start:start + MEDCODE_BLOCK]
+        span = f"{start + 1}-{start + len(block)} of {len(todo)}" if len(todo) > MEDCODE_BLOCK else ""
+        critiques = await ctx.drive(
+            "medcode-critique", critic, [critique_request(selected[q], t, max_tokens) for q, _, t in block],
+            lambda i, c: {}, label=f"medcode critique {critic_cfg.id} {span}".rstrip(),
+            skipped=skipped if start == 0 else 0)
+        ok = [(row, c.text.strip()) for row, c in zip(block, critiques, strict=True) if c.ok]
+        if mc.classifier == "logprobs":
+            def to_rows(i: int, c: Completion, ok=ok) -> dict[str, list[dict]]:
+                if not c.ok:
+                    return {}
+                probs, tag = distribution_from_logprobs(c.top_logprobs)
+                return row_for(ok[i], probs, tag)
 
-        await ctx.drive("medcode-classify", critic, [classify_request(text) for _, text in ok], to_rows,
-                        label=f"medcode classify (logprobs of {critic_cfg.id})")
-        return
-    started = time.perf_counter()
-    probs = await asyncio.to_thread(classify_with_checkpoint, mc.classifier, [text for _, text in ok])
-    rows: dict[str, list[dict]] = {"critiques": []}
-    for item, p in zip(ok, probs, strict=True):
-        rows["critiques"] += row_for(item, p, wanted_tag)["critiques"]
-    ctx.write(rows)
-    ctx.note("medcode-classify", wanted_tag, items=len(ok), wall_s=time.perf_counter() - started)
+            await ctx.drive("medcode-classify", critic, [classify_request(text) for _, text in ok], to_rows,
+                            label=f"medcode classify (logprobs of {critic_cfg.id}) {span}".rstrip())
+            continue
+        if not ok:
+            continue
+        started = time.perf_counter()
+        probs = await asyncio.to_thread(classify_with_checkpoint, mc.classifier, [text for _, text in ok])
+        rows: dict[str, list[dict]] = {"critiques": []}
+        for item, p in zip(ok, probs, strict=True):
+            rows["critiques"] += row_for(item, p, wanted_tag)["critiques"]
+        ctx.write(rows)
+        ctx.note("medcode-classify", wanted_tag, items=len(ok), wall_s=time.perf_counter() - started)
 
 
 # -- training the classifier -----------------------------------------------------------------------
