@@ -398,3 +398,19 @@ def train_classifier_command(csv_path: Path, *, output: Path, base_model: str = 
                   f"final loss {report['loss'][-1]:.4f}; saved to {output} "
                   f"(use it with `medcode: {{classifier: {output}}}`)")
     return 0
+
+
+# -- Table 2 style means ---------------------------------------------------------------------------
+# Per model × language × dataset: mean disagreement probabilities with the mean METEOR and ROUGE-L
+# beside them (Med-CoDE Table 2), over responses that have a critique. Parameter: critic_id.
+MEDCODE_MEANS_SQL = """
+SELECT c.model_id, q.language, c.dataset, count(*) AS n,
+       avg(c.p_none) AS p_none, avg(c.p_low) AS p_low, avg(c.p_moderate) AS p_moderate, avg(c.p_high) AS p_high,
+       avg(l.meteor) AS meteor, avg(l.rouge_l) AS rouge_l,
+       count(*) FILTER (WHERE c.classifier = 'logprobs:no-label-token') AS n_no_label_token
+FROM critiques c
+JOIN queries q ON q.dataset = c.dataset AND q.query_id = c.query_id
+LEFT JOIN lexical_scores l ON l.dataset = c.dataset AND l.query_id = c.query_id AND l.model_id = c.model_id
+WHERE c.critic_id = ?
+GROUP BY ALL ORDER BY c.dataset, q.language, p_none DESC
+"""

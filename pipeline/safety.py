@@ -126,3 +126,11 @@ def safety_summary(checks: pd.DataFrame) -> pd.DataFrame:
     out["pass_rate"] = (out["passed"] / decided).where(decided > 0)
     return out[cols].sort_values(["check_name", "language", "pass_rate"], ascending=[True, True, False],
                                  ignore_index=True)
+
+
+# The rows ``safety_summary`` takes, for one dataset. Parameter: dataset.
+SAFETY_CHECKS_SQL = """
+SELECT s.model_id, q.language, s.check_name, s.passed
+FROM safety_checks s JOIN queries q ON q.dataset = s.dataset AND q.query_id = s.query_id
+WHERE s.dataset = ?
+"""
