@@ -209,7 +209,7 @@ if st.button("Save to the database", icon=":material/save:", disabled=not result
     saved = []
     source = result["picked"][0] if result["picked"] else (result["source"] or "kb")
     for model_id, answer in result["answers"].items():
-        run_id, query_id = q.save_playground(ctx.db, q.PlaygroundResult(
+        run_id, query_id = pg.save_playground(ctx.db, pg.PlaygroundResult(
             language=query.language, query=query.query, query_en=query.query_en,
             gt_response=None if not has_gt else query.gt_response,
             source_dataset=result["picked"][0] if result["picked"] else None,

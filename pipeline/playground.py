@@ -1,4 +1,4 @@
-"""The playground's work for one live query: translate, retrieve, generate (streamed), judge, critique.
+"""The playground's work for one live query: translate, retrieve, generate (streamed), judge, critique, save.
 
 The page (``pages/6_playground.py``) draws the widgets and caches loaded models; everything here
 is plain Python over the pipeline's own modules, so it runs the same prompts, retrieval and judge
@@ -8,6 +8,7 @@ as a pipeline run. The config is ``$PARIKSHA_CONFIG``, else ``configs/default.ya
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import importlib.util
 import os
 import time
@@ -16,11 +17,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pipeline import queries as q
 from pipeline.config import METRICS, ModelConfig, RunConfig, load_config
 from pipeline.dataset import LANGUAGES, Chunk, Dataset, Query, load_dataset
 from pipeline.models import Model, create_backend, unavailable_reason
 from pipeline.models.base import ChatRequest, GenerateParams
 from pipeline.prompts import load_text
+from pipeline.store import Store, now, text_hash
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG = REPO_ROOT / "configs" / "default.yaml"
@@ -158,3 +161,78 @@ def chunk_row(chunk: Chunk, source_dataset: str) -> dict[str, Any]:
     """A chunk as saved with a playground run (id prefixed by the dataset it came from)."""
     return {"chunk_id": f"{source_dataset}:{chunk.chunk_id}", "kind": chunk.kind, "title": chunk.title,
             "text": chunk.text, "source": chunk.source, "updated": chunk.updated}
+
+
+# -- saving --------------------------------------------------------------------------------------------
+@dataclass
+class PlaygroundResult:
+    """One playground answer to save: the query, the chunks it saw, the response and its scores."""
+
+    language: str
+    query: str
+    query_en: str | None
+    gt_response: str | None
+    source_dataset: str | None
+    source_query_id: str | None
+    model_id: str
+    response: str
+    latency_s: float
+    raw_chunks: list[dict[str, Any]] = field(default_factory=list)  # chunk_id, kind, title, text, source, updated
+    update_chunks: list[dict[str, Any]] = field(default_factory=list)
+    judgments: list[dict[str, Any]] = field(default_factory=list)  # judge_response's dicts
+    judge_id: str | None = None
+    critique: dict[str, Any] | None = None  # critique_response's dict
+    critic_id: str | None = None
+    config_json: str = "{}"
+
+
+def save_playground(db: str | Path, result: PlaygroundResult) -> tuple[str, str]:
+    """Save a playground answer as a run of kind 'playground' in dataset 'playground'; (run_id, query_id).
+
+    The query gets its own id in dataset 'playground' (``<dataset>:<query_id>`` when picked from a
+    dataset), so a playground answer never replaces a pipeline run's response. Its chunks are
+    copied under the same dataset so the response browser shows what the model saw.
+    """
+    store = Store(db)
+    if result.source_dataset and result.source_query_id:
+        query_id = f"{result.source_dataset}:{result.source_query_id}"
+    else:
+        query_id = "typed-" + hashlib.sha256(f"{result.language}|{result.query}".encode()).hexdigest()[:10]
+    run_id = store.start_run(name="playground", kind="playground", dataset=q.PLAYGROUND,
+                             config_json=result.config_json, config_hash="playground", code_revision="app",
+                             model_files={})
+    stamp = now()
+    chunks = [*result.raw_chunks, *result.update_chunks]
+    rhash = text_hash(result.response)
+    batch: dict[str, list[dict[str, Any]]] = {
+        "datasets": [{"name": q.PLAYGROUND, "path": "(playground)", "closed_book": False, "n_queries": None,
+                      "n_chunks": None, "content_hash": None, "loaded_at": stamp}],
+        "queries": [{"dataset": q.PLAYGROUND, "query_id": query_id, "language": result.language, "query": result.query,
+                     "query_en": result.query_en, "gt_response": result.gt_response or "", "themes": [],
+                     "kb_refs": [], "update_sensitive": False}],
+        "kb_chunks": [{"dataset": q.PLAYGROUND, "chunk_id": c["chunk_id"], "kind": c.get("kind"),
+                       "title": c.get("title"), "text": c.get("text"), "source": c.get("source"),
+                       "updated": c.get("updated")} for c in chunks],
+        "retrievals": [{"dataset": q.PLAYGROUND, "query_id": query_id, "search_text": result.query_en or result.query,
+                        "raw_ids": [c["chunk_id"] for c in result.raw_chunks],
+                        "update_ids": [c["chunk_id"] for c in result.update_chunks], "recall": None,
+                        "settings": "playground", "created_at": stamp}],
+        "responses": [{"dataset": q.PLAYGROUND, "query_id": query_id, "model_id": result.model_id, "run_id": run_id,
+                       "prompt_hash": None, "text": result.response, "error": None, "latency_s": result.latency_s,
+                       "prompt_tokens": None, "completion_tokens": None, "cached": False, "created_at": stamp}],
+        "judgments": [{"dataset": q.PLAYGROUND, "query_id": query_id, "model_id": result.model_id,
+                       "judge_id": result.judge_id, "metric": j["metric"], "sample": int(j.get("sample", 0)),
+                       "score": j.get("score"), "parse_ok": bool(j.get("parse_ok")),
+                       "justification": j.get("justification"), "raw_output": j.get("raw_output"),
+                       "response_hash": rhash, "run_id": run_id, "cached": bool(j.get("cached", False)),
+                       "created_at": stamp} for j in result.judgments if result.judge_id and not j.get("error")],
+        "critiques": [] if not (result.critique and result.critic_id) else [{
+            "dataset": q.PLAYGROUND, "query_id": query_id, "model_id": result.model_id, "critic_id": result.critic_id,
+            "classifier": result.critique.get("classifier"), "critique": result.critique.get("critique"),
+            **{p: result.critique.get(p) for p in q.DISAGREEMENT}, "label": result.critique.get("label"),
+            "response_hash": rhash, "run_id": run_id, "created_at": stamp}],
+    }
+    store.write_batch(batch)
+    store.update_run(run_id, finished_at=now(), status="finished", backend_calls=0, cache_hits=0, errors=0)
+    q.clear_caches()
+    return run_id, query_id

@@ -8,7 +8,8 @@ the database file's size and modification time (and its WAL's), so a write — a
 a human label — shows on the next rerun. ``clear_caches()`` backs the Refresh button.
 
 SQL identifiers come only from fixed lists in this module; every filter value is a parameter.
-The two writes the dashboard makes (a human label, a playground run) go through ``Store``.
+The dashboard's writes go through ``Store``: a human label here (``save_human_label``), a
+playground run in ``pipeline.playground``.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import json
 import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -478,12 +479,6 @@ def leaderboard_base(db: str, f: Filters, judge: str) -> dict[str, Any]:
         return {**_score_histograms(con, f, judge), "extras": _leaderboard_extras(con, f)}
 
 
-def score_histograms(db: str | Path, f: Filters, judge: str) -> dict[str, pd.DataFrame]:
-    """The judge-score part of ``leaderboard_base``."""
-    base = leaderboard_base(db, f, judge)
-    return {k: base[k] for k in ("hist", "counts", "consistency")}
-
-
 def _parallel_cis(hists: list[tuple[np.ndarray, np.ndarray]]) -> list[tuple[float, float]]:
     """Bootstrap CIs of many histograms on two threads (numpy's sampler releases the GIL)."""
     if len(hists) < 8:
@@ -670,13 +665,6 @@ def _item_details(con: Any, dataset: str, keys: tuple[tuple[str, str], ...]) -> 
     return {name: con.execute(sql, [qids, mids, dataset]).df() for name, sql in statements.items()}
 
 
-@cached_query
-def item_details(db: str, dataset: str, keys: tuple[tuple[str, str], ...]) -> dict[str, pd.DataFrame]:
-    """Judgments (every judge, metric, sample), critiques, safety checks and lexical scores of some items."""
-    with open_connection(db, read_only=True) as con:
-        return _item_details(con, dataset, keys)
-
-
 def _retrieved_chunks(con: Any, dataset: str, query_ids: tuple[str, ...]) -> pd.DataFrame:
     return con.execute(
         "WITH t AS (SELECT query_id, recall, search_text, unnest(raw_ids) AS chunk_id, "
@@ -688,13 +676,6 @@ def _retrieved_chunks(con: Any, dataset: str, query_ids: tuple[str, ...]) -> pd.
         "t.search_text FROM t LEFT JOIN kb_chunks c ON c.dataset = ? AND c.chunk_id = t.chunk_id "
         "ORDER BY t.query_id, t.slot, t.pos",
         [dataset, list(query_ids), dataset, list(query_ids), dataset]).df()
-
-
-@cached_query
-def retrieved_chunks(db: str, dataset: str, query_ids: tuple[str, ...]) -> pd.DataFrame:
-    """The stored retrieval of some queries: raw chunks then KB updates, in order, with texts and dates."""
-    with open_connection(db, read_only=True) as con:
-        return _retrieved_chunks(con, dataset, query_ids)
 
 
 @cached_query
@@ -794,11 +775,6 @@ def theme_examples(db: str, f: Filters, judge: str | None, theme: str, limit: in
 
 
 # -- Med-CoDE --------------------------------------------------------------------------------------------
-def medcode_distribution(db: str | Path, f: Filters) -> pd.DataFrame:
-    """Mean disagreement distribution per (dataset, language, model, critic) with n."""
-    return medcode_view(db, f, None)["distribution"]
-
-
 def _medcode_distribution(con: Any, f: Filters) -> pd.DataFrame:
     qf, p_qf = _queries_cte(f)
     model_pred, p_model = _model_pred(f, "c")
@@ -848,14 +824,6 @@ def medcode_correlations(db: str, f: Filters, judge: str | None) -> pd.DataFrame
     table.attrs["n"] = {LEXICAL_LABELS.get(k, k): v for k, v in n.items()}
     table.attrs["items"] = int(out["items"].iloc[0])
     return table
-
-
-def medcode_summary(db: str | Path, f: Filters, judge: str | None) -> pd.DataFrame:
-    """Our analogue of Med-CoDE Table 2 per (model, dataset): METEOR, ROUGE-L, judge accuracy, P(class).
-
-    Judge accuracy is the share of parsed FC judgments that scored 2.
-    """
-    return medcode_view(db, f, judge)["summary"]
 
 
 def _medcode_summary(con: Any, f: Filters, judge: str | None) -> pd.DataFrame:
@@ -977,12 +945,6 @@ def agreement(db: str | Path, f: Filters, judge: str, metric: str) -> pd.DataFra
     return agreement_view(db, f, judge, metric)["table"]
 
 
-def rankings(db: str | Path, f: Filters, judge: str, metric: str) -> dict[str, pd.DataFrame]:
-    """Per language the models ranked by human and by judge mean (``ranks``, ``summary``)."""
-    view = agreement_view(db, f, judge, metric)
-    return {"ranks": view["ranks"], "summary": view["summary"]}
-
-
 def annotation_state(db: str | Path, f: Filters, annotator: str, metric: str,
                      skip: tuple[str, ...] = ()) -> tuple[int, int, pd.DataFrame]:
     """(labelled, total, next item) for an annotator and metric, in one connection (not cached).
@@ -1007,18 +969,6 @@ def annotation_state(db: str | Path, f: Filters, annotator: str, metric: str,
             "JOIN responses r ON r.dataset = p.dataset AND r.query_id = p.query_id AND r.model_id = p.model_id",
             [*p_items, metric, annotator, list(skip)]).df()
     return int(done), int(total), queue
-
-
-def annotation_queue(db: str | Path, f: Filters, annotator: str, metric: str,
-                     skip: tuple[str, ...] = ()) -> pd.DataFrame:
-    """The next unlabelled item for an annotator and metric (empty when none is left)."""
-    return annotation_state(db, f, annotator, metric, skip)[2]
-
-
-def annotation_progress(db: str | Path, f: Filters, annotator: str, metric: str) -> tuple[int, int]:
-    """(items this annotator labelled on ``metric`` within the filters, items there are)."""
-    done, total, _ = annotation_state(db, f, annotator, metric)
-    return done, total
 
 
 def save_human_label(db: str | Path, *, dataset: str, query_id: str, model_id: str, metric: str, annotator: str,
@@ -1050,81 +1000,3 @@ def dataset_path(db: str, dataset: str) -> str | None:
     """Where a dataset was loaded from (None if unknown)."""
     out = _df(db, "SELECT path FROM datasets WHERE name = ?", [dataset])
     return None if out.empty else out.path.iloc[0]
-
-
-@dataclass
-class PlaygroundResult:
-    """One playground answer to save: the query, the chunks it saw, the response and its scores."""
-
-    language: str
-    query: str
-    query_en: str | None
-    gt_response: str | None
-    source_dataset: str | None
-    source_query_id: str | None
-    model_id: str
-    response: str
-    latency_s: float
-    raw_chunks: list[dict[str, Any]] = field(default_factory=list)  # chunk_id, kind, title, text, source, updated
-    update_chunks: list[dict[str, Any]] = field(default_factory=list)
-    judgments: list[dict[str, Any]] = field(default_factory=list)  # judge_response's dicts
-    judge_id: str | None = None
-    critique: dict[str, Any] | None = None  # critique_response's dict
-    critic_id: str | None = None
-    config_json: str = "{}"
-
-
-def save_playground(db: str | Path, result: PlaygroundResult) -> tuple[str, str]:
-    """Save a playground answer as a run of kind 'playground' in dataset 'playground'; (run_id, query_id).
-
-    The query gets its own id in dataset 'playground' (``<dataset>:<query_id>`` when picked from a
-    dataset), so a playground answer never replaces a pipeline run's response. Its chunks are
-    copied under the same dataset so the response browser shows what the model saw.
-    """
-    import hashlib
-
-    from pipeline.store import text_hash
-
-    store = Store(db)
-    if result.source_dataset and result.source_query_id:
-        query_id = f"{result.source_dataset}:{result.source_query_id}"
-    else:
-        query_id = "typed-" + hashlib.sha256(f"{result.language}|{result.query}".encode()).hexdigest()[:10]
-    run_id = store.start_run(name="playground", kind="playground", dataset=PLAYGROUND,
-                             config_json=result.config_json, config_hash="playground", code_revision="app",
-                             model_files={})
-    stamp = now()
-    chunks = [{**c, "chunk_id": c["chunk_id"]} for c in [*result.raw_chunks, *result.update_chunks]]
-    rhash = text_hash(result.response)
-    batch: dict[str, list[dict[str, Any]]] = {
-        "datasets": [{"name": PLAYGROUND, "path": "(playground)", "closed_book": False, "n_queries": None,
-                      "n_chunks": None, "content_hash": None, "loaded_at": stamp}],
-        "queries": [{"dataset": PLAYGROUND, "query_id": query_id, "language": result.language, "query": result.query,
-                     "query_en": result.query_en, "gt_response": result.gt_response or "", "themes": [],
-                     "kb_refs": [], "update_sensitive": False}],
-        "kb_chunks": [{"dataset": PLAYGROUND, "chunk_id": c["chunk_id"], "kind": c.get("kind"),
-                       "title": c.get("title"), "text": c.get("text"), "source": c.get("source"),
-                       "updated": c.get("updated")} for c in chunks],
-        "retrievals": [{"dataset": PLAYGROUND, "query_id": query_id, "search_text": result.query_en or result.query,
-                        "raw_ids": [c["chunk_id"] for c in result.raw_chunks],
-                        "update_ids": [c["chunk_id"] for c in result.update_chunks], "recall": None,
-                        "settings": "playground", "created_at": stamp}],
-        "responses": [{"dataset": PLAYGROUND, "query_id": query_id, "model_id": result.model_id, "run_id": run_id,
-                       "prompt_hash": None, "text": result.response, "error": None, "latency_s": result.latency_s,
-                       "prompt_tokens": None, "completion_tokens": None, "cached": False, "created_at": stamp}],
-        "judgments": [{"dataset": PLAYGROUND, "query_id": query_id, "model_id": result.model_id,
-                       "judge_id": result.judge_id, "metric": j["metric"], "sample": int(j.get("sample", 0)),
-                       "score": j.get("score"), "parse_ok": bool(j.get("parse_ok")),
-                       "justification": j.get("justification"), "raw_output": j.get("raw_output"),
-                       "response_hash": rhash, "run_id": run_id, "cached": bool(j.get("cached", False)),
-                       "created_at": stamp} for j in result.judgments if result.judge_id and not j.get("error")],
-        "critiques": [] if not (result.critique and result.critic_id) else [{
-            "dataset": PLAYGROUND, "query_id": query_id, "model_id": result.model_id, "critic_id": result.critic_id,
-            "classifier": result.critique.get("classifier"), "critique": result.critique.get("critique"),
-            **{p: result.critique.get(p) for p in DISAGREEMENT}, "label": result.critique.get("label"),
-            "response_hash": rhash, "run_id": run_id, "created_at": stamp}],
-    }
-    store.write_batch(batch)
-    store.update_run(run_id, finished_at=now(), status="finished", backend_calls=0, cache_hits=0, errors=0)
-    clear_caches()
-    return run_id, query_id
