@@ -540,6 +540,8 @@ def leaderboard(db: str, f: Filters, judge: str, weights: tuple[float, ...], lan
     for col in ("AGG", *METRICS, "AGG_lo", "AGG_hi", "n_AGG", "judgments", "parse_failures", "samples"):
         if col not in board:
             board[col] = np.nan
+    for col in board.columns.drop("model_id"):  # missing values as NaN, never the text "None"
+        board[col] = pd.to_numeric(board[col], errors="coerce")
     board = board.sort_values(["AGG", "model_id"], ascending=[False, True], na_position="last")
     board.insert(0, "rank", range(1, len(board) + 1))
     return board.reset_index(drop=True)
