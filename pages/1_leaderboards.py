@@ -65,9 +65,7 @@ paper = q.paper_leaderboard(ctx.db, language)
 paper_agg = dict(zip(paper.model.str.lower(), paper.AGG, strict=True))
 board["paper_AGG"] = board.model_id.map(lambda m: paper_agg.get(q.short_name(m), np.nan))
 for m in ("AGG", *METRICS):
-    board[f"{m} 95% CI"] = [ui.fmt_ci(lo, hi) for lo, hi in zip(board.get(f"{m}_lo", np.nan * board.index),
-                                                                  board.get(f"{m}_hi", np.nan * board.index),
-                                                                  strict=True)]
+    board[f"{m} 95% CI"] = [ui.fmt_ci(lo, hi) for lo, hi in zip(board[f"{m}_lo"], board[f"{m}_hi"], strict=True)]
 st.subheader(f"{ui.lang_label(language)}: {len(board)} models")
 parse_failures = int(board.parse_failures.fillna(0).sum())
 caption = (f"Judge {ui.md_escape(ctx.judge)}. Means over scored items; n per metric excludes "

@@ -537,7 +537,8 @@ def leaderboard(db: str, f: Filters, judge: str, weights: tuple[float, ...], lan
         board = board.merge(pivot.reset_index(), on="model_id", how="left")
     recall = extras["recall"][extras["recall"].language == language].recall
     board["recall"] = float(recall.iloc[0]) if len(recall) and recall.notna().any() else np.nan
-    for col in ("AGG", *METRICS, "AGG_lo", "AGG_hi", "n_AGG", "judgments", "parse_failures", "samples"):
+    guaranteed = [f"{m}{suffix}" for m in ("AGG", *METRICS) for suffix in ("", "_lo", "_hi")]
+    for col in (*guaranteed, *(f"n_{m}" for m in ("AGG", *METRICS)), "judgments", "parse_failures", "samples"):
         if col not in board:
             board[col] = np.nan
     for col in board.columns.drop("model_id"):  # missing values as NaN, never the text "None"
