@@ -82,6 +82,9 @@ def test_home_shows_holdings_judge_reliability_and_links(synthetic_db, monkeypat
     assert {p.label for p in at.page_link} >= {"Leaderboards", "Response browser", "Themes", "Med-CoDE",
                                                "Human vs LLM", "Playground"}
     assert "Do not trust" not in body  # every AUC of the synthetic judge is ≥ 0.75
+    next(b for b in at.button if b.label == "Refresh").click()
+    at.run()
+    assert not at.exception and at.metric
 
 
 def test_home_warns_about_weak_judge(synthetic_db, pipeline_db, monkeypatch):
