@@ -488,11 +488,26 @@ def _parallel_cis(hists: list[tuple[np.ndarray, np.ndarray]]) -> list[tuple[floa
 
 
 @cached_query
+def metric_cis(db: str, f: Filters, judge: str, language: str) -> pd.DataFrame:
+    """Per model the 95% bootstrap CI of each metric's mean in a language (independent of the AGG weights)."""
+    hist = leaderboard_base(db, f, judge)["hist"]
+    groups = _split_hists(hist[hist.language == language])
+    models = sorted({model for model, _ in groups})
+    empty = (np.zeros(0), np.zeros(0, dtype=np.int64))
+    keys = [(model, m) for model in models for m in METRICS]
+    cis = dict(zip(keys, _parallel_cis([groups.get(k, empty) for k in keys]), strict=True))
+    return pd.DataFrame([{"model_id": model, **{f"{m}_{end}": cis[(model, m)][i] for m in METRICS
+                                                 for i, end in enumerate(("lo", "hi"))}} for model in models],
+                        columns=["model_id", *(f"{m}_{end}" for m in METRICS for end in ("lo", "hi"))])
+
+
+@cached_query
 def leaderboard(db: str, f: Filters, judge: str, weights: tuple[float, ...], language: str) -> pd.DataFrame:
     """One language's leaderboard: models by AGG with FC, SS, COH, CON, each with n and a 95% bootstrap CI.
 
     AGG is the weighted mean of the metric means (``pipeline.stats``); its CI resamples the items
-    scored on every weighted metric. Further columns: parse failures (excluded from means), errors,
+    scored on every weighted metric (recomputed when a weight moves; the metric CIs are cached apart
+    in ``metric_cis``). Further columns: parse failures (excluded from means), errors,
     self-consistency when judgments have several samples, lexical baselines, safety-check pass
     rates (``check_<name>``: refusal accuracy, update adherence) and the language's retrieval recall.
     """
@@ -503,21 +518,14 @@ def leaderboard(db: str, f: Filters, judge: str, weights: tuple[float, ...], lan
     board = counts.copy()
     if not hist.empty:
         table = _with_agg(_means(hist, ["model_id"]), weights)
-        groups = _split_hists(hist)
-        agg_hists = _agg_hists(agg_patterns(db, f, judge, language), _weights(weights))
         models = table.model_id.tolist()
+        agg_hists = _agg_hists(agg_patterns(db, f, judge, language), _weights(weights))
         empty = (np.zeros(0), np.zeros(0, dtype=np.int64))
-        keys = [(model, m) for model in models for m in METRICS]
-        cis = _parallel_cis([groups.get(k, empty) for k in keys] + [agg_hists.get(mo, empty) for mo in models])
-        ci_cols: dict[str, list[float]] = {}
-        for i, (_, m) in enumerate(keys):
-            ci_cols.setdefault(f"{m}_lo", []).append(cis[i][0])
-            ci_cols.setdefault(f"{m}_hi", []).append(cis[i][1])
-        agg_cis = cis[len(keys):]
-        ci_cols["AGG_lo"] = [c[0] for c in agg_cis]
-        ci_cols["AGG_hi"] = [c[1] for c in agg_cis]
-        ci_cols["n_AGG"] = [int(agg_hists.get(mo, empty)[1].sum()) for mo in models]
+        agg_cis = _parallel_cis([agg_hists.get(mo, empty) for mo in models])
+        ci_cols = {"AGG_lo": [c[0] for c in agg_cis], "AGG_hi": [c[1] for c in agg_cis],
+                   "n_AGG": [int(agg_hists.get(mo, empty)[1].sum()) for mo in models]}
         table = pd.concat([table.reset_index(drop=True), pd.DataFrame(ci_cols)], axis=1)
+        table = table.merge(metric_cis(db, f, judge, language), on="model_id", how="left")
         judged = data["counts"][data["counts"].language == language].drop(columns=["language"])
         board = board.merge(table, on="model_id", how="outer").merge(judged, on="model_id", how="left")
     consistency = data["consistency"]
