@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+import duckdb
 import pandas as pd
 import streamlit as st
 
@@ -71,7 +72,11 @@ def sidebar() -> Context:
         st.sidebar.warning("No results database yet.")
         st.sidebar.caption(f"Database: {md_escape(db)}")
         return Context(db, False, q.Filters(), None, {"datasets": [], "languages": {}, "models": {}, "judges": {}})
-    choices = q.choices(db)
+    try:
+        choices = q.choices(db)
+    except duckdb.Error as exc:  # not a results database (or an older schema)
+        st.sidebar.error(md_escape(f"Cannot read {db}: {exc}"))
+        return Context(db, False, q.Filters(), None, {"datasets": [], "languages": {}, "models": {}, "judges": {}})
     datasets = choices["datasets"]
     if not datasets:
         st.sidebar.info("The database holds no dataset yet.")

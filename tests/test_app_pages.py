@@ -65,6 +65,16 @@ def test_empty_state_names_the_command(tmp_path, monkeypatch):
     assert not db.exists()  # the app never creates the database by reading
 
 
+def test_a_file_that_is_not_a_results_database(tmp_path, monkeypatch):
+    db = tmp_path / "other.duckdb"
+    con = duckdb.connect(str(db))
+    con.execute("CREATE TABLE something (x INTEGER)")
+    con.close()
+    at = open_app(db, monkeypatch)
+    assert any("Cannot read" in e.value for e in at.sidebar.error)
+    assert any("python -m pipeline run" in c.value for c in at.code)
+
+
 def test_home_shows_holdings_judge_reliability_and_links(synthetic_db, monkeypatch):
     at = open_app(synthetic_db, monkeypatch)
     metrics = {m.label: m.value for m in at.metric}
