@@ -66,7 +66,7 @@ paper_agg = dict(zip(paper.model.str.lower(), paper.AGG, strict=True))
 board["paper_AGG"] = board.model_id.map(lambda m: paper_agg.get(q.short_name(m), np.nan))
 for m in ("AGG", *METRICS):
     board[f"{m} 95% CI"] = [ui.fmt_ci(lo, hi) for lo, hi in zip(board[f"{m}_lo"], board[f"{m}_hi"], strict=True)]
-st.subheader(f"{ui.lang_label(language)}: {len(board)} models")
+st.subheader(f"{ui.md_escape(ui.lang_label(language))}: {len(board)} models")
 parse_failures = int(board.parse_failures.fillna(0).sum())
 caption = (f"Judge {ui.md_escape(ctx.judge)}. Means over scored items; n per metric excludes "
            f"{parse_failures} unparseable judge outputs (never counted as 0). CIs: percentile bootstrap, "
@@ -121,7 +121,7 @@ with left:
     errors = base.mark_rule(color="#1f2933").encode(x="AGG_lo:Q", x2="AGG_hi:Q")
     st.altair_chart((chart + errors).properties(height=max(140, 22 * len(bars))), width="stretch")
 with right:
-    st.markdown(f"**Health-Pariksha, published ({ui.lang_label(language)})**")
+    st.markdown(f"**Health-Pariksha, published ({ui.md_escape(ui.lang_label(language))})**")
     if paper.empty:
         st.caption("The paper has no leaderboard for this language.")
     else:

@@ -43,7 +43,8 @@ text = chart.mark_text(fontSize=11).encode(text=alt.Text(f"{metric}:Q", format="
                                                                alt.value("black")))
 st.altair_chart((chart + text).properties(height=max(160, 22 * view.model_id.nunique())), width="stretch")
 counts = view.groupby("theme")["n"].max()
-st.caption("Scored queries per theme: " + ", ".join(f"{ui.theme_label(t)} {n}" for t, n in counts.items()))
+per_theme = ", ".join(f"{ui.theme_label(t)} {n}" for t, n in counts.items())
+st.caption(ui.md_escape(f"Scored queries per theme: {per_theme}"))
 with st.expander("Table"):
     st.dataframe(view.drop(columns=["language"]), hide_index=True,
                  column_config={m: st.column_config.NumberColumn(format="%.2f") for m in ("AGG", *METRICS)})

@@ -90,7 +90,8 @@ def annotate_view() -> None:
     annotator = annotator.strip()
     skipped = tuple(st.session_state.setdefault("hv_skipped", []))
     done, total, queue = q.annotation_state(ctx.db, ctx.filters, annotator, metric, skipped)
-    st.progress(done / total if total else 0.0, text=f"{done} of {total} items labelled by {annotator} on {metric}")
+    st.progress(done / total if total else 0.0,
+                text=ui.md_escape(f"{done} of {total} items labelled by {annotator} on {metric}"))
     if queue.empty:
         st.success("Nothing left to label within these filters.")
         return
