@@ -625,6 +625,11 @@ def _browse_sql(b: Browse, multi_sample: bool) -> tuple[str, list[Any]]:
     return sql, [*p_join, *params]
 
 
+_PAGE_COLUMNS = ("r.dataset, r.query_id, r.model_id, q.language, q.themes, q.query, q.query_en, q.gt_response, "
+                 "q.update_sensitive, r.text, r.error, r.latency_s, r.completion_tokens, r.run_id, r.created_at")
+_ORDER = "ORDER BY q.language, r.query_id, r.model_id"
+
+
 def _browse_count(con: Any, b: Browse) -> int:
     sql, params = _browse_sql(b, _max_sample(con, b.filters.dataset, b.judge) > 0 if b.metric else False)
     return int(con.execute(f"SELECT count(*) {sql}", params).fetchone()[0])
@@ -632,10 +637,24 @@ def _browse_count(con: Any, b: Browse) -> int:
 
 def _browse_page(con: Any, b: Browse, limit: int, offset: int) -> pd.DataFrame:
     sql, params = _browse_sql(b, _max_sample(con, b.filters.dataset, b.judge) > 0 if b.metric else False)
-    return con.execute(
-        "SELECT r.dataset, r.query_id, r.model_id, q.language, q.themes, q.query, q.query_en, q.gt_response, "
-        "q.update_sensitive, r.text, r.error, r.latency_s, r.completion_tokens, r.run_id, r.created_at "
-        f"{sql} ORDER BY q.language, r.query_id, r.model_id LIMIT ? OFFSET ?", [*params, int(limit), int(offset)]).df()
+    return con.execute(f"SELECT {_PAGE_COLUMNS} {sql} {_ORDER} LIMIT ? OFFSET ?",
+                       [*params, int(limit), int(offset)]).df()
+
+
+def _browse_total_and_page(con: Any, b: Browse, limit: int, offset: int) -> tuple[int, pd.DataFrame]:
+    """(matches, one page). With a search or score filter the matching keys are found once, counted
+    with a window and paged, then joined to their texts; a plain listing counts and pages apart."""
+    if not (b.search.strip() or b.metric):
+        return _browse_count(con, b), _browse_page(con, b, limit, offset)
+    sql, params = _browse_sql(b, _max_sample(con, b.filters.dataset, b.judge) > 0 if b.metric else False)
+    page = con.execute(
+        f"WITH k AS (SELECT r.dataset, r.query_id, r.model_id, count(*) OVER () AS _total {sql} {_ORDER} "
+        f"LIMIT ? OFFSET ?) SELECT k._total, {_PAGE_COLUMNS} FROM k JOIN responses r ON r.dataset = k.dataset "
+        "AND r.query_id = k.query_id AND r.model_id = k.model_id JOIN queries q ON q.dataset = r.dataset "
+        f"AND q.query_id = r.query_id {_ORDER}", [*params, int(limit), int(offset)]).df()
+    if page.empty:  # past the end (or nothing matches): the count says which
+        return _browse_count(con, b), page.drop(columns=["_total"])
+    return int(page._total.iloc[0]), page.drop(columns=["_total"])
 
 
 @cached_query
@@ -660,10 +679,10 @@ def browse_view(db: str, b: Browse, limit: int, offset: int) -> dict[str, Any]:
     ``details`` of its items (judgments, critiques, safety, lexical); ``chunks`` of its queries.
     """
     with open_connection(db, read_only=True) as con:
-        total = _browse_count(con, b)
-        if offset >= total:
+        total, page = _browse_total_and_page(con, b, limit, offset)
+        if page.empty and total > 0:
             offset = 0
-        page = _browse_page(con, b, limit, offset)
+            page = _browse_page(con, b, limit, offset)
         keys = tuple(zip(page.query_id, page.model_id, strict=True))
         dataset = b.filters.dataset or ""
         return {"total": total, "offset": offset, "page": page, "details": _item_details(con, dataset, keys),

@@ -147,3 +147,19 @@ def test_md_escape_makes_markdown_inert():
         unescaped = [c for i, c in enumerate(escaped) if c in "[]()<>*_`$:" and (i == 0 or escaped[i - 1] != "\\")]
         assert not unescaped, (text, escaped)
     assert md_escape("a\nb") == "a  \nb"
+
+
+def test_browse_view_agrees_with_count_and_page(synthetic_db):
+    db = str(synthetic_db)
+    f = q.Filters(dataset="synthetic")
+    for b in (q.Browse(f), q.Browse(f, search="after"), q.Browse(f, judge="openai/gpt-4o", metric="SS",
+                                                                   score_min=1.0, score_max=2.0, search="eye"),
+              q.Browse(f, judge="openai/gpt-4o", metric="COH", unparsed_only=True)):
+        total = q.browse_count(db, b)
+        for offset in (0, 10, total + 10):
+            view = q.browse_view(db, b, 10, offset)
+            assert view["total"] == total
+            expected = q.browse_page(db, b, 10, offset if offset < total else 0)
+            assert list(zip(view["page"].query_id, view["page"].model_id, strict=True)) == \
+                list(zip(expected.query_id, expected.model_id, strict=True))
+            assert set(view["details"]["judgments"].query_id) <= set(view["page"].query_id)
