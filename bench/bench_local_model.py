@@ -12,6 +12,11 @@ Each side has its own ``Llama`` instance. Every prompt runs on both sides back t
 flipping each time, so that load from other processes on a shared machine falls on both alike;
 the per-prompt paired ratios are reported beside the totals. Tokens/s = completion tokens ÷ wall time (prompt
 processing included, as a user sees it). Writes bench/results/local_model.json.
+
+OMP_WAIT_POLICY=PASSIVE is set for the whole process (both sides alike) unless already set:
+llama.cpp's CPU backend uses OpenMP, whose worker threads spin while waiting; on a shared 2-core
+machine with other busy processes that made one and the same call take 1 s or 70 s, and the
+measurement was scheduler noise. The setting is recorded in the JSON.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before libgomp loads (see the docstring)
 
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
@@ -132,6 +138,7 @@ def main() -> None:
         "target": TARGET, "identical_texts": f"{same}/{len(requests)}",
         "totals": {side: {k: round(v, 3) for k, v in t.items()} for side, t in totals.items()},
         "load_avg_1m": [round(min(loads), 2), round(max(loads), 2)], "cpus": os.cpu_count(),
+        "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
     }
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
