@@ -23,7 +23,7 @@ from pipeline.store import Store, text_hash
 REPO = Path(__file__).resolve().parent.parent
 SMOLLM2 = "llamacpp/smollm2-135m-instruct"
 QUERY_IDS = ("en-004", "en-131")
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]  # one real run in the fixture
 
 
 @pytest.fixture(scope="module")
