@@ -12,10 +12,10 @@ import hashlib
 import importlib.util
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pipeline import queries as q
 from pipeline.config import METRICS, ModelConfig, RunConfig, load_config
@@ -24,6 +24,8 @@ from pipeline.models import Model, create_backend, unavailable_reason
 from pipeline.models.base import ChatRequest, GenerateParams
 from pipeline.prompts import load_text
 from pipeline.store import Store, now, text_hash
+
+T = TypeVar("T")
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG = REPO_ROOT / "configs" / "default.yaml"
@@ -94,12 +96,24 @@ def make_query(*, language: str, query: str, query_en: str | None, gt_response: 
                  query_en=(query_en or "").strip() or None, gt_response=(gt_response or "").strip() or PLACEHOLDER_GT)
 
 
+def run_on(model: Model, coroutine: Awaitable[T]) -> T:
+    """Run one playground call to completion in a fresh event loop, closing the model's loop-bound client."""
+
+    async def main() -> T:
+        try:
+            return await coroutine
+        finally:
+            await model.aclose()
+
+    return asyncio.run(main())
+
+
 def translate(model: Model, text: str, language: str, *, max_tokens: int = 160) -> str:
     """An English rendering of ``text`` by ``model`` (the HealthBot translated before RAG)."""
     system = load_text("playground_translate.txt").format(language=LANGUAGES.get(language, language))
     request = ChatRequest(messages=({"role": "system", "content": system}, {"role": "user", "content": text}),
                           params=GenerateParams(max_tokens=max_tokens, temperature=0.0))
-    completion = asyncio.run(model.generate(request))
+    completion = run_on(model, model.generate(request))
     if not completion.ok:
         raise RuntimeError(f"translation failed: {completion.error}")
     return completion.text.strip().strip('"').strip()
@@ -142,7 +156,7 @@ def judge(model: Model, query: Query, response: str, raw: list[Chunk], updates: 
     """The four judge scores (one call each) with justification and raw output."""
     from pipeline.judge import judge_response
 
-    return asyncio.run(judge_response(model, query=query, response=response, raw=raw, updates=updates,
+    return run_on(model, judge_response(model, query=query, response=response, raw=raw, updates=updates,
                                       metrics=metrics))
 
 
@@ -154,7 +168,7 @@ def critique(model: Model, query: Query, response: str, classifier: str) -> dict
     """The Med-CoDE critique and its disagreement distribution."""
     from pipeline import medcode
 
-    return asyncio.run(medcode.critique_response(model, query=query, response=response, classifier=classifier))
+    return run_on(model, medcode.critique_response(model, query=query, response=response, classifier=classifier))
 
 
 def chunk_row(chunk: Chunk, source_dataset: str) -> dict[str, Any]:

@@ -332,8 +332,11 @@ def print_dry_run(config: RunConfig, dataset: Dataset, queries: list[Query], sta
 
 
 async def _run_stages(ctx: RunContext, stages: list[str]) -> None:
-    for stage in stages:
-        await stage_function(stage)(ctx)
+    try:
+        for stage in stages:
+            await stage_function(stage)(ctx)
+    finally:
+        await asyncio.gather(*(m.aclose() for m in ctx.models_in_use().values()), return_exceptions=True)
 
 
 def summary_table(records: list[StageRecord], title: str) -> Table:
@@ -438,22 +441,23 @@ def run_command(config_path: Path, *, db: Path | None, limit: int | None, models
 
 def status_command(db: Path) -> int:
     """CLI entry of ``status``: runs and per-model counts of a results database."""
+    from streamlit.logger import set_log_level
+
+    # queries.py caches with st.cache_data; outside a Streamlit server that warns once per function
+    set_log_level("error")
     from pipeline.queries import database_status
 
     if not db.exists():
         raise UserError(f"{db}: no results database here (run `python -m pipeline run --config ...` first)")
     console = Console()
     runs, models = database_status(db)
-    table = Table(title=f"runs in {db}")
-    for col in runs.columns:
-        table.add_column(str(col))
-    for row in runs.itertuples(index=False):
-        table.add_row(*["" if v is None else str(v) for v in row])
-    console.print(table)
-    table = Table(title="responses and scores per model")
-    for col in models.columns:
-        table.add_column(str(col))
-    for row in models.itertuples(index=False):
-        table.add_row(*["" if v is None else str(v) for v in row])
-    console.print(table)
+    runs = runs[["run_id", "name", "status", "started", "seconds", "backend_calls", "cache_hits", "errors"]]
+    for title, frame in ((f"runs in {db}", runs.rename(columns={"backend_calls": "calls", "cache_hits": "cached"})),
+                         ("responses and scores per model", models)):
+        table = Table(title=title)
+        for col in frame.columns:
+            table.add_column(str(col), overflow="fold")
+        for row in frame.itertuples(index=False):
+            table.add_row(*["" if v is None else str(v) for v in row])
+        console.print(table)
     return 0

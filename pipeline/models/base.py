@@ -119,6 +119,9 @@ class Backend(ABC):
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release resources (clients, engines)."""
 
+    async def aclose(self) -> None:  # noqa: B027 - optional hook
+        """Release resources bound to the running event loop (async HTTP clients)."""
+
 
 def cache_key(identity: dict[str, Any], request: ChatRequest) -> str:
     """Content address of a call: model identity, messages and sampling parameters only."""
@@ -309,6 +312,9 @@ class Model:
     def stream(self, request: ChatRequest) -> Iterator[str]:
         """Stream a response live (playground); streamed calls are not cached."""
         return self.backend.stream(request)
+
+    async def aclose(self) -> None:
+        await self.backend.aclose()
 
     def close(self) -> None:
         self.backend.close()

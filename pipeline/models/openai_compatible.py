@@ -140,8 +140,11 @@ class OpenAICompatibleBackend(Backend):
             text = text.replace(self._api_key, "[redacted]")
         return _BEARER.sub(r"\1[redacted]", text)
 
-    def close(self) -> None:
-        pass
+    async def aclose(self) -> None:
+        """Close the running loop's client (its connection pool dies with the loop)."""
+        client = self._clients.pop(id(asyncio.get_running_loop()), None)
+        if client is not None:
+            await client.close()
 
 
 def create(config: ModelConfig) -> OpenAICompatibleBackend:
