@@ -146,15 +146,19 @@ def percentage_agreement(human, llm) -> float:
     return float((h == m).mean()) if len(h) else float("nan")
 
 
-def weighted_kappa(human, llm) -> float:
-    """Linearly weighted Cohen's kappa (scikit-learn) on the 0/1/2 scale; NaN when undefined."""
+def weighted_kappa(human, llm, counts=None) -> float:
+    """Linearly weighted Cohen's kappa (scikit-learn) on the 0/1/2 scale; NaN when undefined.
+
+    ``counts`` weighs each (human, llm) pair, so a confusion table from SQL can be passed as its
+    distinct pairs and their counts.
+    """
     from sklearn.metrics import cohen_kappa_score
 
     h, m = np.asarray(human, dtype=int), np.asarray(llm, dtype=int)
     if len(h) == 0:
         return float("nan")
     with np.errstate(divide="ignore", invalid="ignore"):
-        k = cohen_kappa_score(h, m, weights="linear", labels=[0, 1, 2])
+        k = cohen_kappa_score(h, m, weights="linear", labels=[0, 1, 2], sample_weight=counts)
     return float(k)
 
 

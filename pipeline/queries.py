@@ -906,40 +906,19 @@ def reference_table(db: str, name: str) -> pd.DataFrame:
 
 
 # -- human vs LLM ---------------------------------------------------------------------------------------
-def weighted_kappa(confusion: np.ndarray) -> float:
-    """Cohen's kappa with linear weights from a k×k confusion matrix (rows human, columns judge).
-
-    The same statistic as ``pipeline.agreement.weighted_kappa`` (scikit-learn's ``weights="linear"``),
-    computed from counts so that DuckDB can do the GROUP BY.
-    """
-    confusion = np.asarray(confusion, dtype=float)
-    n = confusion.sum()
-    k = confusion.shape[0]
-    if n == 0 or k < 2:
-        return float("nan")
-    idx = np.arange(k)
-    weights = np.abs(idx[:, None] - idx[None, :]) / (k - 1)
-    expected = np.outer(confusion.sum(1), confusion.sum(0)) / n
-    denom = (weights * expected).sum()
-    if denom == 0:
-        return float("nan")
-    return float(1 - (weights * confusion).sum() / denom)
-
-
 def _agreement_from_confusion(confusion: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     """Percentage agreement and linearly weighted kappa per group from (human, llm, n) counts."""
+    from pipeline.agreement import weighted_kappa
+
     rows = []
     if confusion.empty:
         return pd.DataFrame(columns=[*by, "n", "agreement", "kappa"])
-    for key, g in confusion.groupby(by, sort=True):
-        matrix = np.zeros((3, 3))
-        for h, l_, n in zip(g.human, g.llm, g.n, strict=True):
-            if 0 <= h <= 2 and 0 <= l_ <= 2:
-                matrix[int(h), int(l_)] += n
-        total = matrix.sum()
-        rows.append({**dict(zip(by, key if isinstance(key, tuple) else (key,), strict=True)), "n": int(total),
-                     "agreement": float(np.trace(matrix) / total) if total else np.nan,
-                     "kappa": weighted_kappa(matrix)})
+    valid = confusion[confusion.human.between(0, 2) & confusion.llm.between(0, 2)]
+    for key, g in valid.groupby(by, sort=True):
+        total = int(g.n.sum())
+        rows.append({**dict(zip(by, key if isinstance(key, tuple) else (key,), strict=True)), "n": total,
+                     "agreement": float(g.n[g.human == g.llm].sum() / total) if total else np.nan,
+                     "kappa": weighted_kappa(g.human, g.llm, counts=g.n)})
     return pd.DataFrame(rows)
 
 

@@ -269,17 +269,17 @@ def test_human_vs_llm_agreement_and_rankings(synthetic_db, monkeypatch):
     assert any("human_ss" in f.value.columns for f in at.dataframe)  # the paper's Table 7 beside ours
 
 
-def test_weighted_kappa_from_counts_equals_the_pipelines():
+def test_weighted_kappa_from_counts_equals_the_one_from_items():
     from pipeline.agreement import weighted_kappa
 
     rng = np.random.default_rng(3)
     human = rng.integers(0, 3, 200)
     llm = np.clip(human + rng.choice([-1, 0, 0, 0, 1], 200), 0, 2)
-    confusion = np.zeros((3, 3))
-    np.add.at(confusion, (human, llm), 1)
-    assert q.weighted_kappa(confusion) == pytest.approx(weighted_kappa(human, llm))
-    assert q.weighted_kappa([[5, 0, 0], [0, 5, 0], [0, 0, 5]]) == pytest.approx(1.0)
-    assert q.weighted_kappa([[0, 0, 5], [0, 0, 0], [5, 0, 0]]) < 0
+    pairs = pd.DataFrame({"human": human, "llm": llm}).value_counts().rename("n").reset_index()
+    assert weighted_kappa(pairs.human, pairs.llm, counts=pairs.n) == pytest.approx(weighted_kappa(human, llm))
+    table = q._agreement_from_confusion(pairs.assign(language="en", model_id="m"), ["language", "model_id"])
+    assert table.kappa.iloc[0] == pytest.approx(weighted_kappa(human, llm))
+    assert table.agreement.iloc[0] == pytest.approx((human == llm).mean())
 
 
 def test_self_consistency_when_the_judge_sampled_several_times(tmp_path, monkeypatch):
