@@ -341,19 +341,26 @@ def _unpack_patterns(packed: pd.DataFrame) -> pd.DataFrame:
 
 
 def _patterns_to_hist(patterns: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Per-metric histograms and per (language, model) judgment counts from one-sample item patterns."""
+    """Per-metric histograms and per (language, model) judgment counts from one-sample item patterns.
+
+    A bincount over (group, metric, digit): the marginals of a few thousand pattern rows.
+    """
     keys = ["language", "model_id"]
-    parts = []
-    for m in METRICS:
-        judged = patterns[patterns[f"{m}_state"] != _NOT_JUDGED]
-        parts.append(judged.groupby([*keys, m], dropna=False, as_index=False)["n"].sum()
-                     .rename(columns={m: "value"}).assign(metric=m))
-    hist = pd.concat(parts, ignore_index=True)[[*keys, "metric", "value", "n"]]
-    states = patterns[[f"{m}_state" for m in METRICS]].to_numpy()
-    counts = patterns[keys].assign(judgments=(states != _NOT_JUDGED).sum(axis=1) * patterns.n,
-                                   parse_failures=(states == _UNPARSED).sum(axis=1) * patterns.n)
-    counts = counts.groupby(keys, as_index=False)[["judgments", "parse_failures"]].sum().assign(samples=1)
-    return hist, counts
+    group, uniques = pd.MultiIndex.from_frame(patterns[keys]).factorize()
+    states = patterns[[f"{m}_state" for m in METRICS]].to_numpy(dtype=np.int64)
+    cells = (group[:, None] * len(METRICS) + np.arange(len(METRICS))) * 5 + states
+    totals = np.bincount(cells.ravel(), weights=np.repeat(patterns.n.to_numpy(), len(METRICS)),
+                         minlength=len(uniques) * len(METRICS) * 5).astype(np.int64)
+    g, metric, state = np.unravel_index(np.flatnonzero(totals), (len(uniques), len(METRICS), 5))
+    hist = pd.DataFrame({"language": uniques.get_level_values(0)[g], "model_id": uniques.get_level_values(1)[g],
+                         "metric": np.array(METRICS, dtype=object)[metric],
+                         "value": np.where(state >= 2, state - 2, np.nan), "n": totals[totals > 0], "state": state})
+    hist = hist[hist.state != _NOT_JUDGED]
+    per_group = totals.reshape(len(uniques), len(METRICS), 5)
+    counts = pd.DataFrame({"language": uniques.get_level_values(0), "model_id": uniques.get_level_values(1),
+                           "judgments": per_group[:, :, 1:].sum(axis=(1, 2)),
+                           "parse_failures": per_group[:, :, _UNPARSED].sum(axis=1), "samples": 1})
+    return hist.drop(columns=["state"]).reset_index(drop=True), counts
 
 
 def _score_histograms(con: Any, f: Filters, judge: str) -> dict[str, pd.DataFrame]:
@@ -376,11 +383,13 @@ def _score_histograms(con: Any, f: Filters, judge: str) -> dict[str, pd.DataFram
     consistency = pd.DataFrame(columns=["language", "model_id", "metric", "multi_items", "mean_std", "flip_rate"])
     if _max_sample(con, f.dataset, judge) == 0:
         digits = " ".join(f"WHEN '{m}' THEN {d}" for m, d in _METRIC_DIGIT.items())
+        # pack per item first, then join the (filtered) queries: a quarter faster than joining 4 rows per item
         packed = con.execute(
-            f"WITH {qf}, per_item AS (SELECT qf.language, j.model_id, sum((CASE j.metric {digits} ELSE 0 END) * "
-            f"(CASE WHEN j.parse_ok THEN j.score + 2 ELSE {_UNPARSED} END)) AS code {base} "
-            "GROUP BY qf.language, j.model_id, j.dataset, j.query_id) "
-            "SELECT language, model_id, code, count(*) AS n FROM per_item GROUP BY ALL", params).df()
+            f"WITH {qf}, per_item AS (SELECT j.dataset, j.query_id, j.model_id, sum((CASE j.metric {digits} "
+            f"ELSE 0 END) * (CASE WHEN j.parse_ok THEN j.score + 2 ELSE {_UNPARSED} END)) AS code "
+            f"FROM judgments j WHERE j.judge_id = ? AND {model_pred} GROUP BY j.dataset, j.query_id, j.model_id) "
+            f"SELECT qf.language, j.model_id, j.code, count(*) AS n FROM per_item j JOIN qf ON {_on_qf(f, 'j')} "
+            "GROUP BY ALL", [*p_qf, judge, *p_model]).df()
         patterns = _unpack_patterns(packed)
         hist, counts = _patterns_to_hist(patterns)
         return {"hist": hist, "counts": counts, "consistency": consistency, "patterns": patterns}
