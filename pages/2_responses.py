@@ -127,10 +127,7 @@ for item in items.itertuples():
                     + (f" · {ui.md_escape(summary)}" if summary else ""))
         left, right = st.columns(2)
         with left:
-            ui.show_text("Patient query", item.query)
-            if isinstance(item.query_en, str) and item.query_en:
-                ui.show_text("English rendering", item.query_en)
-            ui.show_text("Ground truth (doctor-approved)", item.gt_response)
+            ui.show_query(item)
         with right:
             if isinstance(item.error, str) and item.error:
                 st.error(ui.md_escape(f"Generation failed: {item.error}"))

@@ -101,10 +101,7 @@ def annotate_view() -> None:
                     f"*{ui.md_escape(item.model_id)}*")
         left, right = st.columns(2)
         with left:
-            ui.show_text("Patient query", item.query)
-            if isinstance(item.query_en, str) and item.query_en:
-                ui.show_text("English rendering", item.query_en)
-            ui.show_text("Ground truth (doctor-approved)", item.gt_response)
+            ui.show_query(item)
         with right:
             ui.show_text("Model response", item.text, empty="(empty response)")
     with st.form("hv_label_form", clear_on_submit=True):

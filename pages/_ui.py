@@ -194,6 +194,14 @@ def show_text(label: str, text: Any, *, empty: str = "(none)") -> None:
             width="stretch")
 
 
+def show_query(item: Any) -> None:
+    """The patient query, its English rendering (when there is one) and the ground truth of a row."""
+    show_text("Patient query", item.query)
+    if isinstance(item.query_en, str) and item.query_en:
+        show_text("English rendering", item.query_en)
+    show_text("Ground truth (doctor-approved)", item.gt_response)
+
+
 def metric_help() -> str:
     return "; ".join(f"{m}: {name}" for m, name in METRIC_NAMES.items()) + "."
 
