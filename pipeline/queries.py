@@ -303,14 +303,7 @@ def _queries_cte(f: Filters) -> tuple[str, list[Any]]:
 
 def _model_pred(f: Filters, alias: str) -> tuple[str, list[Any]]:
     """WHERE predicate on a per-item table ``alias``: its dataset (when one is chosen) and models."""
-    preds, params = ["TRUE"], []
-    if f.dataset is not None:
-        preds.append(f"{alias}.dataset = ?")
-        params.append(f.dataset)
-    if f.models:
-        preds.append(f"list_contains(?, {alias}.model_id)")
-        params.append(list(f.models))
-    return " AND ".join(preds), params
+    return Filters(dataset=f.dataset, models=f.models).sql(q=alias, r=alias)
 
 
 def _on_qf(f: Filters, alias: str) -> str:
