@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import csv
 import io
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -152,13 +153,17 @@ def weighted_kappa(human, llm, counts=None) -> float:
     ``counts`` weighs each (human, llm) pair, so a confusion table from SQL can be passed as its
     distinct pairs and their counts.
     """
+    from sklearn.exceptions import UndefinedMetricWarning
     from sklearn.metrics import cohen_kappa_score
 
     h, m = np.asarray(human, dtype=int), np.asarray(llm, dtype=int)
     if len(h) == 0:
         return float("nan")
-    with np.errstate(divide="ignore", invalid="ignore"):
-        k = cohen_kappa_score(h, m, weights="linear", labels=[0, 1, 2], sample_weight=counts)
+    # undefined (e.g. every label the same on both sides) is NaN by design and shown as "—", not a warning in the log
+    with np.errstate(divide="ignore", invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", UndefinedMetricWarning)
+        k = cohen_kappa_score(h, m, weights="linear", labels=[0, 1, 2], sample_weight=counts,
+                              replace_undefined_by=np.nan)
     return float(k)
 
 
