@@ -83,7 +83,11 @@ class OpenAICompatibleBackend(Backend):
 
     async def complete(self, request: ChatRequest) -> Completion:
         start = time.perf_counter()
-        out = await self.client.chat.completions.create(**self._kwargs(request))
+        # client.post is the SDK's documented way to call an endpoint; it is what chat.completions.create
+        # does after it has run its typed transform over the body, which on our plain-JSON body changes
+        # nothing and costs ~20% of the client's CPU per request (bench/README.md, orchestration).
+        out = await self.client.post("/chat/completions", body=self._kwargs(request),
+                                     cast_to=self._openai.types.chat.ChatCompletion)
         latency = time.perf_counter() - start
         if not getattr(out, "choices", None):
             raise ValueError("malformed response: no choices")
