@@ -370,8 +370,6 @@ def _score_histograms(con: Any, f: Filters, judge: str) -> dict[str, pd.DataFram
     """
     qf, p_qf = _queries_cte(f)
     model_pred, p_model = _model_pred(f, "j")
-    base = (f"FROM judgments j JOIN qf ON {_on_qf(f, 'j')} "
-            f"WHERE j.judge_id = ? AND {model_pred}")
     params = [*p_qf, judge, *p_model]
     consistency = pd.DataFrame(columns=["language", "model_id", "metric", "multi_items", "mean_std", "flip_rate"])
     if _max_sample(con, f.dataset, judge) == 0:
@@ -382,10 +380,11 @@ def _score_histograms(con: Any, f: Filters, judge: str) -> dict[str, pd.DataFram
             f"ELSE 0 END) * (CASE WHEN j.parse_ok THEN j.score + 2 ELSE {_UNPARSED} END)) AS code "
             f"FROM judgments j WHERE j.judge_id = ? AND {model_pred} GROUP BY j.dataset, j.query_id, j.model_id) "
             f"SELECT qf.language, j.model_id, j.code, count(*) AS n FROM per_item j JOIN qf ON {_on_qf(f, 'j')} "
-            "GROUP BY ALL", [*p_qf, judge, *p_model]).df()
+            "GROUP BY ALL", params).df()
         patterns = _unpack_patterns(packed)
         hist, counts = _patterns_to_hist(patterns)
         return {"hist": hist, "counts": counts, "consistency": consistency, "patterns": patterns}
+    base = f"FROM judgments j JOIN qf ON {_on_qf(f, 'j')} WHERE j.judge_id = ? AND {model_pred}"
     per_item = (f"per_item AS (SELECT qf.language, j.model_id, j.metric, "
                 "avg(j.score) FILTER (WHERE j.parse_ok) AS value, stddev_pop(j.score) FILTER "
                 "(WHERE j.parse_ok) AS sd, count(*) FILTER (WHERE j.parse_ok) AS n_parsed, count(*) AS n_judged, "
