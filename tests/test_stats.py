@@ -42,6 +42,47 @@ def test_histogram_bootstrap_agrees_with_scipy_percentile_bootstrap(values, prob
     assert lo < sample.mean() < hi
 
 
+def _resampled(values, counts, n_resamples, seed):
+    """The percentile interval from explicit multinomial resamples (what the expansion stands in for)."""
+    values, counts = np.asarray(values, dtype=float), np.asarray(counts)
+    n = counts.sum()
+    means = np.random.default_rng(seed).multinomial(n, counts / n, size=n_resamples) @ values / n
+    return np.quantile(means, [0.025, 0.975])
+
+
+AGG_VALUES = np.round(np.linspace(0, 2, 41), 2)
+AGG_COUNTS = np.round(np.random.default_rng(1).dirichlet(np.full(41, 0.5)) * 300).astype(int)
+
+
+@pytest.mark.parametrize(("values", "counts"), [
+    ((2, 1, 0), (270, 21, 9)),  # skewed judge scores, n = 300
+    ((2, 1, 0), (980, 10, 10)),  # nearly all 2s
+    ((2, 1, 0), (190, 10, 0)),  # the mean's skewness near the limit (-0.29)
+    ((0, 1, 2), (1500, 2000, 1500)),
+    ((2, 1, 0), (4950, 50, 0)),
+    (AGG_VALUES, AGG_COUNTS),  # per-item AGG, 41 distinct values
+])
+def test_large_sample_interval_is_nearer_the_exact_bootstrap_than_1000_resamples(values, counts):
+    values, counts = np.asarray(values, dtype=float), np.asarray(counts)
+    exact = _resampled(values, counts, 400_000, seed=123)  # ≈ infinitely many resamples
+    width = exact[1] - exact[0]
+    got = np.array(bootstrap_mean_ci(values, counts, n_resamples=1000))
+    expansion_error = np.abs(got - exact).max() / width
+    resampling_error = np.mean([np.abs(_resampled(values, counts, 1000, seed) - exact).max() / width
+                                for seed in range(10)])
+    assert expansion_error < 0.04
+    assert expansion_error < resampling_error
+    assert got[0] < counts @ values / counts.sum() < got[1]
+
+
+@pytest.mark.parametrize("counts", [(199, 1, 0), (150, 0, 0, 1), (60, 25, 15)])
+def test_small_or_skewed_samples_are_resampled(counts):
+    values = np.array([2.0, 1.0, 0.0, 0.5][:len(counts)])
+    counts = np.asarray(counts)
+    assert bootstrap_mean_ci(values, counts, n_resamples=500, seed=7) == tuple(
+        _resampled(values, counts, 500, seed=7))
+
+
 def test_bootstrap_edge_cases():
     assert all(np.isnan(bootstrap_mean_ci(np.array([]), np.array([]))))
     assert bootstrap_mean_ci(np.array([2.0]), np.array([1])) == (2.0, 2.0)
