@@ -18,7 +18,6 @@ import functools
 import json
 import os
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -28,8 +27,9 @@ import pandas as pd
 import streamlit as st
 
 from pipeline.config import DEFAULT_WEIGHTS, METRICS
-from pipeline.stats import bootstrap_mean_ci, normalised_weights
-from pipeline.store import Store, now, open_connection
+from pipeline.safety import CHECKS
+from pipeline.stats import bootstrap_mean_cis, normalised_weights
+from pipeline.store import SCHEMA_VERSION, Store, now, open_connection
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DB = REPO_ROOT / "data" / "results.duckdb"
@@ -167,7 +167,7 @@ def _weights(w: tuple[float, ...]) -> dict[str, float]:
 @cached_query
 def choices(db: str) -> dict[str, Any]:
     """Datasets (most responses first, the playground last) and per dataset its languages, models, judges."""
-    datasets, langs, models, judges, configs = _dfs(db, [
+    datasets, langs, models, judges, configs, version = _dfs(db, [
         ("SELECT d.name, count(r.query_id) AS n FROM datasets d LEFT JOIN responses r ON r.dataset = d.name "
          "GROUP BY d.name ORDER BY (d.name = ?), n DESC, d.name", [PLAYGROUND]),
         ("SELECT dataset, language, count(*) AS n FROM queries GROUP BY ALL ORDER BY dataset, n DESC", []),
@@ -175,7 +175,10 @@ def choices(db: str) -> dict[str, Any]:
         ("SELECT dataset, judge_id, count(*) AS n FROM judgments GROUP BY ALL ORDER BY dataset, n DESC", []),
         ("SELECT dataset, arg_max(config, started_at) AS config, max(started_at) AS started FROM runs "
          "WHERE kind = 'pipeline' AND config IS NOT NULL GROUP BY dataset ORDER BY started DESC", []),
+        ("SELECT value FROM meta WHERE key = 'schema_version'", []),
     ])
+    if version.empty or int(version.value.iloc[0]) < SCHEMA_VERSION:  # written by an older version
+        Store(db).upgrade()  # derives what this one reads (item_scores); the file's stamp changes
     return {
         "configs": {d: c for d, c in zip(configs.dataset, configs.config, strict=True)},
         "latest_config": configs.config.iloc[0] if len(configs) else None,
@@ -291,10 +294,6 @@ def database_status(db: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 # -- leaderboards --------------------------------------------------------------------------------------
-_METRIC_DIGIT = {m: 5**i for i, m in enumerate(METRICS)}  # an item's judgments packed in one integer, base 5
-_NOT_JUDGED, _UNPARSED = 0, 1  # digit values; a parsed score s is s + 2
-
-
 def _queries_cte(f: Filters) -> tuple[str, list[Any]]:
     """``qf``: the filtered queries with their language (models are filtered on the judged rows)."""
     where, params = f.sql(r=None)
@@ -319,154 +318,75 @@ def _max_sample(con: Any, dataset: str | None, judge: str | None) -> int:
     return int(row[0] or 0)
 
 
-def _unpack_patterns(packed: pd.DataFrame) -> pd.DataFrame:
-    """Decode ``code`` (base 5 per metric: 0 not judged, 1 unparsed, 2–4 score 0–2) into metric columns.
+def _patterns_sql(f: Filters, judge: str) -> tuple[str, list[Any]]:
+    """Per (language, model) each distinct pattern of an item's four scores, with its count of items.
 
-    Each metric column holds the score, NaN when unscored; ``<metric>_state`` keeps the digit.
-    """
-    code = packed.code.to_numpy(dtype=np.int64)
-    out = packed.drop(columns=["code"])
-    for m, digit in _METRIC_DIGIT.items():
-        state = (code // digit) % 5
-        out[f"{m}_state"] = state
-        out[m] = np.where(state >= 2, state - 2, np.nan)
-    return out
-
-
-def _patterns_to_hist(patterns: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Per-metric histograms and per (language, model) judgment counts from one-sample item patterns.
-
-    A bincount over (group, metric, digit): the marginals of a few thousand pattern rows.
-    """
-    keys = ["language", "model_id"]
-    group, uniques = pd.MultiIndex.from_frame(patterns[keys]).factorize()
-    states = patterns[[f"{m}_state" for m in METRICS]].to_numpy(dtype=np.int64)
-    cells = (group[:, None] * len(METRICS) + np.arange(len(METRICS))) * 5 + states
-    totals = np.bincount(cells.ravel(), weights=np.repeat(patterns.n.to_numpy(), len(METRICS)),
-                         minlength=len(uniques) * len(METRICS) * 5).astype(np.int64)
-    g, metric, state = np.unravel_index(np.flatnonzero(totals), (len(uniques), len(METRICS), 5))
-    hist = pd.DataFrame({"language": uniques.get_level_values(0)[g], "model_id": uniques.get_level_values(1)[g],
-                         "metric": np.array(METRICS, dtype=object)[metric],
-                         "value": np.where(state >= 2, state - 2, np.nan), "n": totals[totals > 0], "state": state})
-    hist = hist[hist.state != _NOT_JUDGED]
-    per_group = totals.reshape(len(uniques), len(METRICS), 5)
-    counts = pd.DataFrame({"language": uniques.get_level_values(0), "model_id": uniques.get_level_values(1),
-                           "judgments": per_group[:, :, 1:].sum(axis=(1, 2)),
-                           "parse_failures": per_group[:, :, _UNPARSED].sum(axis=1), "samples": 1})
-    return hist.drop(columns=["state"]).reset_index(drop=True), counts
-
-
-def _score_histograms(con: Any, f: Filters, judge: str) -> dict[str, pd.DataFrame]:
-    """Per (language, model, metric) the histogram of item scores; per (language, model) the judgments.
-
-    ``hist`` has columns language, model_id, metric, value, n (value NULL = no parsed score);
-    ``counts`` judgments, parse failures and samples per (language, model). With one sample per
-    item, one GROUP BY packs each item's four judgments into an integer and everything else —
-    ``patterns`` (each item's four scores together, which AGG's CI resamples), the histograms
-    and the counts — is derived from those few thousand (pattern, count) rows. With several
-    samples an item's score is the mean of its parsed samples, and ``consistency`` holds
-    self-consistency per (language, model, metric): mean std and flip rate over items with ≥2
-    parsed samples.
+    A score is the item's mean over its parsed samples (``item_scores``), NULL when none parsed;
+    means of a few integer samples take few values, so the patterns stay few.
     """
     qf, p_qf = _queries_cte(f)
+    model_pred, p_model = _model_pred(f, "i")
+    return (f"WITH {qf} SELECT qf.language, i.model_id, {', '.join(f'i.{m}' for m in METRICS)}, count(*) AS n "
+            f"FROM item_scores i JOIN qf ON {_on_qf(f, 'i')} WHERE i.judge_id = ? AND {model_pred} GROUP BY ALL "
+            "ORDER BY qf.language, i.model_id"), [*p_qf, judge, *p_model]
+
+
+def _per_model_sql(f: Filters, judge: str) -> tuple[str, list[Any]]:
+    """Per (language, model): metric means and n, items judged, judgments, parse failures, samples,
+    responses, errors, lexical means, safety pass rates, and the language's retrieval recall."""
+    qf, p_qf = _queries_cte(f)
+    scores = ", ".join(f"avg(i.{m}) AS {m}, count(i.{m}) AS n_{m}" for m in METRICS)
+    lexical = ", ".join(f"avg(l.{c}) AS {c}" for c in LEXICAL)
+    checks = ", ".join(f"avg(s.passed::INTEGER) FILTER (WHERE s.check_name = '{c}') AS check_{c}" for c in CHECKS)
+    ctes, params = [qf], list(p_qf)
+    for name, table, alias, columns, pred in (
+        ("resp", "responses", "r", "count(*) AS responses, count(r.error) AS errors", ""),
+        ("lex", "lexical_scores", "l", f"count(*) AS n_lexical, {lexical}", ""),
+        ("safe", "safety_checks", "s", checks, ""),
+        ("sc", "item_scores", "i", f"{scores}, count(*) AS items, sum(i.judgments) AS judgments, "
+         "sum(i.unparsed) AS parse_failures, max(i.samples) AS samples", "i.judge_id = ? AND "),
+    ):
+        model_pred, p_model = _model_pred(f, alias)
+        ctes.append(f"{name} AS (SELECT qf.language, {alias}.model_id, {columns} FROM {table} {alias} "
+                    f"JOIN qf ON {_on_qf(f, alias)} WHERE {pred}{model_pred} GROUP BY ALL)")
+        params += [judge, *p_model] if pred else p_model
+    dataset_pred, p_dataset = _model_pred(f.with_(models=()), "t")
+    ctes.append(f"rec AS (SELECT qf.language, avg(t.recall) AS recall FROM retrievals t JOIN qf "
+                f"ON {_on_qf(f, 't')} WHERE {dataset_pred} GROUP BY ALL)")
+    params += p_dataset
+    return (f"WITH {', '.join(ctes)} SELECT * FROM resp FULL JOIN lex USING (language, model_id) "
+            "FULL JOIN safe USING (language, model_id) FULL JOIN sc USING (language, model_id) "
+            "LEFT JOIN rec USING (language) ORDER BY language, model_id"), params
+
+
+def _consistency_sql(f: Filters, judge: str) -> tuple[str, list[Any]]:
+    """Self-consistency per (language, model, metric): mean std and flip rate over items with ≥2 parsed samples."""
+    qf, p_qf = _queries_cte(f)
     model_pred, p_model = _model_pred(f, "j")
-    params = [*p_qf, judge, *p_model]
-    consistency = pd.DataFrame(columns=["language", "model_id", "metric", "multi_items", "mean_std", "flip_rate"])
-    if _max_sample(con, f.dataset, judge) == 0:
-        digits = " ".join(f"WHEN '{m}' THEN {d}" for m, d in _METRIC_DIGIT.items())
-        # pack per item first, then join the (filtered) queries: a quarter faster than joining 4 rows per item
-        packed = con.execute(
-            f"WITH {qf}, per_item AS (SELECT j.dataset, j.query_id, j.model_id, sum((CASE j.metric {digits} "
-            f"ELSE 0 END) * (CASE WHEN j.parse_ok THEN j.score + 2 ELSE {_UNPARSED} END)) AS code "
-            f"FROM judgments j WHERE j.judge_id = ? AND {model_pred} GROUP BY j.dataset, j.query_id, j.model_id) "
-            f"SELECT qf.language, j.model_id, j.code, count(*) AS n FROM per_item j JOIN qf ON {_on_qf(f, 'j')} "
-            "GROUP BY ALL", params).df()
-        patterns = _unpack_patterns(packed)
-        hist, counts = _patterns_to_hist(patterns)
-        return {"hist": hist, "counts": counts, "consistency": consistency, "patterns": patterns}
-    base = f"FROM judgments j JOIN qf ON {_on_qf(f, 'j')} WHERE j.judge_id = ? AND {model_pred}"
-    per_item = (f"per_item AS (SELECT qf.language, j.model_id, j.metric, "
-                "avg(j.score) FILTER (WHERE j.parse_ok) AS value, stddev_pop(j.score) FILTER "
-                "(WHERE j.parse_ok) AS sd, count(*) FILTER (WHERE j.parse_ok) AS n_parsed, count(*) AS n_judged, "
-                "max(j.sample) AS max_sample, "
-                "(min(j.score) FILTER (WHERE j.parse_ok)) <> (max(j.score) FILTER (WHERE j.parse_ok)) "
-                f"AS flipped {base} GROUP BY qf.language, j.model_id, j.metric, j.dataset, j.query_id)")
-    hist, counts, consistency = (con.execute(f"WITH {qf}, {per_item} {sql}", params).df() for sql in (
-        "SELECT language, model_id, metric, round(value, 2) AS value, count(*) AS n FROM per_item GROUP BY ALL",
-        "SELECT language, model_id, sum(n_judged) AS judgments, sum(n_judged - n_parsed) AS parse_failures, "
-        "max(max_sample) + 1 AS samples FROM per_item GROUP BY ALL",
-        "SELECT language, model_id, metric, count(*) AS multi_items, avg(sd) AS mean_std, "
-        "avg(flipped::INTEGER) AS flip_rate FROM per_item WHERE n_parsed >= 2 GROUP BY ALL"))
-    return {"hist": hist, "counts": counts, "consistency": consistency, "patterns": None}
+    per_item = ("SELECT qf.language, j.model_id, j.metric, stddev_pop(j.score) AS sd, count(*) AS n_parsed, "
+                f"min(j.score) <> max(j.score) AS flipped FROM judgments j JOIN qf ON {_on_qf(f, 'j')} "
+                f"WHERE j.judge_id = ? AND j.parse_ok AND {model_pred} "
+                "GROUP BY qf.language, j.model_id, j.metric, j.dataset, j.query_id")
+    return (f"WITH {qf}, per_item AS ({per_item}) SELECT language, model_id, metric, count(*) AS multi_items, "
+            "avg(sd) AS mean_std, avg(flipped::INTEGER) AS flip_rate FROM per_item WHERE n_parsed >= 2 GROUP BY ALL"
+            ), [*p_qf, judge, *p_model]
 
 
 @cached_query
-def agg_patterns(db: str, f: Filters, judge: str, language: str) -> pd.DataFrame:
-    """Per model the histogram of per-item score patterns (FC, SS, COH, CON; NaN = unscored) in a language.
+def leaderboard_base(db: str, f: Filters, judge: str) -> dict[str, Any]:
+    """Everything per (language, model) a leaderboard needs but the CIs, from one short connection.
 
-    AGG's CI resamples items, so it needs each item's four scores together. With one sample per
-    item they come with ``leaderboard_base``; with several, each metric is the mean of the item's
-    parsed samples, grouped here.
+    ``patterns`` (``_patterns_sql``: what the CIs resample), ``table`` (``_per_model_sql``) and ``consistency``
+    (self-consistency, when a judge took several samples per item).
     """
-    patterns = leaderboard_base(db, f, judge)["patterns"]
-    if patterns is not None:
-        mine = patterns[patterns.language == language]
-        return mine[["model_id", *METRICS, "n"]].reset_index(drop=True)
-    qf, p_qf = _queries_cte(f.with_(languages=(language,)))
-    model_pred, p_model = _model_pred(f, "j")
-    join = (f"FROM judgments j JOIN qf ON {_on_qf(f, 'j')} "
-            f"WHERE j.judge_id = ? AND {model_pred}")
-    means = ", ".join(f"round(avg(j.score) FILTER (WHERE j.metric = '{m}' AND j.parse_ok), 2) AS {m}" for m in METRICS)
-    return _df(db, (
-        f"WITH {qf}, per_item AS (SELECT j.model_id, {means} {join} GROUP BY j.model_id, j.dataset, j.query_id) "
-        f"SELECT model_id, {', '.join(METRICS)}, count(*) AS n FROM per_item GROUP BY ALL"), [*p_qf, judge, *p_model])
-
-
-def _agg_hists(patterns: pd.DataFrame, w: dict[str, float]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """Per model the histogram of per-item AGG over items scored on every weighted metric (binned to 0.01)."""
-    used = [m for m in METRICS if w[m] > 0]
-    complete = patterns.dropna(subset=used)
-    if complete.empty:
-        return {}
-    agg = sum(complete[m].to_numpy(dtype=float) * w[m] for m in used).round(2)
-    grouped = pd.DataFrame({"model_id": complete.model_id.to_numpy(), "value": agg, "n": complete.n.to_numpy()})
-    grouped = grouped.groupby(["model_id", "value"], sort=True)["n"].sum().reset_index()
-    return {model: (g.value.to_numpy(dtype=float), g.n.to_numpy(dtype=np.int64))
-            for model, g in grouped.groupby("model_id", sort=False)}
-
-
-def _split_hists(hist: pd.DataFrame) -> dict[tuple[str, str], tuple[np.ndarray, np.ndarray]]:
-    """(model, metric) → (values, counts) of the scored items."""
-    scored = hist.dropna(subset=["value"]).sort_values(["model_id", "metric", "value"])
-    keys = list(zip(scored.model_id, scored.metric, strict=True))
-    values, counts = scored.value.to_numpy(dtype=float), scored.n.to_numpy(dtype=np.int64)
-    out: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = {}
-    start = 0
-    for i in range(1, len(keys) + 1):
-        if i == len(keys) or keys[i] != keys[start]:
-            out[keys[start]] = (values[start:i], counts[start:i])
-            start = i
-    return out
-
-
-def _ci(hist: tuple[np.ndarray, np.ndarray]) -> tuple[float, float]:
-    values, counts = hist
-    if counts.sum() == 0:
-        return float("nan"), float("nan")
-    return bootstrap_mean_ci(values, counts, n_resamples=CI_RESAMPLES)
-
-
-def _means(hist: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
-    """Per ``keys``: each metric's mean and n over scored items (unscored items excluded)."""
-    scored = hist.dropna(subset=["value"])
-    sums = scored.assign(total=scored.value * scored.n).groupby([*keys, "metric"])[["total", "n"]].sum()
-    sums["mean"] = sums.total / sums.n
-    wide = sums[["mean", "n"]].unstack("metric")
-    out = pd.DataFrame(index=wide.index)
-    for m in METRICS:
-        out[m] = wide["mean"][m] if ("mean", m) in wide.columns else np.nan
-        out[f"n_{m}"] = wide["n"][m].fillna(0).astype(int) if ("n", m) in wide.columns else 0
-    return out.reset_index()
+    with open_connection(db, read_only=True) as con:
+        patterns = con.execute(*_patterns_sql(f, judge)).df()
+        table = con.execute(*_per_model_sql(f, judge)).df()
+        multi = bool((table.samples > 1).any())
+        consistency = con.execute(*_consistency_sql(f, judge)).df() if multi else pd.DataFrame(
+            columns=["language", "model_id", "metric", "multi_items", "mean_std", "flip_rate"])
+    table["items"] = table["items"].fillna(0)
+    return {"patterns": patterns, "table": table, "consistency": consistency}
 
 
 def _with_agg(table: pd.DataFrame, weights: tuple[float, ...]) -> pd.DataFrame:
@@ -478,70 +398,31 @@ def _with_agg(table: pd.DataFrame, weights: tuple[float, ...]) -> pd.DataFrame:
 
 
 def model_means(db: str | Path, f: Filters, judge: str, weights: tuple[float, ...]) -> pd.DataFrame:
-    """Per (language, model): metric means, n and AGG (no CIs) — the heatmap."""
-    data = leaderboard_base(db, f, judge)
-    if data["hist"].empty:
-        return pd.DataFrame(columns=["language", "model_id", "AGG", *METRICS, *(f"n_{m}" for m in METRICS),
-                                     "judgments"])
-    table = _with_agg(_means(data["hist"], ["language", "model_id"]), weights)
-    table = table.merge(data["counts"][["language", "model_id", "judgments"]], on=["language", "model_id"],
-                        how="left")
-    return table[["language", "model_id", "AGG", *METRICS, *(f"n_{m}" for m in METRICS), "judgments"]]
+    """Per (language, model) judged: metric means, n and AGG (no CIs) — the heatmap."""
+    table = leaderboard_base(db, f, judge)["table"]
+    judged = _with_agg(table[table["items"] > 0].copy(), weights)
+    return judged[["language", "model_id", "AGG", *METRICS, *(f"n_{m}" for m in METRICS), "judgments"]]
 
 
-def _leaderboard_extras(con: Any, f: Filters) -> dict[str, pd.DataFrame]:
-    """Per (language, model): responses, errors, lexical means, safety pass rates; per language recall."""
-    qf, p_qf = _queries_cte(f)
-    lexical_means = ", ".join(f"avg(l.{c}) AS {c}" for c in LEXICAL)
-    out: dict[str, pd.DataFrame] = {}
-    for name, table, alias, columns in (
-        ("counts", "responses", "r", "count(*) AS responses, count(r.error) AS errors"),
-        ("lexical", "lexical_scores", "l", f"count(*) AS n_lexical, {lexical_means}"),
-        ("safety", "safety_checks", "s", "s.check_name, avg(s.passed::INTEGER) AS pass_rate, count(*) AS n"),
-    ):
-        model_pred, p_model = _model_pred(f, alias)
-        out[name] = con.execute(
-            f"WITH {qf} SELECT qf.language, {alias}.model_id, {columns} FROM {table} {alias} JOIN qf "
-            f"ON {_on_qf(f, alias)} WHERE {model_pred} GROUP BY ALL",
-            [*p_qf, *p_model]).df()
-    dataset_pred, p_dataset = _model_pred(f.with_(models=()), "t")
-    out["recall"] = con.execute(
-        f"WITH {qf} SELECT qf.language, avg(t.recall) AS recall, count(t.recall) AS n_recall FROM retrievals t "
-        f"JOIN qf ON {_on_qf(f, 't')} WHERE {dataset_pred} GROUP BY ALL", [*p_qf, *p_dataset]).df()
-    return out
+def _cis(patterns: pd.DataFrame, w: dict[str, float]) -> pd.DataFrame:
+    """Per model (patterns of one language): the 95% CI of each metric's mean and of AGG, and n_AGG.
 
-
-@cached_query
-def leaderboard_base(db: str, f: Filters, judge: str) -> dict[str, Any]:
-    """Everything per (language, model) a leaderboard needs but AGG's CI, in one short connection.
-
-    ``hist``, ``counts``, ``consistency`` (see ``_score_histograms``) and ``extras`` (responses,
-    errors, lexical means, safety pass rates, retrieval recall).
+    AGG's CI resamples the per-item weighted score over the items scored on every weighted metric.
+    Scores (means over samples) and AGG are binned to 0.01.
     """
-    with open_connection(db, read_only=True) as con:
-        return {**_score_histograms(con, f, judge), "extras": _leaderboard_extras(con, f)}
-
-
-def _parallel_cis(hists: list[tuple[np.ndarray, np.ndarray]]) -> list[tuple[float, float]]:
-    """Bootstrap CIs of many histograms on two threads (numpy's sampler releases the GIL)."""
-    if len(hists) < 8:
-        return [_ci(h) for h in hists]
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        return list(pool.map(_ci, hists))
-
-
-@cached_query
-def metric_cis(db: str, f: Filters, judge: str, language: str) -> pd.DataFrame:
-    """Per model the 95% bootstrap CI of each metric's mean in a language (independent of the AGG weights)."""
-    hist = leaderboard_base(db, f, judge)["hist"]
-    groups = _split_hists(hist[hist.language == language])
-    models = sorted({model for model, _ in groups})
-    empty = (np.zeros(0), np.zeros(0, dtype=np.int64))
-    keys = [(model, m) for model in models for m in METRICS]
-    cis = dict(zip(keys, _parallel_cis([groups.get(k, empty) for k in keys]), strict=True))
-    return pd.DataFrame([{"model_id": model, **{f"{m}_{end}": cis[(model, m)][i] for m in METRICS
-                                                 for i, end in enumerate(("lo", "hi"))}} for model in models],
-                        columns=["model_id", *(f"{m}_{end}" for m in METRICS for end in ("lo", "hi"))])
+    names, group = np.unique(patterns.model_id.to_numpy(), return_inverse=True)
+    scores = patterns[list(METRICS)].to_numpy(dtype=float)
+    counts = patterns.n.to_numpy(dtype=np.int64)
+    weighted = [i for i, m in enumerate(METRICS) if w[m] > 0]
+    agg = scores[:, weighted] @ np.array([w[METRICS[i]] for i in weighted])  # NaN when one is missing
+    out: dict[str, Any] = {"model_id": names}
+    for m, column in (*zip(METRICS, scores.T, strict=True), ("AGG", agg)):
+        kept = ~np.isnan(column)
+        out[f"{m}_lo"], out[f"{m}_hi"] = bootstrap_mean_cis(group[kept], np.round(column[kept], 2), counts[kept],
+                                                            len(names), n_resamples=CI_RESAMPLES)
+        if m == "AGG":
+            out["n_AGG"] = np.bincount(group[kept], weights=counts[kept], minlength=len(names)).astype(np.int64)
+    return pd.DataFrame(out)
 
 
 @cached_query
@@ -549,28 +430,17 @@ def leaderboard(db: str, f: Filters, judge: str, weights: tuple[float, ...], lan
     """One language's leaderboard: models by AGG with FC, SS, COH, CON, each with n and a 95% bootstrap CI.
 
     AGG is the weighted mean of the metric means (``pipeline.stats``); its CI resamples the items
-    scored on every weighted metric (recomputed when a weight moves; the metric CIs are cached apart
-    in ``metric_cis``). Further columns: parse failures (excluded from means), errors,
-    self-consistency when judgments have several samples, lexical baselines, safety-check pass
-    rates (``check_<name>``: refusal accuracy, update adherence) and the language's retrieval recall.
+    scored on every weighted metric. Further columns: items judged, parse failures (excluded from
+    means), errors, self-consistency when judgments have several samples, lexical baselines, safety
+    check pass rates (``check_<name>``: refusal accuracy, update adherence; only checks that ran)
+    and the language's retrieval recall.
     """
     data = leaderboard_base(db, f, judge)
-    extras = data["extras"]
-    hist = data["hist"][data["hist"].language == language]
-    counts = extras["counts"][extras["counts"].language == language].drop(columns=["language"])
-    board = counts.copy()
-    if not hist.empty:
-        table = _with_agg(_means(hist, ["model_id"]), weights)
-        models = table.model_id.tolist()
-        agg_hists = _agg_hists(agg_patterns(db, f, judge, language), _weights(weights))
-        empty = (np.zeros(0), np.zeros(0, dtype=np.int64))
-        agg_cis = _parallel_cis([agg_hists.get(mo, empty) for mo in models])
-        ci_cols = {"AGG_lo": [c[0] for c in agg_cis], "AGG_hi": [c[1] for c in agg_cis],
-                   "n_AGG": [int(agg_hists.get(mo, empty)[1].sum()) for mo in models]}
-        table = pd.concat([table.reset_index(drop=True), pd.DataFrame(ci_cols)], axis=1)
-        table = table.merge(metric_cis(db, f, judge, language), on="model_id", how="left")
-        judged = data["counts"][data["counts"].language == language].drop(columns=["language"])
-        board = board.merge(table, on="model_id", how="outer").merge(judged, on="model_id", how="left")
+    table, patterns = data["table"], data["patterns"]
+    board = _with_agg(table[table.language == language].drop(columns=["language"]), weights)
+    mine = patterns[patterns.language == language]
+    if not mine.empty:
+        board = board.merge(_cis(mine, _weights(weights)), on="model_id", how="left")
     consistency = data["consistency"]
     consistency = consistency[consistency.language == language]
     if not consistency.empty:
@@ -579,21 +449,15 @@ def leaderboard(db: str, f: Filters, judge: str, weights: tuple[float, ...], lan
         sc = sc.groupby("model_id")[["std_w", "flip_w", "multi_items"]].sum()
         sc = pd.DataFrame({"self_std": sc.std_w / sc.multi_items, "flip_rate": sc.flip_w / sc.multi_items})
         board = board.merge(sc.reset_index(), on="model_id", how="left")
-    lexical = extras["lexical"][extras["lexical"].language == language].drop(columns=["language"])
-    if not lexical.empty:
-        board = board.merge(lexical, on="model_id", how="left")
-    safety = extras["safety"][extras["safety"].language == language]
-    if not safety.empty:
-        pivot = safety.pivot_table(index="model_id", columns="check_name", values="pass_rate").add_prefix("check_")
-        board = board.merge(pivot.reset_index(), on="model_id", how="left")
-    recall = extras["recall"][extras["recall"].language == language].recall
-    board["recall"] = float(recall.iloc[0]) if len(recall) and recall.notna().any() else np.nan
+    optional = [c for c in (*LEXICAL, "n_lexical", *(f"check_{c}" for c in CHECKS)) if board[c].isna().all()]
+    board = board.drop(columns=optional)
     guaranteed = [f"{m}{suffix}" for m in ("AGG", *METRICS) for suffix in ("", "_lo", "_hi")]
     for col in (*guaranteed, *(f"n_{m}" for m in ("AGG", *METRICS)), "judgments", "parse_failures", "samples"):
         if col not in board:
             board[col] = np.nan
     for col in board.columns.drop("model_id"):  # missing values as NaN, never the text "None"
-        board[col] = pd.to_numeric(board[col], errors="coerce")
+        if board[col].dtype == object:
+            board[col] = pd.to_numeric(board[col], errors="coerce")
     board = board.sort_values(["AGG", "model_id"], ascending=[False, True], na_position="last")
     board.insert(0, "rank", range(1, len(board) + 1))
     return board.reset_index(drop=True)
@@ -780,34 +644,15 @@ def theme_scores(db: str, f: Filters, judge: str) -> pd.DataFrame:
     """
     where, params = f.with_(themes=()).sql(r=None)
     theme_pred, p_theme = ("list_contains(?, th.theme)", [list(f.themes)]) if f.themes else ("TRUE", [])
-    model_pred, p_model = _model_pred(f, "j")
+    model_pred, p_model = _model_pred(f, "i")
     th = (f"th AS (SELECT * FROM (SELECT q.dataset, q.query_id, q.language, unnest(CASE WHEN len(q.themes) = 0 "
           f"THEN ['(none)'] ELSE q.themes END) AS theme FROM queries q WHERE {where}) th WHERE {theme_pred})")
-    join = (f"FROM judgments j JOIN th ON th.dataset = j.dataset AND th.query_id = j.query_id "
-            f"WHERE j.judge_id = ? AND {model_pred}")
-    all_params = [*params, *p_theme, judge, *p_model]
-    with open_connection(db, read_only=True) as con:
-        if _max_sample(con, f.dataset, judge) == 0:
-            long = con.execute(
-                f"WITH {th} SELECT th.language, th.theme, j.model_id, j.metric, avg(j.score) FILTER "
-                f"(WHERE j.parse_ok) AS mean, count(*) FILTER (WHERE j.parse_ok) AS n {join} GROUP BY ALL",
-                all_params).df()
-        else:
-            long = con.execute(
-                f"WITH {th}, per_item AS (SELECT th.language, th.theme, j.model_id, j.metric, avg(j.score) FILTER "
-                f"(WHERE j.parse_ok) AS value {join} GROUP BY th.language, th.theme, j.model_id, j.metric, j.query_id) "
-                "SELECT language, theme, model_id, metric, avg(value) AS mean, count(value) AS n FROM per_item "
-                "GROUP BY ALL", all_params).df()
-    keys = ["language", "theme", "model_id"]
-    if long.empty:
-        return pd.DataFrame(columns=[*keys, "n", *METRICS, *(f"n_{m}" for m in METRICS)])
-    wide = long.pivot_table(index=keys, columns="metric", values=["mean", "n"], aggfunc="first")
-    out = pd.DataFrame(index=wide.index)
-    for m in METRICS:
-        out[m] = wide["mean"][m] if ("mean", m) in wide.columns else np.nan
-        out[f"n_{m}"] = wide["n"][m].fillna(0).astype(int) if ("n", m) in wide.columns else 0
+    means = ", ".join(f"avg(i.{m}) AS {m}, count(i.{m}) AS n_{m}" for m in METRICS)
+    out = _df(db, f"WITH {th} SELECT th.language, th.theme, i.model_id, {means} FROM item_scores i JOIN th "
+                  f"ON th.dataset = i.dataset AND th.query_id = i.query_id WHERE i.judge_id = ? AND {model_pred} "
+                  "GROUP BY ALL ORDER BY ALL", [*params, *p_theme, judge, *p_model])
     out["n"] = out[[f"n_{m}" for m in METRICS]].max(axis=1)
-    return out.reset_index()
+    return out[["language", "theme", "model_id", "n", *METRICS, *(f"n_{m}" for m in METRICS)]]
 
 
 def theme_table(scores: pd.DataFrame, weights: tuple[float, ...]) -> pd.DataFrame:

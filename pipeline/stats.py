@@ -19,6 +19,7 @@ resamples are drawn.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from statistics import NormalDist
 
 import numpy as np
@@ -42,39 +43,57 @@ def bootstrap_mean_ci(values: np.ndarray, counts: np.ndarray, *, confidence: flo
     interval.
     """
     values = np.asarray(values, dtype=float)
+    lo, hi = bootstrap_mean_cis(np.zeros(len(values), dtype=np.int64), values, counts, 1, confidence=confidence,
+                                n_resamples=n_resamples, seed=seed)
+    return float(lo[0]), float(hi[0])
+
+
+def bootstrap_mean_cis(group: np.ndarray, values: np.ndarray, counts: np.ndarray, n_groups: int, *,
+                       confidence: float = 0.95, n_resamples: int = N_RESAMPLES,
+                       seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """``bootstrap_mean_ci`` of many samples at once: row i (a value and its count) belongs to sample ``group[i]``.
+
+    Returns arrays (lo, hi) of length ``n_groups`` (NaN for an empty sample). The expansion is computed
+    for all samples together; the rest are resampled one by one, on two threads when there are many.
+    """
+    group = np.asarray(group, dtype=np.int64)
+    values = np.asarray(values, dtype=float)
     counts = np.asarray(counts, dtype=np.int64)
-    n = int(counts.sum())
-    if n == 0:
-        return float("nan"), float("nan")
     alpha = (1 - confidence) / 2
-    expanded = _cornish_fisher_ci(values, counts, n, alpha)
-    if expanded is not None:
-        return expanded
-    rng = np.random.default_rng(seed)
-    draws = rng.multinomial(n, counts / n, size=n_resamples)
-    means = draws @ values / n
-    low, high = np.quantile(means, [alpha, 1 - alpha])
-    return float(low), float(high)
+    n = np.bincount(group, weights=counts, minlength=n_groups)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = np.bincount(group, weights=counts * values, minlength=n_groups) / n
+        dev = values - mean[group]
+        var, m3, m4 = (np.bincount(group, weights=counts * dev**k, minlength=n_groups) / n for k in (2, 3, 4))
+        constant = var <= 1e-18 * np.maximum(1.0, mean * mean)
+        skew = m3 / var**1.5 / np.sqrt(n)  # of the mean of n resampled items
+        kurt = (m4 / var**2 - 3.0) / n  # its excess kurtosis
+        ends = []
+        for q in (alpha, 1 - alpha):
+            z = NormalDist().inv_cdf(q)
+            w = z + (z * z - 1) * skew / 6 + (z**3 - 3 * z) * kurt / 24 - (2 * z**3 - 5 * z) * skew * skew / 36
+            ends.append(np.where(constant, mean, mean + w * np.sqrt(var / n)))
+    lowest = np.full(n_groups, np.inf)
+    highest = np.full(n_groups, -np.inf)
+    np.minimum.at(lowest, group, values)
+    np.maximum.at(highest, group, values)
+    lo, hi = np.clip(ends[0], lowest, highest), np.clip(ends[1], lowest, highest)
+    resample = np.flatnonzero((n > 0) & ~constant & ((n < EXPANSION_MIN_N) | ~(np.abs(skew) <= EXPANSION_MAX_SKEW)))
+    lo[n == 0] = hi[n == 0] = np.nan
 
+    def resampled(k: int) -> tuple[float, float]:
+        rows = group == k
+        draws = np.random.default_rng(seed).multinomial(int(n[k]), counts[rows] / n[k], size=n_resamples)
+        return tuple(np.quantile(draws @ values[rows] / n[k], [alpha, 1 - alpha]))
 
-def _cornish_fisher_ci(values: np.ndarray, counts: np.ndarray, n: int, alpha: float) -> tuple[float, float] | None:
-    """The bootstrap mean's α and 1−α quantiles from its first four cumulants; None where not accurate."""
-    p = counts / n
-    mean = float(p @ values)
-    dev = values - mean
-    var = float(p @ dev**2)
-    if var <= 1e-18 * max(1.0, mean * mean):
-        return mean, mean
-    skew = float(p @ dev**3) / var**1.5 / np.sqrt(n)  # of the mean of n resampled items
-    if n < EXPANSION_MIN_N or abs(skew) > EXPANSION_MAX_SKEW:
-        return None
-    kurt = (float(p @ dev**4) / var**2 - 3.0) / n  # excess kurtosis of the mean
-    ends = []
-    for q in (alpha, 1 - alpha):
-        z = NormalDist().inv_cdf(q)
-        w = (z + (z * z - 1) * skew / 6 + (z**3 - 3 * z) * kurt / 24 - (2 * z**3 - 5 * z) * skew * skew / 36)
-        ends.append(min(max(mean + w * np.sqrt(var / n), float(values.min())), float(values.max())))
-    return ends[0], ends[1]
+    if len(resample) >= 8:
+        with ThreadPoolExecutor(max_workers=2) as pool:  # numpy's sampler releases the GIL
+            done = list(pool.map(resampled, resample))
+    else:
+        done = [resampled(k) for k in resample]
+    for k, (low, high) in zip(resample, done, strict=True):
+        lo[k], hi[k] = low, high
+    return lo, hi
 
 
 def normalised_weights(weights: Mapping[str, float]) -> dict[str, float]:

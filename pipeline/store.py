@@ -5,6 +5,11 @@ usable while a run writes, nobody holds the file open: every write opens a conne
 one batch in one transaction and closes; a lock held by another process is waited out with
 back-off. Every table has a natural key and every write is an upsert, so a rerun adds no
 duplicates and a crash loses at most the batch in flight.
+
+``item_scores`` is derived: one row per judged item (dataset, query, model, judge) with each
+metric's mean over its parsed samples and the item's judgment counts. The store refreshes the
+items a batch of judgments touches in the same transaction, so it never disagrees with
+``judgments``; the leaderboard reads it instead of regrouping four judgment rows per item.
 """
 
 from __future__ import annotations
@@ -23,7 +28,9 @@ import duckdb
 import pyarrow as pa
 from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_random_exponential
 
-SCHEMA_VERSION = 1
+from pipeline.config import METRICS
+
+SCHEMA_VERSION = 2  # 2: item_scores
 
 # table -> (DDL columns, primary key). Identifiers in SQL come only from this fixed map.
 TABLES: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -104,7 +111,24 @@ TABLES: dict[str, tuple[str, tuple[str, ...]]] = {
         ("key",),
     ),
     "meta": ("key VARCHAR, value VARCHAR", ("key",)),
+    "item_scores": (  # derived from judgments (see the module docstring); never written directly
+        f"dataset VARCHAR, query_id VARCHAR, model_id VARCHAR, judge_id VARCHAR, "
+        f"{', '.join(f'{m} DOUBLE' for m in METRICS)}, judgments INTEGER, unparsed INTEGER, samples INTEGER",
+        ("dataset", "query_id", "model_id", "judge_id"),
+    ),
 }
+
+# item_scores rows of the judged items in ``{items}`` (a relation with dataset, query_id, model_id, judge_id).
+_ITEM_SCORES_SQL = (
+    "INSERT OR REPLACE INTO item_scores SELECT j.dataset, j.query_id, j.model_id, j.judge_id, "
+    + ", ".join(f"avg(j.score) FILTER (WHERE j.metric = '{m}' AND j.parse_ok) AS {m}" for m in METRICS)
+    + ", count(*) AS judgments, count(*) FILTER (WHERE NOT j.parse_ok) AS unparsed, max(j.sample) + 1 AS samples "
+    "FROM judgments j {items} GROUP BY j.dataset, j.query_id, j.model_id, j.judge_id"
+)
+_TOUCHED_ITEMS = (
+    "JOIN (SELECT DISTINCT dataset, query_id, model_id, judge_id FROM _incoming_rows) k ON k.dataset = j.dataset "
+    "AND k.query_id = j.query_id AND k.model_id = j.model_id AND k.judge_id = j.judge_id"
+)
 
 
 def now() -> datetime:
@@ -172,15 +196,25 @@ class Store:
     def _create_schema(con: duckdb.DuckDBPyConnection) -> None:
         for table, (columns, key) in TABLES.items():
             con.execute(f"CREATE TABLE IF NOT EXISTS {table} ({columns}, PRIMARY KEY ({', '.join(key)}))")
+        row = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        if row is not None and int(row[0]) < 2:  # written before item_scores existed: derive it once
+            con.execute(_ITEM_SCORES_SQL.format(items=""))
         con.execute(
             "INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)]
         )
+
+    def upgrade(self) -> None:
+        """Bring a database written by an older version to this schema (the first write does it too)."""
+        with self.connect():
+            pass
 
     # -- generic writes and reads ------------------------------------------------------------
     def upsert(self, table: str, rows: Iterable[dict[str, Any]], con: duckdb.DuckDBPyConnection | None = None) -> int:
         """Insert or replace ``rows`` (dicts keyed by column name) into ``table`` by its key."""
         if table not in TABLES:
             raise ValueError(f"unknown table {table!r}")
+        if table == "item_scores":
+            raise ValueError("item_scores is derived from judgments: write judgments")
         rows = list(rows)
         if not rows:
             return 0
@@ -195,6 +229,8 @@ class Store:
         con.register("_incoming_rows", arrow_rows)
         try:
             con.execute(f"INSERT OR REPLACE INTO {table} BY NAME SELECT * FROM _incoming_rows")
+            if table == "judgments":
+                con.execute(_ITEM_SCORES_SQL.format(items=_TOUCHED_ITEMS))
         finally:
             con.unregister("_incoming_rows")
         return arrow_rows.num_rows
@@ -218,8 +254,8 @@ class Store:
 
     def delete_where(self, table: str, where: str, params: list) -> None:
         """Delete rows of ``table``; ``where`` is a fixed SQL predicate with ``?`` parameters."""
-        if table not in TABLES:
-            raise ValueError(f"unknown table {table!r}")
+        if table not in TABLES or table in ("judgments", "item_scores"):  # item_scores follows judgments' upserts
+            raise ValueError(f"cannot delete from {table!r} (judgments are replaced, item_scores follows them)")
         with self.connect() as con:
             con.execute(f"DELETE FROM {table} WHERE {where}", params)
 
