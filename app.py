@@ -9,6 +9,7 @@ import streamlit as st
 
 from pages import _ui as ui
 from pipeline import queries as q
+from pipeline.store import SHARED_READERS
 
 ui.ensure_navigation()
 st.set_page_config(page_title="Pariksha Studio", page_icon=":material/health_and_safety:", layout="wide")
@@ -111,5 +112,6 @@ PAGE_TEXT = [
 ]
 
 navigation = st.navigation(list(PAGES.values()))
-st.session_state["_ctx"] = ui.sidebar()
-navigation.run()
+with SHARED_READERS.held(q.db_path()):  # the render's reads share one DuckDB instance
+    st.session_state["_ctx"] = ui.sidebar()
+    navigation.run()

@@ -1,7 +1,8 @@
 """The dashboard's only reader: SQL aggregation in DuckDB, results cached per filter set.
 
-Every function takes the database path and hashable filters, opens a read-only connection for
-one query (``pipeline.store.open_connection`` waits out a writer's lock), closes it at once and
+Every function takes the database path and hashable filters, reads through a read-only
+connection that it closes at once (``pipeline.store.SHARED_READERS``: a cursor of the instance
+the current render holds, or a connection of its own; either waits out a writer's lock) and
 returns a small DataFrame. DuckDB does the filtering and GROUP BY; pandas only ever sees
 aggregates or one page of rows. Results are cached with ``st.cache_data``; the cache key includes
 the database file's size and modification time (and its WAL's), so a write — a pipeline batch,
@@ -29,7 +30,7 @@ import streamlit as st
 from pipeline.config import DEFAULT_WEIGHTS, METRICS
 from pipeline.safety import CHECKS
 from pipeline.stats import bootstrap_mean_cis, normalised_weights
-from pipeline.store import SCHEMA_VERSION, Store, now, open_connection
+from pipeline.store import SCHEMA_VERSION, SHARED_READERS, Store, now
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DB = REPO_ROOT / "data" / "results.duckdb"
@@ -73,13 +74,13 @@ def db_stamp(db: str | Path) -> tuple[int, int, int, int]:
 
 def _df(db: str | Path, sql: str, params: Sequence[Any] = ()) -> pd.DataFrame:
     """Run one read-only query and close the connection at once."""
-    with open_connection(db, read_only=True) as con:
+    with SHARED_READERS.cursor(db) as con:
         return con.execute(sql, list(params)).df()
 
 
 def _dfs(db: str | Path, statements: Sequence[tuple[str, Sequence[Any]]]) -> list[pd.DataFrame]:
     """Several read-only queries on one short-lived connection (one consistent snapshot)."""
-    with open_connection(db, read_only=True) as con:
+    with SHARED_READERS.cursor(db) as con:
         return [con.execute(sql, list(params)).df() for sql, params in statements]
 
 
@@ -379,7 +380,7 @@ def leaderboard_base(db: str, f: Filters, judge: str) -> dict[str, Any]:
     ``patterns`` (``_patterns_sql``: what the CIs resample), ``table`` (``_per_model_sql``) and ``consistency``
     (self-consistency, when a judge took several samples per item).
     """
-    with open_connection(db, read_only=True) as con:
+    with SHARED_READERS.cursor(db) as con:
         patterns = con.execute(*_patterns_sql(f, judge)).df()
         table = con.execute(*_per_model_sql(f, judge)).df()
         multi = bool((table.samples > 1).any())
@@ -552,14 +553,14 @@ def _browse_total_and_page(con: Any, b: Browse, limit: int, offset: int) -> tupl
 @cached_query
 def browse_count(db: str, b: Browse) -> int:
     """How many responses match the browser's filters."""
-    with open_connection(db, read_only=True) as con:
+    with SHARED_READERS.cursor(db) as con:
         return _browse_count(con, b)
 
 
 @cached_query
 def browse_page(db: str, b: Browse, limit: int, offset: int) -> pd.DataFrame:
     """One page of matching responses with their queries, ordered by language, query, model (LIMIT/OFFSET)."""
-    with open_connection(db, read_only=True) as con:
+    with SHARED_READERS.cursor(db) as con:
         return _browse_page(con, b, limit, offset)
 
 
@@ -570,7 +571,7 @@ def browse_view(db: str, b: Browse, limit: int, offset: int) -> dict[str, Any]:
     ``total`` matches; ``page`` (LIMIT/OFFSET; an offset past the end falls back to the first page);
     ``details`` of its items (judgments, critiques, safety, lexical); ``chunks`` of its queries.
     """
-    with open_connection(db, read_only=True) as con:
+    with SHARED_READERS.cursor(db) as con:
         total, page = _browse_total_and_page(con, b, limit, offset)
         if page.empty and total > 0:
             offset = 0
@@ -618,7 +619,7 @@ def _retrieved_chunks(con: Any, dataset: str, query_ids: tuple[str, ...]) -> pd.
 @cached_query
 def query_view(db: str, dataset: str, query_id: str) -> dict[str, pd.DataFrame]:
     """Every model's response to one query and their judgments (side-by-side comparison)."""
-    with open_connection(db, read_only=True) as con:
+    with SHARED_READERS.cursor(db) as con:
         return {
             "responses": con.execute("SELECT r.model_id, r.text, r.error, r.latency_s FROM responses r "
                                      "WHERE r.dataset = ? AND r.query_id = ? ORDER BY r.model_id",
@@ -766,7 +767,7 @@ def _medcode_summary(con: Any, f: Filters, judge: str | None) -> pd.DataFrame:
 @cached_query
 def medcode_view(db: str, f: Filters, judge: str | None) -> dict[str, pd.DataFrame]:
     """The Med-CoDE page's distribution and Table-2 analogue in one short connection."""
-    with open_connection(db, read_only=True) as con:
+    with SHARED_READERS.cursor(db) as con:
         return {"distribution": _medcode_distribution(con, f), "summary": _medcode_summary(con, f, judge)}
 
 
@@ -820,7 +821,7 @@ def agreement_view(db: str, f: Filters, judge: str, metric: str) -> dict[str, pd
     from pipeline.agreement import ranking_comparison
 
     cte, params = _labelled_cte(f, judge, metric)
-    with open_connection(db, read_only=True) as con:
+    with SHARED_READERS.cursor(db) as con:
         confusion = con.execute(f"WITH {cte} SELECT language, model_id, human, llm, count(*) AS n FROM pairs "
                                 "GROUP BY ALL", params).df()
         means = con.execute(f"WITH {cte} SELECT language, model_id, count(*) AS n, avg(human) AS human_mean, "
@@ -850,7 +851,7 @@ def annotation_state(db: str | Path, f: Filters, annotator: str, metric: str,
     unskipped item in a fixed shuffled order.
     """
     items, p_items = _items_cte(f)
-    with open_connection(db, read_only=True) as con:
+    with SHARED_READERS.cursor(db) as con:
         done, total = con.execute(
             f"WITH {items} SELECT count(h.score) AS done, count(*) AS total FROM items i LEFT JOIN human_labels h "
             "ON h.dataset = i.dataset AND h.query_id = i.query_id AND h.model_id = i.model_id AND h.metric = ? "

@@ -12,7 +12,7 @@ import duckdb
 import pytest
 
 from pipeline import queries as q
-from pipeline.store import Store, now
+from pipeline.store import SHARED_READERS, Store, now
 
 REPO = Path(__file__).resolve().parent.parent
 HOSTILE = ("' OR 1=1 --", '"; DROP TABLE responses; --', "%", "_", "\\", "') UNION SELECT * FROM llm_cache --")
@@ -79,6 +79,19 @@ def test_reads_leave_the_file_free_for_a_writer(pipeline_db, copy_db):
     code = ("import sys; from pipeline.store import Store, now; Store(sys.argv[1]).upsert('meta', "
             "[{'key': 'probe', 'value': str(now())}])")
     subprocess.run([sys.executable, "-c", code, str(db)], check=True, cwd=REPO, timeout=60)
+
+
+def test_a_render_shares_one_reader_and_frees_the_file_when_it_ends(pipeline_db, copy_db):
+    db = copy_db(pipeline_db)
+    take_write_lock = [sys.executable, "-c", "import sys, duckdb; duckdb.connect(sys.argv[1]).close()", str(db)]
+    with SHARED_READERS.held(db):
+        q.overview.uncached(str(db))
+        q.choices.uncached(str(db))
+        assert subprocess.run(take_write_lock, capture_output=True, timeout=60).returncode != 0  # held
+        Store(db).upsert("meta", [{"key": "probe", "value": "written mid-render"}])  # closes the shared reader
+        with SHARED_READERS.cursor(db) as con:  # reopened, and sees the write
+            assert con.execute("SELECT value FROM meta WHERE key = 'probe'").fetchone() == ("written mid-render",)
+    subprocess.run(take_write_lock, check=True, timeout=60)  # released when the render ended
 
 
 def test_reads_wait_out_a_writing_pipeline(pipeline_db, copy_db):
