@@ -323,41 +323,61 @@ def _patterns_sql(f: Filters, judge: str) -> tuple[str, list[Any]]:
     """Per (language, model) each distinct pattern of an item's four scores, with its count of items.
 
     A score is the item's mean over its parsed samples (``item_scores``), NULL when none parsed;
-    means of a few integer samples take few values, so the patterns stay few.
+    means of a few integer samples take few values, so the patterns stay few. With the items'
+    judgments and parse failures summed, and their most samples.
     """
     qf, p_qf = _queries_cte(f)
     model_pred, p_model = _model_pred(f, "i")
-    return (f"WITH {qf} SELECT qf.language, i.model_id, {', '.join(f'i.{m}' for m in METRICS)}, count(*) AS n "
+    return (f"WITH {qf} SELECT qf.language, i.model_id, {', '.join(f'i.{m}' for m in METRICS)}, count(*) AS n, "
+            "sum(i.judgments) AS judgments, sum(i.unparsed) AS parse_failures, max(i.samples) AS samples "
             f"FROM item_scores i JOIN qf ON {_on_qf(f, 'i')} WHERE i.judge_id = ? AND {model_pred} GROUP BY ALL "
             "ORDER BY qf.language, i.model_id"), [*p_qf, judge, *p_model]
 
 
-def _per_model_sql(f: Filters, judge: str) -> tuple[str, list[Any]]:
-    """Per (language, model): metric means and n, items judged, judgments, parse failures, samples,
-    responses, errors, lexical means, safety pass rates, and the language's retrieval recall."""
+def _judged_summary(patterns: pd.DataFrame) -> pd.DataFrame:
+    """Per (language, model) of the (sorted) patterns: each metric's mean and n, items, judgments,
+    parse failures and samples."""
+    language, model = patterns.language.to_numpy(), patterns.model_id.to_numpy()
+    if not len(patterns):
+        return pd.DataFrame(columns=["language", "model_id", *METRICS, *(f"n_{m}" for m in METRICS), "items",
+                                     "judgments", "parse_failures", "samples"])
+    starts = np.flatnonzero(np.r_[True, (language[1:] != language[:-1]) | (model[1:] != model[:-1])])
+    n = patterns.n.to_numpy(dtype=np.int64)
+    out: dict[str, Any] = {"language": language[starts], "model_id": model[starts]}
+    for m in METRICS:
+        values = patterns[m].to_numpy(dtype=float)
+        scored = ~np.isnan(values)
+        out[f"n_{m}"] = np.add.reduceat(np.where(scored, n, 0), starts)
+        with np.errstate(invalid="ignore"):
+            out[m] = np.add.reduceat(np.where(scored, values * n, 0.0), starts) / out[f"n_{m}"]
+    out |= {"items": np.add.reduceat(n, starts),
+            "judgments": np.add.reduceat(patterns.judgments.to_numpy(dtype=np.int64), starts),
+            "parse_failures": np.add.reduceat(patterns.parse_failures.to_numpy(dtype=np.int64), starts),
+            "samples": np.maximum.reduceat(patterns.samples.to_numpy(dtype=np.int64), starts)}
+    return pd.DataFrame(out)
+
+
+def _per_model_sql(f: Filters) -> tuple[str, list[Any]]:
+    """Per (language, model): responses, errors, lexical means, safety pass rates, the language's recall."""
     qf, p_qf = _queries_cte(f)
-    scores = ", ".join(f"avg(i.{m}) AS {m}, count(i.{m}) AS n_{m}" for m in METRICS)
     lexical = ", ".join(f"avg(l.{c}) AS {c}" for c in LEXICAL)
     checks = ", ".join(f"avg(s.passed::INTEGER) FILTER (WHERE s.check_name = '{c}') AS check_{c}" for c in CHECKS)
     ctes, params = [qf], list(p_qf)
-    for name, table, alias, columns, pred in (
-        ("resp", "responses", "r", "count(*) AS responses, count(r.error) AS errors", ""),
-        ("lex", "lexical_scores", "l", f"count(*) AS n_lexical, {lexical}", ""),
-        ("safe", "safety_checks", "s", checks, ""),
-        ("sc", "item_scores", "i", f"{scores}, count(*) AS items, sum(i.judgments) AS judgments, "
-         "sum(i.unparsed) AS parse_failures, max(i.samples) AS samples", "i.judge_id = ? AND "),
+    for name, table, alias, columns in (
+        ("resp", "responses", "r", "count(*) AS responses, count(r.error) AS errors"),
+        ("lex", "lexical_scores", "l", f"count(*) AS n_lexical, {lexical}"),
+        ("safe", "safety_checks", "s", checks),
     ):
         model_pred, p_model = _model_pred(f, alias)
         ctes.append(f"{name} AS (SELECT qf.language, {alias}.model_id, {columns} FROM {table} {alias} "
-                    f"JOIN qf ON {_on_qf(f, alias)} WHERE {pred}{model_pred} GROUP BY ALL)")
-        params += [judge, *p_model] if pred else p_model
+                    f"JOIN qf ON {_on_qf(f, alias)} WHERE {model_pred} GROUP BY ALL)")
+        params += p_model
     dataset_pred, p_dataset = _model_pred(f.with_(models=()), "t")
     ctes.append(f"rec AS (SELECT qf.language, avg(t.recall) AS recall FROM retrievals t JOIN qf "
                 f"ON {_on_qf(f, 't')} WHERE {dataset_pred} GROUP BY ALL)")
     params += p_dataset
     return (f"WITH {', '.join(ctes)} SELECT * FROM resp FULL JOIN lex USING (language, model_id) "
-            "FULL JOIN safe USING (language, model_id) FULL JOIN sc USING (language, model_id) "
-            "LEFT JOIN rec USING (language) ORDER BY language, model_id"), params
+            "FULL JOIN safe USING (language, model_id) LEFT JOIN rec USING (language)"), params
 
 
 def _consistency_sql(f: Filters, judge: str) -> tuple[str, list[Any]]:
@@ -382,10 +402,11 @@ def leaderboard_base(db: str, f: Filters, judge: str) -> dict[str, Any]:
     """
     with SHARED_READERS.cursor(db) as con:
         patterns = con.execute(*_patterns_sql(f, judge)).df()
-        table = con.execute(*_per_model_sql(f, judge)).df()
-        multi = bool((table.samples > 1).any())
+        per_model = con.execute(*_per_model_sql(f)).df()
+        multi = not patterns.empty and int(patterns.samples.max()) > 1
         consistency = con.execute(*_consistency_sql(f, judge)).df() if multi else pd.DataFrame(
             columns=["language", "model_id", "metric", "multi_items", "mean_std", "flip_rate"])
+    table = per_model.merge(_judged_summary(patterns), on=["language", "model_id"], how="outer")
     table["items"] = table["items"].fillna(0)
     return {"patterns": patterns, "table": table, "consistency": consistency}
 

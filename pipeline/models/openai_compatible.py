@@ -78,7 +78,11 @@ class OpenAICompatibleBackend(Backend):
         """The async client of the running event loop (a Streamlit rerun or test may start a new loop)."""
         loop = asyncio.get_running_loop()
         if id(loop) not in self._clients:
-            self._clients = {id(loop): self._openai.AsyncOpenAI(**self._client_kwargs)}
+            # aiohttp as the SDK's transport (its documented ``DefaultAioHttpClient``): a C HTTP parser
+            # instead of pure-Python httpcore, the client's CPU per request being what limits
+            # throughput at high concurrency (bench/README.md, orchestration)
+            self._clients = {id(loop): self._openai.AsyncOpenAI(**self._client_kwargs,
+                                                                 http_client=self._openai.DefaultAioHttpClient())}
         return self._clients[id(loop)]
 
     async def complete(self, request: ChatRequest) -> Completion:
