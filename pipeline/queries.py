@@ -49,6 +49,12 @@ F = TypeVar("F", bound=Callable[..., Any])
 _CACHED: list[Any] = []
 
 
+@functools.cache
+def _reference_csv(name: str) -> pd.DataFrame:
+    """A published table of the papers in data/reference (read once: it ships with the code)."""
+    return pd.read_csv(REFERENCE_DIR / name)
+
+
 # -- database file and connections -----------------------------------------------------------------
 def db_path() -> Path:
     """The results database: ``$PARIKSHA_DB``, else ``data/results.duckdb`` of this repository."""
@@ -397,8 +403,10 @@ def _consistency_sql(f: Filters, judge: str) -> tuple[str, list[Any]]:
 def leaderboard_base(db: str, f: Filters, judge: str) -> dict[str, Any]:
     """Everything per (language, model) a leaderboard needs but the CIs, from one short connection.
 
-    ``patterns`` (``_patterns_sql``: what the CIs resample), ``table`` (``_per_model_sql``) and ``consistency``
-    (self-consistency, when a judge took several samples per item).
+    ``table`` (``_per_model_sql`` with ``_judged_summary``: one row per language and model),
+    ``patterns`` (per language, what its CIs resample: ``models``, each row's ``group`` in it,
+    ``scores`` and counts ``n``) and ``consistency`` (self-consistency, when a judge took several
+    samples per item).
     """
     with SHARED_READERS.cursor(db) as con:
         patterns = con.execute(*_patterns_sql(f, judge)).df()
@@ -408,43 +416,40 @@ def leaderboard_base(db: str, f: Filters, judge: str) -> dict[str, Any]:
             columns=["language", "model_id", "metric", "multi_items", "mean_std", "flip_rate"])
     table = per_model.merge(_judged_summary(patterns), on=["language", "model_id"], how="outer")
     table["items"] = table["items"].fillna(0)
-    return {"patterns": patterns, "table": table, "consistency": consistency}
-
-
-def _with_agg(table: pd.DataFrame, weights: tuple[float, ...]) -> pd.DataFrame:
-    """AGG = the weighted mean of the metric means (NaN when a weighted metric has no score)."""
-    w = _weights(weights)
-    used = [m for m in METRICS if w[m] > 0]
-    table["AGG"] = sum(table[m] * w[m] for m in used) if used else np.nan
-    return table
+    by_language = {}
+    for language, rows in patterns.groupby("language", sort=False):
+        models, group = np.unique(rows.model_id.to_numpy(), return_inverse=True)
+        by_language[language] = {"models": models, "group": group, "n": rows.n.to_numpy(dtype=np.int64),
+                                 "scores": rows[list(METRICS)].to_numpy(dtype=float)}
+    return {"table": table, "patterns": by_language, "consistency": consistency}
 
 
 def model_means(db: str | Path, f: Filters, judge: str, weights: tuple[float, ...]) -> pd.DataFrame:
     """Per (language, model) judged: metric means, n and AGG (no CIs) — the heatmap."""
     table = leaderboard_base(db, f, judge)["table"]
-    judged = _with_agg(table[table["items"] > 0].copy(), weights)
-    return judged[["language", "model_id", "AGG", *METRICS, *(f"n_{m}" for m in METRICS), "judgments"]]
+    judged = table.loc[table["items"] > 0, ["language", "model_id", *METRICS, *(f"n_{m}" for m in METRICS),
+                                            "judgments"]]
+    w = _weights(weights)
+    judged.insert(2, "AGG", sum(judged[m] * w[m] for m in METRICS if w[m] > 0))
+    return judged.reset_index(drop=True)
 
 
-def _cis(patterns: pd.DataFrame, w: dict[str, float]) -> pd.DataFrame:
-    """Per model (patterns of one language): the 95% CI of each metric's mean and of AGG, and n_AGG.
+def _cis(patterns: dict[str, np.ndarray], w: dict[str, float]) -> dict[str, np.ndarray]:
+    """Per model of one language's patterns: the 95% CI of each metric's mean and of AGG, and n_AGG.
 
     AGG's CI resamples the per-item weighted score over the items scored on every weighted metric.
     Scores (means over samples) and AGG are binned to 0.01.
     """
-    names, group = np.unique(patterns.model_id.to_numpy(), return_inverse=True)
-    scores = patterns[list(METRICS)].to_numpy(dtype=float)
-    counts = patterns.n.to_numpy(dtype=np.int64)
+    group, counts, scores = patterns["group"], patterns["n"], patterns["scores"]
     weighted = [i for i, m in enumerate(METRICS) if w[m] > 0]
     agg = scores[:, weighted] @ np.array([w[METRICS[i]] for i in weighted])  # NaN when one is missing
-    out: dict[str, Any] = {"model_id": names}
+    out: dict[str, np.ndarray] = {}
     for m, column in (*zip(METRICS, scores.T, strict=True), ("AGG", agg)):
         kept = ~np.isnan(column)
         out[f"{m}_lo"], out[f"{m}_hi"] = bootstrap_mean_cis(group[kept], np.round(column[kept], 2), counts[kept],
-                                                            len(names), n_resamples=CI_RESAMPLES)
-        if m == "AGG":
-            out["n_AGG"] = np.bincount(group[kept], weights=counts[kept], minlength=len(names)).astype(np.int64)
-    return pd.DataFrame(out)
+                                                            len(patterns["models"]), n_resamples=CI_RESAMPLES)
+    out["n_AGG"] = np.bincount(group[kept], weights=counts[kept], minlength=len(patterns["models"]))
+    return out
 
 
 @cached_query
@@ -458,37 +463,40 @@ def leaderboard(db: str, f: Filters, judge: str, weights: tuple[float, ...], lan
     and the language's retrieval recall.
     """
     data = leaderboard_base(db, f, judge)
-    table, patterns = data["table"], data["patterns"]
-    board = _with_agg(table[table.language == language].drop(columns=["language"]), weights)
-    mine = patterns[patterns.language == language]
-    if not mine.empty:
-        board = board.merge(_cis(mine, _weights(weights)), on="model_id", how="left")
+    table = data["table"]
+    rows = table[table.language == language]
+    board: dict[str, np.ndarray] = {c: rows[c].to_numpy() for c in rows.columns if c != "language"}
+    w = _weights(weights)
+    board["AGG"] = sum(board[m].astype(float) * w[m] for m in METRICS if w[m] > 0)
+    patterns = data["patterns"].get(language)
+    if patterns is not None:
+        at = pd.Index(patterns["models"]).get_indexer(board["model_id"])  # -1: a model with no judged item
+        board |= {col: np.where(at >= 0, values[at], np.nan) for col, values in _cis(patterns, w).items()}
     consistency = data["consistency"]
     consistency = consistency[consistency.language == language]
     if not consistency.empty:
         sc = consistency.assign(std_w=consistency.mean_std * consistency.multi_items,
                                 flip_w=consistency.flip_rate * consistency.multi_items)
         sc = sc.groupby("model_id")[["std_w", "flip_w", "multi_items"]].sum()
-        sc = pd.DataFrame({"self_std": sc.std_w / sc.multi_items, "flip_rate": sc.flip_w / sc.multi_items})
-        board = board.merge(sc.reset_index(), on="model_id", how="left")
-    optional = [c for c in (*LEXICAL, "n_lexical", *(f"check_{c}" for c in CHECKS)) if board[c].isna().all()]
-    board = board.drop(columns=optional)
-    guaranteed = [f"{m}{suffix}" for m in ("AGG", *METRICS) for suffix in ("", "_lo", "_hi")]
-    for col in (*guaranteed, *(f"n_{m}" for m in ("AGG", *METRICS)), "judgments", "parse_failures", "samples"):
-        if col not in board:
-            board[col] = np.nan
-    for col in board.columns.drop("model_id"):  # missing values as NaN, never the text "None"
-        if board[col].dtype == object:
-            board[col] = pd.to_numeric(board[col], errors="coerce")
-    board = board.sort_values(["AGG", "model_id"], ascending=[False, True], na_position="last")
-    board.insert(0, "rank", range(1, len(board) + 1))
-    return board.reset_index(drop=True)
+        board["self_std"] = (sc.std_w / sc.multi_items).reindex(board["model_id"]).to_numpy()
+        board["flip_rate"] = (sc.flip_w / sc.multi_items).reindex(board["model_id"]).to_numpy()
+    for c in (*LEXICAL, "n_lexical", *(f"check_{c}" for c in CHECKS)):  # only what was computed
+        if pd.isna(board[c]).all():
+            del board[c]
+    for col in (*(f"{m}{suffix}" for m in ("AGG", *METRICS) for suffix in ("", "_lo", "_hi")),
+                *(f"n_{m}" for m in ("AGG", *METRICS)), "judgments", "parse_failures", "samples"):
+        board.setdefault(col, np.full(len(rows), np.nan))
+    for col, values in board.items():  # missing values as NaN, never the text "None"
+        if col != "model_id" and values.dtype == object:
+            board[col] = pd.to_numeric(values, errors="coerce")
+    order = np.lexsort((board["model_id"].astype(str), np.nan_to_num(-board["AGG"].astype(float), nan=np.inf)))
+    return pd.DataFrame({"rank": np.arange(1, len(order) + 1), **{c: v[order] for c, v in board.items()}})
 
 
 @cached_query
 def paper_leaderboard(db: str, language: str) -> pd.DataFrame:
     """Health-Pariksha's published leaderboard for a language (Tables 2–6; GPT-4o as judge)."""
-    board = pd.read_csv(REFERENCE_DIR / "health_pariksha_leaderboards.csv")
+    board = _reference_csv("health_pariksha_leaderboards.csv")
     return board[board.language == language].drop(columns=["table", "language"]).reset_index(drop=True)
 
 
@@ -797,7 +805,7 @@ def reference_table(db: str, name: str) -> pd.DataFrame:
     """A reference CSV of the papers (data/reference), by fixed name."""
     files = {"medcode_table2": "medcode_table2.csv", "table7": "health_pariksha_table7_rankings.csv",
              "table1": "health_pariksha_table1_models.csv", "leaderboards": "health_pariksha_leaderboards.csv"}
-    return pd.read_csv(REFERENCE_DIR / files[name])
+    return _reference_csv(files[name]).copy()
 
 
 # -- human vs LLM ---------------------------------------------------------------------------------------

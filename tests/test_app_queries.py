@@ -42,7 +42,7 @@ def test_hostile_filter_values_are_only_values(synthetic_db, copy_db):
         for f in (base.with_(languages=(value,)), base.with_(models=(value,)), base.with_(themes=(value,)),
                   q.Filters(dataset=value)):
             assert q.browse_count.uncached(str(db), q.Browse(f)) == 0
-            assert q.leaderboard_base.uncached(str(db), f, "openai/gpt-4o")["patterns"].empty
+            assert not q.leaderboard_base.uncached(str(db), f, "openai/gpt-4o")["patterns"]
         assert q.browse_count.uncached(str(db), q.Browse(base, search=value)) == 0
     assert counts(db) == before
 
