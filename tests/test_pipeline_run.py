@@ -203,9 +203,16 @@ def test_json_schema_and_logprobs_through_llama_cpp_server(llama_server):
                                                "Justification": {"type": "string"}},
               "required": ["Score", "Justification"]}
     messages = ({"role": "user", "content": "Rate this answer from 0 to 2 as JSON: 'Use the drops 4 times a day.'"},)
-    out = asyncio.run(model.generate(ChatRequest(messages, GenerateParams(max_tokens=60, json_schema=schema))))
-    assert out.ok, out.error
-    assert json.loads(out.text)["Score"] in (0, 1, 2)
-    out = asyncio.run(model.generate(ChatRequest(messages, GenerateParams(max_tokens=1, top_logprobs=5))))
+
+    async def both() -> tuple:
+        try:
+            return (await model.generate(ChatRequest(messages, GenerateParams(max_tokens=60, json_schema=schema))),
+                    await model.generate(ChatRequest(messages, GenerateParams(max_tokens=1, top_logprobs=5))))
+        finally:
+            await model.aclose()  # the client's connection pool belongs to this loop
+
+    judged, out = asyncio.run(both())
+    assert judged.ok, judged.error
+    assert json.loads(judged.text)["Score"] in (0, 1, 2)
     assert out.ok and out.top_logprobs and len(out.top_logprobs) >= 2
     assert all(lp <= 0 for lp in out.top_logprobs.values())
