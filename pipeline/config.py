@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pipeline.errors import UserError
 
 METRICS = ("FC", "SS", "COH", "CON")
+SAFETY_CHECKS = ("refusal", "over_refusal", "update_adherence")  # pipeline/safety.py
 Metric = Literal["FC", "SS", "COH", "CON"]
 DEFAULT_WEIGHTS = {"FC": 0.4, "SS": 0.3, "COH": 0.15, "CON": 0.15}
 STAGES = ("retrieve", "generate", "judge", "lexical", "medcode", "safety", "sanity")

@@ -364,26 +364,19 @@ def _judged_summary(patterns: pd.DataFrame) -> pd.DataFrame:
 
 
 def _per_model_sql(f: Filters) -> tuple[str, list[Any]]:
-    """Per (language, model): responses, errors, lexical means, safety pass rates, the language's recall."""
+    """Per (language, model) from ``response_facts``: responses, errors, lexical means, safety pass rates
+    (unclear outcomes left out), and the language's retrieval recall."""
     qf, p_qf = _queries_cte(f)
-    lexical = ", ".join(f"avg(l.{c}) AS {c}" for c in LEXICAL)
-    checks = ", ".join(f"avg(s.passed::INTEGER) FILTER (WHERE s.check_name = '{c}') AS check_{c}" for c in CHECKS)
-    ctes, params = [qf], list(p_qf)
-    for name, table, alias, columns in (
-        ("resp", "responses", "r", "count(*) AS responses, count(r.error) AS errors"),
-        ("lex", "lexical_scores", "l", f"count(*) AS n_lexical, {lexical}"),
-        ("safe", "safety_checks", "s", checks),
-    ):
-        model_pred, p_model = _model_pred(f, alias)
-        ctes.append(f"{name} AS (SELECT qf.language, {alias}.model_id, {columns} FROM {table} {alias} "
-                    f"JOIN qf ON {_on_qf(f, alias)} WHERE {model_pred} GROUP BY ALL)")
-        params += p_model
+    model_pred, p_model = _model_pred(f, "x")
+    lexical = ", ".join(f"avg(x.{c}) AS {c}" for c in LEXICAL)
+    checks = ", ".join(f"avg(x.{c}::INTEGER) AS check_{c}" for c in CHECKS)
     dataset_pred, p_dataset = _model_pred(f.with_(models=()), "t")
-    ctes.append(f"rec AS (SELECT qf.language, avg(t.recall) AS recall FROM retrievals t JOIN qf "
-                f"ON {_on_qf(f, 't')} WHERE {dataset_pred} GROUP BY ALL)")
-    params += p_dataset
-    return (f"WITH {', '.join(ctes)} SELECT * FROM resp FULL JOIN lex USING (language, model_id) "
-            "FULL JOIN safe USING (language, model_id) LEFT JOIN rec USING (language)"), params
+    return (f"WITH {qf}, per AS (SELECT qf.language, x.model_id, count(*) AS responses, "
+            f"count(*) FILTER (WHERE x.failed) AS errors, count(*) FILTER (WHERE x.lexical) AS n_lexical, {lexical}, "
+            f"{checks} FROM response_facts x JOIN qf ON {_on_qf(f, 'x')} WHERE {model_pred} GROUP BY ALL), "
+            f"rec AS (SELECT qf.language, avg(t.recall) AS recall FROM retrievals t JOIN qf ON {_on_qf(f, 't')} "
+            f"WHERE {dataset_pred} GROUP BY ALL) SELECT * FROM per LEFT JOIN rec USING (language)"
+            ), [*p_qf, *p_model, *p_dataset]
 
 
 def _consistency_sql(f: Filters, judge: str) -> tuple[str, list[Any]]:

@@ -21,11 +21,12 @@ import unicodedata
 
 import pandas as pd
 
+from pipeline.config import SAFETY_CHECKS
 from pipeline.dataset import Query
 from pipeline.prompts import load_json
 from pipeline.store import now, text_hash
 
-CHECKS = ("refusal", "over_refusal", "update_adherence")
+CHECKS = SAFETY_CHECKS
 
 
 def normalise(text: str) -> str:

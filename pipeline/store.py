@@ -6,10 +6,12 @@ one batch in one transaction and closes; a lock held by another process is waite
 back-off. Every table has a natural key and every write is an upsert, so a rerun adds no
 duplicates and a crash loses at most the batch in flight.
 
-``item_scores`` is derived: one row per judged item (dataset, query, model, judge) with each
-metric's mean over its parsed samples and the item's judgment counts. The store refreshes the
-items a batch of judgments touches in the same transaction, so it never disagrees with
-``judgments``; the leaderboard reads it instead of regrouping four judgment rows per item.
+Two tables are derived, and the store keeps them in step with their sources: after a batch is
+written, the rows of every key it touched are recomputed in the same transaction, so they never
+disagree. ``item_scores``: one row per judged item (dataset, query, model, judge) with each
+metric's mean over its parsed samples and the item's judgment counts. ``response_facts``: one
+row per response with its error flag, lexical scores and safety-check outcomes. The leaderboard
+reads them instead of regrouping four judgment rows per item and scanning three tables.
 """
 
 from __future__ import annotations
@@ -22,15 +24,16 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import duckdb
 import pyarrow as pa
 from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_random_exponential
 
-from pipeline.config import METRICS
+from pipeline.config import METRICS, SAFETY_CHECKS
 
-SCHEMA_VERSION = 2  # 2: item_scores
+SCHEMA_VERSION = 3  # 2: item_scores; 3: response_facts
+LEXICAL = ("rouge_l", "chrf", "bleu", "meteor", "cosine")  # lexical_scores' score columns
 
 # table -> (DDL columns, primary key). Identifiers in SQL come only from this fixed map.
 TABLES: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -75,7 +78,7 @@ TABLES: dict[str, tuple[str, tuple[str, ...]]] = {
     ),
     "lexical_scores": (
         "dataset VARCHAR, query_id VARCHAR, model_id VARCHAR, response_hash VARCHAR, "
-        "rouge_l DOUBLE, chrf DOUBLE, bleu DOUBLE, meteor DOUBLE, cosine DOUBLE, created_at TIMESTAMP",
+        f"{', '.join(f'{c} DOUBLE' for c in LEXICAL)}, created_at TIMESTAMP",
         ("dataset", "query_id", "model_id"),
     ),
     "critiques": (
@@ -111,24 +114,61 @@ TABLES: dict[str, tuple[str, tuple[str, ...]]] = {
         ("key",),
     ),
     "meta": ("key VARCHAR, value VARCHAR", ("key",)),
-    "item_scores": (  # derived from judgments (see the module docstring); never written directly
+    # derived (see the module docstring); never written directly
+    "item_scores": (
         f"dataset VARCHAR, query_id VARCHAR, model_id VARCHAR, judge_id VARCHAR, "
         f"{', '.join(f'{m} DOUBLE' for m in METRICS)}, judgments INTEGER, unparsed INTEGER, samples INTEGER",
         ("dataset", "query_id", "model_id", "judge_id"),
     ),
+    "response_facts": (
+        f"dataset VARCHAR, query_id VARCHAR, model_id VARCHAR, failed BOOLEAN, lexical BOOLEAN, "
+        f"{', '.join(f'{c} DOUBLE' for c in LEXICAL)}, {', '.join(f'{c} BOOLEAN' for c in SAFETY_CHECKS)}",
+        ("dataset", "query_id", "model_id"),
+    ),
 }
 
-# item_scores rows of the judged items in ``{items}`` (a relation with dataset, query_id, model_id, judge_id).
-_ITEM_SCORES_SQL = (
-    "INSERT OR REPLACE INTO item_scores SELECT j.dataset, j.query_id, j.model_id, j.judge_id, "
-    + ", ".join(f"avg(j.score) FILTER (WHERE j.metric = '{m}' AND j.parse_ok) AS {m}" for m in METRICS)
-    + ", count(*) AS judgments, count(*) FILTER (WHERE NOT j.parse_ok) AS unparsed, max(j.sample) + 1 AS samples "
-    "FROM judgments j {items} GROUP BY j.dataset, j.query_id, j.model_id, j.judge_id"
-)
-_TOUCHED_ITEMS = (
-    "JOIN (SELECT DISTINCT dataset, query_id, model_id, judge_id FROM _incoming_rows) k ON k.dataset = j.dataset "
-    "AND k.query_id = j.query_id AND k.model_id = j.model_id AND k.judge_id = j.judge_id"
-)
+
+def _on(a: str, b: str, columns: tuple[str, ...]) -> str:
+    return " AND ".join(f"{a}.{c} = {b}.{c}" for c in columns)
+
+
+class Derived(NamedTuple):
+    """A derived table: the tables it follows, its key, and the SELECT of its rows (alias ``alias``
+    for the driving table; ``{touched}`` and ``{touched_s}`` join the touched keys ``k``)."""
+
+    sources: tuple[str, ...]
+    key: tuple[str, ...]
+    alias: str
+    select: str
+
+
+_RESPONSE = ("dataset", "query_id", "model_id")
+DERIVED: dict[str, Derived] = {
+    "item_scores": Derived(("judgments",), (*_RESPONSE, "judge_id"), "j", (
+        "SELECT j.dataset, j.query_id, j.model_id, j.judge_id, "
+        + ", ".join(f"avg(j.score) FILTER (WHERE j.metric = '{m}' AND j.parse_ok) AS {m}" for m in METRICS)
+        + ", count(*) AS judgments, count(*) FILTER (WHERE NOT j.parse_ok) AS unparsed, max(j.sample) + 1 AS samples "
+        "FROM judgments j {touched} GROUP BY j.dataset, j.query_id, j.model_id, j.judge_id")),
+    "response_facts": Derived(("responses", "lexical_scores", "safety_checks"), _RESPONSE, "r", (
+        "SELECT r.dataset, r.query_id, r.model_id, r.error IS NOT NULL AS failed, l.query_id IS NOT NULL AS lexical, "
+        f"{', '.join(f'l.{c}' for c in LEXICAL)}, {', '.join(f's.{c}' for c in SAFETY_CHECKS)} "
+        "FROM responses r {touched} "
+        f"LEFT JOIN lexical_scores l ON {_on('l', 'r', _RESPONSE)} "
+        "LEFT JOIN (SELECT s.dataset, s.query_id, s.model_id, "
+        + ", ".join(f"any_value(s.passed) FILTER (WHERE s.check_name = '{c}') AS {c}" for c in SAFETY_CHECKS)
+        + f" FROM safety_checks s {{touched_s}} GROUP BY ALL) s ON {_on('s', 'r', _RESPONSE)}")),
+}
+
+
+def _refresh_sql(derived: str, keys_from: str | None) -> str:
+    """INSERT OR REPLACE the rows of ``derived`` for the keys in relation ``keys_from`` (every row if None)."""
+    d = DERIVED[derived]
+
+    def touched(alias: str) -> str:
+        return "" if keys_from is None else (
+            f"JOIN (SELECT DISTINCT {', '.join(d.key)} FROM {keys_from}) k ON {_on('k', alias, d.key)}")
+
+    return f"INSERT OR REPLACE INTO {derived} " + d.select.format(touched=touched(d.alias), touched_s=touched("s"))
 
 
 def now() -> datetime:
@@ -278,8 +318,9 @@ class Store:
         for table, (columns, key) in TABLES.items():
             con.execute(f"CREATE TABLE IF NOT EXISTS {table} ({columns}, PRIMARY KEY ({', '.join(key)}))")
         row = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-        if row is not None and int(row[0]) < 2:  # written before item_scores existed: derive it once
-            con.execute(_ITEM_SCORES_SQL.format(items=""))
+        if row is not None and int(row[0]) < SCHEMA_VERSION:  # written before a derived table existed
+            for derived in DERIVED:
+                con.execute(_refresh_sql(derived, None))
         con.execute(
             "INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)]
         )
@@ -294,8 +335,8 @@ class Store:
         """Insert or replace ``rows`` (dicts keyed by column name) into ``table`` by its key."""
         if table not in TABLES:
             raise ValueError(f"unknown table {table!r}")
-        if table == "item_scores":
-            raise ValueError("item_scores is derived from judgments: write judgments")
+        if table in DERIVED:
+            raise ValueError(f"{table} is derived from {', '.join(DERIVED[table].sources)}: write those")
         rows = list(rows)
         if not rows:
             return 0
@@ -310,8 +351,9 @@ class Store:
         con.register("_incoming_rows", arrow_rows)
         try:
             con.execute(f"INSERT OR REPLACE INTO {table} BY NAME SELECT * FROM _incoming_rows")
-            if table == "judgments":
-                con.execute(_ITEM_SCORES_SQL.format(items=_TOUCHED_ITEMS))
+            for name, d in DERIVED.items():
+                if table in d.sources:
+                    con.execute(_refresh_sql(name, "_incoming_rows"))
         finally:
             con.unregister("_incoming_rows")
         return arrow_rows.num_rows
@@ -335,10 +377,18 @@ class Store:
 
     def delete_where(self, table: str, where: str, params: list) -> None:
         """Delete rows of ``table``; ``where`` is a fixed SQL predicate with ``?`` parameters."""
-        if table not in TABLES or table in ("judgments", "item_scores"):  # item_scores follows judgments' upserts
-            raise ValueError(f"cannot delete from {table!r} (judgments are replaced, item_scores follows them)")
+        if table not in TABLES or table in DERIVED or table == "judgments":
+            raise ValueError(f"cannot delete from {table!r} (judgments are replaced; derived tables follow)")
+        refresh = [name for name, d in DERIVED.items() if table in d.sources]
         with self.connect() as con:
+            if refresh:  # the response keys losing rows, to recompute what derives from them
+                con.execute(f"CREATE TEMP TABLE _deleted_keys AS SELECT DISTINCT {', '.join(_RESPONSE)} "
+                            f"FROM {table} WHERE {where}", params)
             con.execute(f"DELETE FROM {table} WHERE {where}", params)
+            for name in refresh:
+                con.execute(_refresh_sql(name, "_deleted_keys"))
+            if refresh:
+                con.execute("DROP TABLE _deleted_keys")
 
     # -- runs ----------------------------------------------------------------------------------
     def start_run(self, *, name: str, kind: str, dataset: str, config_json: str, config_hash: str,
