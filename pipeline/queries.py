@@ -16,6 +16,7 @@ playground run in ``pipeline.playground``.
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import os
 from collections.abc import Callable, Sequence
@@ -340,27 +341,38 @@ def _patterns_sql(f: Filters, judge: str) -> tuple[str, list[Any]]:
             "ORDER BY qf.language, i.model_id"), [*p_qf, judge, *p_model]
 
 
-def _judged_summary(patterns: pd.DataFrame) -> pd.DataFrame:
-    """Per (language, model) of the (sorted) patterns: each metric's mean and n, items, judgments,
-    parse failures and samples."""
-    language, model = patterns.language.to_numpy(), patterns.model_id.to_numpy()
+def _split_patterns(patterns: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, dict[str, np.ndarray]]]:
+    """The (language, model)-sorted patterns as per-model judged figures and per-language CI inputs.
+
+    Returns a frame with, per (language, model), each metric's mean and n over scored items, items,
+    judgments, parse failures and samples; and per language ``models``, each row's ``group`` (its
+    model's index), counts ``n`` and the ``scores`` matrix.
+    """
     if not len(patterns):
         return pd.DataFrame(columns=["language", "model_id", *METRICS, *(f"n_{m}" for m in METRICS), "items",
-                                     "judgments", "parse_failures", "samples"])
-    starts = np.flatnonzero(np.r_[True, (language[1:] != language[:-1]) | (model[1:] != model[:-1])])
+                                     "judgments", "parse_failures", "samples"]), {}
+    language, model = patterns.language.to_numpy(), patterns.model_id.to_numpy()
+    new_language = np.r_[True, language[1:] != language[:-1]]
+    new_group = new_language | np.r_[True, model[1:] != model[:-1]]
+    starts = np.flatnonzero(new_group)
     n = patterns.n.to_numpy(dtype=np.int64)
+    scores = patterns[list(METRICS)].to_numpy(dtype=float)
     out: dict[str, Any] = {"language": language[starts], "model_id": model[starts]}
-    for m in METRICS:
-        values = patterns[m].to_numpy(dtype=float)
-        scored = ~np.isnan(values)
+    for i, m in enumerate(METRICS):
+        scored = ~np.isnan(scores[:, i])
         out[f"n_{m}"] = np.add.reduceat(np.where(scored, n, 0), starts)
         with np.errstate(invalid="ignore"):
-            out[m] = np.add.reduceat(np.where(scored, values * n, 0.0), starts) / out[f"n_{m}"]
+            out[m] = np.add.reduceat(np.where(scored, scores[:, i] * n, 0.0), starts) / out[f"n_{m}"]
     out |= {"items": np.add.reduceat(n, starts),
             "judgments": np.add.reduceat(patterns.judgments.to_numpy(dtype=np.int64), starts),
             "parse_failures": np.add.reduceat(patterns.parse_failures.to_numpy(dtype=np.int64), starts),
             "samples": np.maximum.reduceat(patterns.samples.to_numpy(dtype=np.int64), starts)}
-    return pd.DataFrame(out)
+    by_language = {}
+    bounds = [*np.flatnonzero(new_language), len(patterns)]
+    for a, b in itertools.pairwise(bounds):
+        by_language[language[a]] = {"models": model[a:b][new_group[a:b]], "group": np.cumsum(new_group[a:b]) - 1,
+                                    "n": n[a:b], "scores": scores[a:b]}
+    return pd.DataFrame(out), by_language
 
 
 def _per_model_sql(f: Filters) -> tuple[str, list[Any]]:
@@ -396,10 +408,9 @@ def _consistency_sql(f: Filters, judge: str) -> tuple[str, list[Any]]:
 def leaderboard_base(db: str, f: Filters, judge: str) -> dict[str, Any]:
     """Everything per (language, model) a leaderboard needs but the CIs, from one short connection.
 
-    ``table`` (``_per_model_sql`` with ``_judged_summary``: one row per language and model),
-    ``patterns`` (per language, what its CIs resample: ``models``, each row's ``group`` in it,
-    ``scores`` and counts ``n``) and ``consistency`` (self-consistency, when a judge took several
-    samples per item).
+    ``table`` (``_per_model_sql`` with ``_split_patterns``' figures: one row per language and model),
+    ``patterns`` (per language, what its CIs resample; ``_split_patterns``) and ``consistency``
+    (self-consistency, when a judge took several samples per item).
     """
     with SHARED_READERS.cursor(db) as con:
         patterns = con.execute(*_patterns_sql(f, judge)).df()
@@ -407,13 +418,9 @@ def leaderboard_base(db: str, f: Filters, judge: str) -> dict[str, Any]:
         multi = not patterns.empty and int(patterns.samples.max()) > 1
         consistency = con.execute(*_consistency_sql(f, judge)).df() if multi else pd.DataFrame(
             columns=["language", "model_id", "metric", "multi_items", "mean_std", "flip_rate"])
-    table = per_model.merge(_judged_summary(patterns), on=["language", "model_id"], how="outer")
+    judged, by_language = _split_patterns(patterns)
+    table = per_model.merge(judged, on=["language", "model_id"], how="outer")
     table["items"] = table["items"].fillna(0)
-    by_language = {}
-    for language, rows in patterns.groupby("language", sort=False):
-        models, group = np.unique(rows.model_id.to_numpy(), return_inverse=True)
-        by_language[language] = {"models": models, "group": group, "n": rows.n.to_numpy(dtype=np.int64),
-                                 "scores": rows[list(METRICS)].to_numpy(dtype=float)}
     return {"table": table, "patterns": by_language, "consistency": consistency}
 
 
