@@ -180,7 +180,7 @@ def choices(db: str) -> dict[str, Any]:
          "GROUP BY d.name ORDER BY (d.name = ?), n DESC, d.name", [PLAYGROUND]),
         ("SELECT dataset, language, count(*) AS n FROM queries GROUP BY ALL ORDER BY dataset, n DESC", []),
         ("SELECT dataset, model_id, count(*) AS n FROM responses GROUP BY ALL ORDER BY dataset, model_id", []),
-        ("SELECT dataset, judge_id, count(*) AS n FROM judgments GROUP BY ALL ORDER BY dataset, n DESC", []),
+        ("SELECT dataset, judge_id, sum(judgments) AS n FROM item_scores GROUP BY ALL ORDER BY dataset, n DESC", []),
         ("SELECT dataset, arg_max(config, started_at) AS config, max(started_at) AS started FROM runs "
          "WHERE kind = 'pipeline' AND config IS NOT NULL GROUP BY dataset ORDER BY started DESC", []),
         ("SELECT value FROM meta WHERE key = 'schema_version'", []),
@@ -266,8 +266,8 @@ def overview(db: str) -> dict[str, pd.DataFrame]:
 def judge_summary(db: str) -> dict[str, pd.DataFrame]:
     """Judges with their judgment and parse-failure counts, reliability (sanity AUC), human agreement."""
     judges, reliability, confusion = _dfs(db, [
-        ("SELECT dataset, judge_id, count(*) AS judgments, count(*) FILTER (WHERE NOT parse_ok) AS parse_failures, "
-         "max(sample) + 1 AS samples FROM judgments GROUP BY ALL ORDER BY dataset, judgments DESC", []),
+        ("SELECT dataset, judge_id, sum(judgments)::BIGINT AS judgments, sum(unparsed)::BIGINT AS parse_failures, "
+         "max(samples) AS samples FROM item_scores GROUP BY ALL ORDER BY dataset, judgments DESC", []),
         ("SELECT dataset, judge_id, metric, auc, n_good, n_bad, n_unparsed, created_at FROM judge_reliability "
          "ORDER BY dataset, judge_id, metric", []),
         ("WITH pairs AS (SELECT h.dataset, j.judge_id, h.metric, h.score AS human, round(avg(j.score)) AS llm "
