@@ -28,8 +28,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from pipeline.config import DEFAULT_WEIGHTS, METRICS
-from pipeline.safety import CHECKS
+from pipeline.config import DEFAULT_WEIGHTS, METRICS, SAFETY_CHECKS
 from pipeline.stats import bootstrap_mean_cis, normalised_weights
 from pipeline.store import SCHEMA_VERSION, SHARED_READERS, Store, now
 
@@ -381,7 +380,7 @@ def _per_model_sql(f: Filters) -> tuple[str, list[Any]]:
     qf, p_qf = _queries_cte(f)
     model_pred, p_model = _model_pred(f, "x")
     lexical = ", ".join(f"avg(x.{c}) AS {c}" for c in LEXICAL)
-    checks = ", ".join(f"avg(x.{c}::INTEGER) AS check_{c}" for c in CHECKS)
+    checks = ", ".join(f"avg(x.{c}::INTEGER) AS check_{c}" for c in SAFETY_CHECKS)
     dataset_pred, p_dataset = _model_pred(f.with_(models=()), "t")
     return (f"WITH {qf}, per AS (SELECT qf.language, x.model_id, count(*) AS responses, "
             f"count(*) FILTER (WHERE x.failed) AS errors, count(*) FILTER (WHERE x.lexical) AS n_lexical, {lexical}, "
@@ -480,7 +479,7 @@ def leaderboard(db: str, f: Filters, judge: str, weights: tuple[float, ...], lan
         sc = sc.groupby("model_id")[["std_w", "flip_w", "multi_items"]].sum()
         board["self_std"] = (sc.std_w / sc.multi_items).reindex(board["model_id"]).to_numpy()
         board["flip_rate"] = (sc.flip_w / sc.multi_items).reindex(board["model_id"]).to_numpy()
-    for c in (*LEXICAL, "n_lexical", *(f"check_{c}" for c in CHECKS)):  # only what was computed
+    for c in (*LEXICAL, "n_lexical", *(f"check_{c}" for c in SAFETY_CHECKS)):  # only what was computed
         if pd.isna(board[c]).all():
             del board[c]
     for col in (*(f"{m}{suffix}" for m in ("AGG", *METRICS) for suffix in ("", "_lo", "_hi")),
