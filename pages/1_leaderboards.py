@@ -9,6 +9,7 @@ import streamlit as st
 from pages import _ui as ui
 from pipeline import queries as q
 from pipeline.config import METRICS
+from pipeline.stats import EXPANSION_MIN_N
 
 CHECK_LABELS = {
     "refusal": ("refusal accuracy", "declined an out-of-KB query instead of inventing an answer"),
@@ -69,8 +70,9 @@ for m in ("AGG", *METRICS):
 st.subheader(f"{ui.md_escape(ui.lang_label(language))}: {len(board)} models")
 parse_failures = int(board.parse_failures.fillna(0).sum())
 caption = (f"Judge {ui.md_escape(ctx.judge)}. Means over scored items; n per metric excludes "
-           f"{parse_failures} unparseable judge outputs (never counted as 0). CIs: percentile bootstrap, "
-           f"{q.CI_RESAMPLES} resamples of items.")
+           f"{parse_failures} unparseable judge outputs (never counted as 0). CIs: 95% percentile bootstrap over "
+           f"items, from the bootstrap distribution's cumulants (Cornish–Fisher) when n ≥ {EXPANSION_MIN_N} and "
+           f"the mean is not skewed, else {q.CI_RESAMPLES} resamples.")
 if "self_std" in board:
     caption += (" Self-consistency: mean std of a metric's samples per item, and the share of items whose "
                 "samples differ.")
