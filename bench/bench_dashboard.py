@@ -72,7 +72,7 @@ def page_queries(db: str) -> dict[str, list[tuple[str, Callable[[], Any]]]]:
                          ("leaderboard en (CIs)", lambda: q.leaderboard(db, f, judge, weights, "en")),
                          ("  of which 120 CIs + table (SQL cached)",
                           lambda: q.leaderboard.uncached(db, f, judge, weights, "en")),
-                         ("paper_leaderboard", lambda: q.paper_leaderboard(db, "en"))],
+                         ("paper_leaderboard", lambda: q.paper_leaderboard("en"))],
         "responses": [("browse_view (count, page, details, chunks)", lambda: q.browse_view(db, browse, 10, 0)),
                       ("query_view (side by side)", lambda: q.query_view(db, dataset, "en-00001"))],
         "responses (search + score filter, page 50)": [

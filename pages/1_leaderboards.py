@@ -62,7 +62,7 @@ languages = [lang for lang in ui.languages_in_view(ctx) if lang in set(means.lan
 language = st.segmented_control("Language", languages, key="lb_lang",
                                 bind="query-params", default=languages[0] if languages else None) or languages[0]
 board = q.leaderboard(ctx.db, ctx.filters, ctx.judge, weights, language)
-paper = q.paper_leaderboard(ctx.db, language)
+paper = q.paper_leaderboard(language)
 paper_agg = dict(zip(paper.model.str.lower(), paper.AGG, strict=True))
 board["paper_AGG"] = board.model_id.map(lambda m: paper_agg.get(q.short_name(m), np.nan))
 for m in ("AGG", *METRICS):

@@ -492,8 +492,7 @@ def leaderboard(db: str, f: Filters, judge: str, weights: tuple[float, ...], lan
     return pd.DataFrame({"rank": np.arange(1, len(order) + 1), **{c: v[order] for c, v in board.items()}})
 
 
-@cached_query
-def paper_leaderboard(db: str, language: str) -> pd.DataFrame:
+def paper_leaderboard(language: str) -> pd.DataFrame:
     """Health-Pariksha's published leaderboard for a language (Tables 2–6; GPT-4o as judge)."""
     board = _reference_csv("health_pariksha_leaderboards.csv")
     return board[board.language == language].drop(columns=["table", "language"]).reset_index(drop=True)
