@@ -20,8 +20,6 @@ from pathlib import Path
 
 from pipeline.store import now, text_hash
 
-LEXICAL_COLUMNS = ("rouge_l", "chrf", "bleu", "meteor", "cosine")
-
 
 # -- METEOR's WordNet, offline --------------------------------------------------------------------
 def _wordnet_cache_dir() -> Path:

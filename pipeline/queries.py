@@ -30,13 +30,12 @@ import streamlit as st
 
 from pipeline.config import DEFAULT_WEIGHTS, METRICS, SAFETY_CHECKS
 from pipeline.stats import bootstrap_mean_cis, normalised_weights
-from pipeline.store import SCHEMA_VERSION, SHARED_READERS, Store, now
+from pipeline.store import LEXICAL, SCHEMA_VERSION, SHARED_READERS, Store, now
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DB = REPO_ROOT / "data" / "results.duckdb"
 REFERENCE_DIR = REPO_ROOT / "data" / "reference"
 PLAYGROUND = "playground"
-LEXICAL = ("rouge_l", "chrf", "bleu", "meteor", "cosine")
 LEXICAL_LABELS = {"rouge_l": "ROUGE-L", "chrf": "chrF++", "bleu": "BLEU", "meteor": "METEOR", "cosine": "cosine"}
 DISAGREEMENT = ("p_none", "p_low", "p_moderate", "p_high")
 DISAGREEMENT_LABELS = {"p_none": "None", "p_low": "Low", "p_moderate": "Moderate", "p_high": "High"}
@@ -185,7 +184,7 @@ def choices(db: str) -> dict[str, Any]:
         ("SELECT value FROM meta WHERE key = 'schema_version'", []),
     ])
     if version.empty or int(version.value.iloc[0]) < SCHEMA_VERSION:  # written by an older version
-        Store(db).upgrade()  # derives what this one reads (item_scores); the file's stamp changes
+        Store(db).upgrade()  # derives the tables this one reads; the file's stamp changes
     return {
         "configs": {d: c for d, c in zip(configs.dataset, configs.config, strict=True)},
         "latest_config": configs.config.iloc[0] if len(configs) else None,
@@ -442,12 +441,14 @@ def _cis(patterns: dict[str, np.ndarray], w: dict[str, float]) -> dict[str, np.n
     group, counts, scores = patterns["group"], patterns["n"], patterns["scores"]
     weighted = [i for i, m in enumerate(METRICS) if w[m] > 0]
     agg = scores[:, weighted] @ np.array([w[METRICS[i]] for i in weighted])  # NaN when one is missing
+    n_models = len(patterns["models"])
     out: dict[str, np.ndarray] = {}
     for m, column in (*zip(METRICS, scores.T, strict=True), ("AGG", agg)):
         kept = ~np.isnan(column)
         out[f"{m}_lo"], out[f"{m}_hi"] = bootstrap_mean_cis(group[kept], np.round(column[kept], 2), counts[kept],
-                                                            len(patterns["models"]), n_resamples=CI_RESAMPLES)
-    out["n_AGG"] = np.bincount(group[kept], weights=counts[kept], minlength=len(patterns["models"]))
+                                                            n_models, n_resamples=CI_RESAMPLES)
+    complete = ~np.isnan(agg)
+    out["n_AGG"] = np.bincount(group[complete], weights=counts[complete], minlength=n_models)
     return out
 
 
