@@ -1,0 +1,228 @@
+"""HealthBench rubric scoring: per-item scores from per-criterion grades, the clipped model score, tag breakdowns
+and grader-vs-physician agreement.
+
+Follows openai/simple-evals at commit ee3b0318d8d1d9d72755a4120879be65f7c07e9e (2025-07-09; the HealthBench files
+date from 5e623c2b, 2025-05-12): `healthbench_eval.py` `calculate_score` (lines 136–154), `grade_sample`'s
+example-tag and rubric-tag metrics (lines 398–418), `_compute_clipped_stats` / `_aggregate_get_clipped_mean`
+(lines 212–261) and `healthbench_meta_eval.py` `compute_metrics_for_rater_by_class` with its F1 and balanced
+("macro") metrics. Where this module departs, its docstrings say so (seeded RNG, an added percentile CI, ungraded
+criteria).
+
+A grades frame is long: one row per (item, criterion) with columns `item_id`, `points` (may be negative),
+`criteria_met` (bool; None/NaN = ungraded), optional `tags` (the criterion's rubric tags, e.g. "axis:accuracy")
+and optional `example_tags` (the item's tags, e.g. "theme:emergency_referrals", repeated on its rows).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+from sklearn.metrics import f1_score
+
+OVERALL = "overall_score"
+
+
+def _field(obj: Any, name: str) -> Any:
+    return obj[name] if isinstance(obj, Mapping) else getattr(obj, name)
+
+
+def _met(result: Any) -> Any:
+    return result["criteria_met"] if isinstance(result, Mapping) else result
+
+
+def _graded(value: Any) -> bool:
+    return not (pd.api.types.is_scalar(value) and pd.isna(value))
+
+
+def calculate_score(rubric_items: Sequence[Any], grading_results: Sequence[Any]) -> float | None:
+    """Σ points of the met criteria ÷ Σ positive points (HealthBench `calculate_score`); None if no positive points.
+
+    Rubric items are mappings or objects with `points`; grading results are mappings with `criteria_met` or bare
+    bools, one per rubric item. Met negative criteria subtract, so an item's score may fall below 0; it is not
+    clipped here (only the mean over items is).
+    """
+    if len(rubric_items) != len(grading_results):
+        raise ValueError(f"{len(rubric_items)} rubric items but {len(grading_results)} grading results")
+    total_possible = sum(_field(item, "points") for item in rubric_items if _field(item, "points") > 0)
+    if total_possible == 0:
+        return None
+    if not all(_graded(_met(r)) for r in grading_results):
+        raise ValueError("every criterion needs a grade (criteria_met True/False) to compute a score")
+    achieved = sum(_field(item, "points") for item, r in zip(rubric_items, grading_results, strict=True) if _met(r))
+    return achieved / total_possible
+
+
+def item_metrics(
+    rubric_items: Sequence[Any],
+    grading_results: Sequence[Any],
+    example_tags: Sequence[str] = (),
+) -> dict[str, float]:
+    """One item's metrics as HealthBench's `grade_sample` builds them.
+
+    `overall_score`; each example tag gets the overall score; each rubric tag gets `calculate_score` over the
+    criteria carrying that tag (omitted when they have no positive points). Departure: an item with an ungraded
+    criterion has no overall score (unscored, not 0) and a rubric tag is omitted when one of its criteria is
+    ungraded; HealthBench re-asks the grader until it answers.
+    """
+    metrics: dict[str, float] = {}
+    if all(_graded(_met(r)) for r in grading_results):
+        overall = calculate_score(rubric_items, grading_results)
+        if overall is None:
+            raise ValueError("an item's rubric needs at least one criterion with positive points")
+        metrics[OVERALL] = overall
+        metrics.update({tag: overall for tag in example_tags})
+    by_tag: dict[str, list[tuple[Any, Any]]] = {}
+    for item, result in zip(rubric_items, grading_results, strict=True):
+        for tag in dict.fromkeys(_field(item, "tags") or ()):
+            by_tag.setdefault(tag, []).append((item, result))
+    for tag, pairs in by_tag.items():
+        items, results = zip(*pairs, strict=True)
+        if not all(_graded(_met(r)) for r in results):
+            continue
+        score = calculate_score(items, results)
+        if score is not None:
+            metrics[tag] = score
+    return metrics
+
+
+def clipped_stats(
+    values: Sequence[float] | np.ndarray,
+    n_bootstrap: int = 1000,
+    seed: int = 0,
+    confidence: float = 0.95,
+) -> dict[str, float | int]:
+    """HealthBench's final statistic: the mean of item scores clipped to [0, 1], its bootstrap std, n_samples.
+
+    As `_compute_clipped_stats`: 1000 resamples of the items, each resample's mean clipped, `bootstrap_std` =
+    np.std (ddof 0) of those. Departures: a seeded generator (HealthBench uses the unseeded global np.random)
+    and an added percentile CI (`ci_lo`, `ci_hi`) of the clipped means, which HealthBench does not report.
+    None/NaN values are dropped.
+    """
+    array = np.asarray([v for v in values if _graded(v)], dtype=float)
+    n = len(array)
+    result: dict[str, float | int] = {"mean": float("nan"), "n_samples": n, "bootstrap_std": float("nan"),
+                                      "ci_lo": float("nan"), "ci_hi": float("nan")}
+    if n == 0:
+        return result
+    result["mean"] = float(np.clip(np.mean(array), 0, 1))
+    if n == 1:
+        result["bootstrap_std"] = 0.0  # what HealthBench's resampling of a single value gives
+        return result
+
+    def clipped_mean(x: np.ndarray, axis: int = -1) -> np.ndarray:
+        return np.clip(np.mean(x, axis=axis), 0, 1)
+
+    boot = stats.bootstrap((array,), clipped_mean, n_resamples=n_bootstrap, confidence_level=confidence,
+                           method="percentile", rng=np.random.default_rng(seed))
+    result["bootstrap_std"] = float(np.std(boot.bootstrap_distribution))
+    result["ci_lo"] = float(boot.confidence_interval.low)
+    result["ci_hi"] = float(boot.confidence_interval.high)
+    return result
+
+
+def _per_item_metrics(grades: pd.DataFrame) -> tuple[list[dict[str, float]], dict[str, str]]:
+    missing = {"item_id", "points", "criteria_met"} - set(grades.columns)
+    if missing:
+        raise ValueError(f"grades frame lacks columns {sorted(missing)}")
+    per_item, kinds = [], {}
+    for _, rows in grades.groupby("item_id", sort=False):
+        records = rows.to_dict("records")
+        rubric = [{"points": r["points"], "tags": r.get("tags") or ()} for r in records]
+        results = [{"criteria_met": None if not _graded(r["criteria_met"]) else bool(r["criteria_met"])}
+                   for r in records]
+        example_tags = list(dict.fromkeys(records[0].get("example_tags") or ()))
+        kinds.update({tag: "example" for tag in example_tags})
+        kinds.update({tag: "rubric" for r in rubric for tag in r["tags"]})
+        per_item.append(item_metrics(rubric, results, example_tags))
+    return per_item, kinds
+
+
+def item_scores(grades: pd.DataFrame) -> pd.Series:
+    """Each item's overall score from a grades frame (NaN for items with an ungraded criterion), by item_id."""
+    ids = list(dict.fromkeys(grades["item_id"]))
+    per_item, _ = _per_item_metrics(grades)
+    return pd.Series([m.get(OVERALL, np.nan) for m in per_item], index=pd.Index(ids, name="item_id"),
+                     name=OVERALL, dtype=float)
+
+
+def tag_breakdown(grades: pd.DataFrame, n_bootstrap: int = 1000, seed: int = 0) -> pd.DataFrame:
+    """Score per tag as HealthBench aggregates it, plus the overall score, from a grades frame of one model.
+
+    Example (theme) tags: the clipped mean of the overall scores of the items carrying the tag. Rubric (axis)
+    tags: the clipped mean over items of the score restricted to that tag's criteria, over the items where that
+    restricted score exists. Indexed by metric name (`overall_score` first); columns `kind` (overall / example /
+    rubric), `score`, `n_samples`, `bootstrap_std`, `ci_lo`, `ci_hi` (see `clipped_stats`).
+    """
+    per_item, kinds = _per_item_metrics(grades)
+    name_to_values: dict[str, list[float]] = {OVERALL: []}
+    for metrics in per_item:
+        for name, value in metrics.items():
+            name_to_values.setdefault(name, []).append(value)
+    rows = []
+    for name, values in name_to_values.items():
+        summary = clipped_stats(values, n_bootstrap=n_bootstrap, seed=seed)
+        kind = "overall" if name == OVERALL else kinds.get(name, "rubric")
+        rows.append({"tag": name, "kind": kind, "score": summary["mean"], **{k: summary[k] for k in (
+            "n_samples", "bootstrap_std", "ci_lo", "ci_hi")}})
+    return pd.DataFrame(rows).set_index("tag")
+
+
+def _physician_rows(physician_met: Any, n: int) -> list[np.ndarray]:
+    rows = [np.atleast_1d(np.asarray(r, dtype=float)) for r in physician_met]
+    if len(rows) != n:
+        raise ValueError(f"{n} grader labels but {len(rows)} rows of physician labels")
+    return [r[~np.isnan(r)].astype(bool) for r in rows]
+
+
+def _agreement(grader: np.ndarray, physician: np.ndarray) -> dict[str, float | int]:
+    both_classes = len(np.unique(grader)) == 2 and len(np.unique(physician)) == 2
+    f1 = f1_score(physician, grader, labels=[False, True], average=None, zero_division=0.0)
+    return {
+        "n_pairs": len(grader),
+        "agreement": float(np.mean(grader == physician)) if len(grader) else float("nan"),
+        "f1_pos": float(f1[1]) if both_classes else float("nan"),
+        "f1_neg": float(f1[0]) if both_classes else float("nan"),
+        "macro_f1": float(f1_score(physician, grader, average="macro")) if both_classes else float("nan"),
+    }
+
+
+def grader_agreement(
+    grader_met: Sequence[bool] | np.ndarray,
+    physician_met: Sequence[Any] | np.ndarray,
+    categories: Sequence[str] | None = None,
+) -> dict[str, Any]:
+    """Grader vs physicians on criterion labels, as HealthBench's meta-eval (`healthbench_meta_eval.py`) scores it.
+
+    `grader_met[i]` is the grader's label for criterion i; `physician_met[i]` one physician label or a list of
+    them (ragged lists or a 2-D array with NaN for missing). Every (grader, physician) label pair counts once:
+    `agreement` is the share of agreeing pairs, `macro_f1` = scikit-learn `f1_score(average="macro")` over the pairs
+    (the mean of F1 for met and not met: HealthBench's `pairwise_model_f1_balanced`), NaN when either side lacks a
+    class (HealthBench gives None there). `per_criterion` is the share of each criterion's physicians agreeing with
+    the grader; `by_category` (if categories are given) repeats the figures per category.
+    """
+    grader = np.asarray(grader_met, dtype=bool).ravel()
+    physicians = _physician_rows(physician_met, len(grader))
+    grader_pairs = np.concatenate([np.repeat(g, len(p)) for g, p in zip(grader, physicians, strict=True)] or [[]])
+    physician_pairs = np.concatenate(physicians or [[]])
+    result: dict[str, Any] = {
+        "n_criteria": len(grader),
+        **_agreement(grader_pairs.astype(bool), physician_pairs.astype(bool)),
+        "per_criterion": np.array([np.mean(p == g) if len(p) else np.nan for g, p in zip(grader, physicians,
+                                                                                       strict=True)]),
+    }
+    if categories is not None:
+        cats = np.asarray(categories)
+        if len(cats) != len(grader):
+            raise ValueError(f"{len(grader)} grader labels but {len(cats)} categories")
+        rows = []
+        for cat in dict.fromkeys(cats):
+            sel = np.flatnonzero(cats == cat)
+            g = np.concatenate([np.repeat(grader[i], len(physicians[i])) for i in sel])
+            p = np.concatenate([physicians[i] for i in sel])
+            rows.append({"category": cat, "n_criteria": len(sel), **_agreement(g.astype(bool), p.astype(bool))})
+        result["by_category"] = pd.DataFrame(rows).set_index("category")
+    return result
