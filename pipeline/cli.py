@@ -37,7 +37,7 @@ def tag_themes(
     output: Annotated[Path | None, typer.Option("--output", "-o", help="write tagged queries.jsonl here")] = None,
 ):
     """Tag language and themes automatically; report precision/recall where hand labels exist."""
-    from pipeline.themes import tag_themes_command
+    from pipeline.dataset.themes import tag_themes_command
 
     raise typer.Exit(tag_themes_command(path, output))
 
@@ -72,7 +72,7 @@ def import_human_labels(
     dataset: Annotated[str | None, typer.Option(help="dataset name when the CSV has no dataset column")] = None,
 ):
     """Import human labels; bad rows are rejected with their line numbers."""
-    from pipeline.agreement import import_human_labels_command
+    from pipeline.dataset.human_labels import import_human_labels_command
 
     raise typer.Exit(import_human_labels_command(csv, db=db, dataset=dataset))
 
@@ -90,7 +90,7 @@ def train_classifier(
     dropout: Annotated[float, typer.Option()] = 0.3,
 ):
     """Fine-tune a BERT-style critique classifier (Med-CoDE §4.2 hyper-parameters as defaults)."""
-    from pipeline.medcode import train_classifier_command
+    from pipeline.train.classifier import train_classifier_command
 
     raise typer.Exit(train_classifier_command(
         csv, output=output, base_model=base_model, epochs=epochs, learning_rate=learning_rate,

@@ -11,11 +11,9 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from pipeline.errors import UserError
+from pipeline.metrics import DEFAULT_WEIGHTS, METRICS
 
-METRICS = ("FC", "SS", "COH", "CON")
-SAFETY_CHECKS = ("refusal", "over_refusal", "update_adherence")  # pipeline/safety.py
-Metric = Literal["FC", "SS", "COH", "CON"]
-DEFAULT_WEIGHTS = {"FC": 0.4, "SS": 0.3, "COH": 0.15, "CON": 0.15}
+SAFETY_CHECKS = ("refusal", "over_refusal", "update_adherence")  # pipeline/steps/safety.py
 STAGES = ("retrieve", "generate", "judge", "lexical", "medcode", "safety", "sanity")
 
 
@@ -31,13 +29,13 @@ class ModelConfig(_Frozen):
     api_key_env: str | None = None
     path: str | None = Field(None, description="GGUF file for llamacpp/<name> when not embedded")
     chat_format: str | None = None
-    n_ctx: int = 4096
-    max_tokens: int = 256
-    temperature: float = 0.0
-    timeout: float = 120.0
-    max_retries: int = 6
-    concurrency: int | None = Field(None, description="overrides the run's concurrency")
-    tensor_parallel_size: int = 1
+    n_ctx: int = Field(4096, gt=0)
+    max_tokens: int = Field(256, gt=0, description="llama.cpp reads <= 0 as 'until the context is full'")
+    temperature: float = Field(0.0, ge=0)
+    timeout: float = Field(120.0, gt=0)
+    max_retries: int = Field(6, ge=0)
+    concurrency: int | None = Field(None, gt=0, description="overrides the run's concurrency")
+    tensor_parallel_size: int = Field(1, gt=0)
     distributed_executor_backend: Literal["ray", "mp"] | None = None
     engine_args: dict = Field(default_factory=dict, description="extra vllm.LLM arguments")
     languages: tuple[str, ...] | None = Field(
@@ -70,9 +68,9 @@ class RetrievalConfig(_Frozen):
 class JudgeConfig(ModelConfig):
     """The LLM judge: any model id, the metrics it scores, and self-consistency sampling."""
 
-    metrics: tuple[Metric, ...] = METRICS
+    metrics: tuple[str, ...] = METRICS
     samples: int = Field(1, ge=1, le=20)
-    max_tokens: int = 200
+    max_tokens: int = Field(200, gt=0)
     sanity_items: int = Field(20, ge=1, le=10_000, description="queries in the judge sanity set (stage 'sanity')")
 
     @model_validator(mode="after")
@@ -80,9 +78,17 @@ class JudgeConfig(ModelConfig):
         if self.samples > 1 and self.temperature <= 0:
             raise ValueError("samples > 1 (self-consistency) needs a temperature > 0: at temperature 0 "
                              "every sample is the same")
-        if not self.metrics:
-            raise ValueError("give at least one metric")
         return self
+
+    @field_validator("metrics")
+    @classmethod
+    def _registered(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        if not v:
+            raise ValueError("give at least one metric")
+        unknown = [m for m in v if m not in METRICS]
+        if unknown:
+            raise ValueError(f"unknown metric(s) {', '.join(unknown)}; the registry has {', '.join(METRICS)}")
+        return v
 
 
 class MedcodeConfig(_Frozen):
@@ -110,7 +116,7 @@ class RunConfig(_Frozen):
     retrieval: RetrievalConfig = RetrievalConfig()
     models: tuple[ModelConfig, ...]
     judge: JudgeConfig | None = None
-    weights: dict[Metric, float] = Field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
+    weights: dict[str, float] = Field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
     medcode: MedcodeConfig | None = None
     concurrency: int = Field(8, ge=1, le=1024)
     limit: int | None = Field(None, ge=1, description="evaluate only the first N queries")

@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from pipeline import queries as q
-from pipeline.config import METRICS, ModelConfig, RunConfig, load_config
+from pipeline.config import ModelConfig, RunConfig, load_config
 from pipeline.dataset import LANGUAGES, Chunk, Dataset, Query, load_dataset
+from pipeline.metrics import METRICS
 from pipeline.models import Model, create_backend, unavailable_reason
 from pipeline.models.base import ChatRequest, GenerateParams
 from pipeline.prompts import load_text
@@ -126,7 +127,7 @@ def retrieve(index: Any, query: Query, config: RunConfig) -> tuple[list[Chunk], 
 
 
 def request_for(query: Query, raw: list[Chunk], updates: list[Chunk], model_config: ModelConfig) -> ChatRequest:
-    from pipeline.generate import build_request
+    from pipeline.steps.generate import build_request
 
     params = GenerateParams(max_tokens=model_config.max_tokens, temperature=model_config.temperature)
     return build_request(query, raw, updates, params)
@@ -154,19 +155,19 @@ class Streamed:
 def judge(model: Model, query: Query, response: str, raw: list[Chunk], updates: list[Chunk],
           metrics: tuple[str, ...] = METRICS) -> list[dict[str, Any]]:
     """The four judge scores (one call each) with justification and raw output."""
-    from pipeline.judge import judge_response
+    from pipeline.steps.judge import judge_response
 
     return run_on(model, judge_response(model, query=query, response=response, raw=raw, updates=updates,
                                       metrics=metrics))
 
 
 def medcode_available() -> bool:
-    return importlib.util.find_spec("pipeline.medcode") is not None
+    return importlib.util.find_spec("pipeline.steps.medcode") is not None
 
 
 def critique(model: Model, query: Query, response: str, classifier: str) -> dict[str, Any]:
     """The Med-CoDE critique and its disagreement distribution."""
-    from pipeline import medcode
+    from pipeline.steps import medcode
 
     return run_on(model, medcode.critique_response(model, query=query, response=response, classifier=classifier))
 

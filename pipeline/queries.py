@@ -28,8 +28,9 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from pipeline.config import DEFAULT_WEIGHTS, METRICS, SAFETY_CHECKS
-from pipeline.stats import bootstrap_mean_cis, normalised_weights
+from pipeline.analysis.stats import bootstrap_mean_cis, normalised_weights
+from pipeline.config import SAFETY_CHECKS
+from pipeline.metrics import DEFAULT_WEIGHTS, METRICS
 from pipeline.store import LEXICAL, SCHEMA_VERSION, SHARED_READERS, Store, now
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -456,7 +457,7 @@ def _cis(patterns: dict[str, np.ndarray], w: dict[str, float]) -> dict[str, np.n
 def leaderboard(db: str, f: Filters, judge: str, weights: tuple[float, ...], language: str) -> pd.DataFrame:
     """One language's leaderboard: models by AGG with FC, SS, COH, CON, each with n and a 95% bootstrap CI.
 
-    AGG is the weighted mean of the metric means (``pipeline.stats``); its CI resamples the items
+    AGG is the weighted mean of the metric means (``pipeline.analysis.stats``); its CI resamples the items
     scored on every weighted metric. Further columns: items judged, parse failures (excluded from
     means), errors, self-consistency when judgments have several samples, lexical baselines, safety
     check pass rates (``check_<name>``: refusal accuracy, update adherence; only checks that ran)
@@ -810,7 +811,7 @@ def reference_table(db: str, name: str) -> pd.DataFrame:
 # -- human vs LLM ---------------------------------------------------------------------------------------
 def _agreement_from_confusion(confusion: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     """Percentage agreement and linearly weighted kappa per group from (human, llm, n) counts."""
-    from pipeline.agreement import weighted_kappa
+    from pipeline.analysis.agreement import weighted_kappa
 
     rows = []
     if confusion.empty:
@@ -844,9 +845,9 @@ def agreement_view(db: str, f: Filters, judge: str, metric: str) -> dict[str, pd
     ``table``: per language and model (and per language over all models) n, percentage agreement
     and weighted kappa. ``ranks``: per (language, model) mean human and judge scores on the same
     items and both ranks. ``summary``: per language whether the rankings are identical and Kendall's
-    tau (``pipeline.agreement.ranking_comparison``).
+    tau (``pipeline.analysis.agreement.ranking_comparison``).
     """
-    from pipeline.agreement import ranking_comparison
+    from pipeline.analysis.agreement import ranking_comparison
 
     cte, params = _labelled_cte(f, judge, metric)
     with SHARED_READERS.cursor(db) as con:

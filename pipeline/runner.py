@@ -10,14 +10,10 @@ work and a rerun continues where it stopped.
 from __future__ import annotations
 
 import asyncio
-import importlib
 import json
 import subprocess
-import time
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -26,15 +22,12 @@ from rich.table import Table
 from pipeline.config import STAGES, ModelConfig, RunConfig, load_config
 from pipeline.dataset import Dataset, Query, load_dataset
 from pipeline.errors import UserError
-from pipeline.models import Completion, Model, UsageStats, create_backend, is_exclusive, unavailable_reason
-from pipeline.models.base import ChatRequest, GenerateParams
+from pipeline.models import UsageStats, unavailable_reason
+from pipeline.steps import generate, judge, lexical, medcode, retrieve, safety, sanity
+from pipeline.steps.context import RunContext, StageRecord
 from pipeline.store import Store, now
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-FLUSH_EVERY_S = 1.0
-FLUSH_EVERY_ROWS = 500
-
-Rows = dict[str, list[dict[str, Any]]]
 
 
 def code_revision() -> str:
@@ -63,227 +56,17 @@ def select_queries(dataset: Dataset, config: RunConfig) -> list[Query]:
     return queries[: config.limit] if config.limit else queries
 
 
-@dataclass
-class StageRecord:
-    """What one stage did for one model: shown in the summary table and stored with the run."""
 
-    stage: str
-    model_id: str
-    items: int = 0
-    skipped: int = 0
-    errors: int = 0
-    usage: UsageStats = field(default_factory=UsageStats)
-    wall_s: float = 0.0
-
-
-class RunContext:
-    """What a stage needs: config, store, dataset, the selected queries, models and progress."""
-
-    def __init__(self, config: RunConfig, store: Store, dataset: Dataset, queries: list[Query], run_id: str,
-                 generator_models: list[ModelConfig], progress: Progress, console: Console):
-        self.config = config
-        self.store = store
-        self.dataset = dataset
-        self.queries = queries
-        self.run_id = run_id
-        self.generator_models = generator_models
-        self.progress = progress
-        self.console = console
-        self.records: list[StageRecord] = []
-        self._models: dict[str, Model] = {}
-        self.released_provenance: dict[str, dict[str, Any]] = {}
-
-    @property
-    def dataset_name(self) -> str:
-        return self.dataset.name
-
-    def model(self, model_id: str | ModelConfig) -> Model:
-        """The shared ``Model`` (backend + cache + limits) for an id; created once per run."""
-        config = model_id if isinstance(model_id, ModelConfig) else self.config.model_config_for(model_id)
-        if config.id not in self._models:
-            backend = create_backend(config)
-            self._models[config.id] = Model(backend, cache=self.store, concurrency=self.config.concurrency_for(config))
-        return self._models[config.id]
-
-    def release(self, model_id: str) -> None:
-        """Close a model and free what it holds (GPUs of an exclusive backend)."""
-        model = self._models.pop(model_id, None)
-        if model is not None:
-            self.released_provenance[model_id] = model.backend.provenance()
-            model.close()
-
-    def models_in_use(self) -> dict[str, Model]:
-        return dict(self._models)
-
-    def write(self, rows: Rows) -> None:
-        """Save rows of several tables in one transaction (non-LLM stages)."""
-        self.store.write_batch(rows)
-
-    async def drive(self, stage: str, model: Model, requests: Sequence[ChatRequest],
-                    to_rows: Callable[[int, Completion], Rows], *, label: str | None = None,
-                    skipped: int = 0) -> list[Completion]:
-        """Run ``requests`` through ``model`` and save ``to_rows(i, completion)`` as they finish.
-
-        Results are flushed with their cache rows every second (or every 500 rows) and at the end.
-        """
-        record = StageRecord(stage, model.id, items=len(requests), skipped=skipped)
-        before = UsageStats(**model.stats.__dict__)
-        task = self.progress.add_task(label or f"{stage} {model.id}", total=len(requests))
-        pending: Rows = {}
-        pending_rows = 0
-        lock = asyncio.Lock()
-        started = time.perf_counter()
-
-        async def flush() -> None:
-            nonlocal pending, pending_rows
-            async with lock:
-                batch, pending, pending_rows = pending, {}, 0
-                batch["llm_cache"] = batch.get("llm_cache", []) + model.take_cache_rows()
-                await asyncio.to_thread(self.store.write_batch, batch)
-
-        def on_result(i: int, completion: Completion) -> None:
-            nonlocal pending_rows
-            for table, rows in to_rows(i, completion).items():
-                pending.setdefault(table, []).extend(rows)
-                pending_rows += len(rows)
-            if not completion.ok:
-                record.errors += 1
-            self.progress.advance(task)
-
-        async def flusher() -> None:
-            while True:
-                await asyncio.sleep(FLUSH_EVERY_S)
-                if pending_rows:
-                    await flush()
-
-        async def flush_when_full() -> None:
-            while True:
-                await asyncio.sleep(0.05)
-                if pending_rows >= FLUSH_EVERY_ROWS:
-                    await flush()
-
-        background = [asyncio.create_task(flusher()), asyncio.create_task(flush_when_full())]
-        try:
-            results = await model.generate_many(list(requests), on_result=on_result)
-        finally:
-            for t in background:
-                t.cancel()
-            await asyncio.gather(*background, return_exceptions=True)
-            await flush()
-            record.wall_s = time.perf_counter() - started
-            after = model.stats
-            record.usage = UsageStats(**{k: getattr(after, k) - getattr(before, k) for k in after.__dict__})
-            self.records.append(record)
-            self.progress.update(task, completed=len(requests))
-        return results
-
-    def note(self, stage: str, model_id: str, items: int, skipped: int = 0, errors: int = 0,
-             wall_s: float = 0.0) -> None:
-        """Record a non-LLM stage's work for the summary."""
-        self.records.append(StageRecord(stage, model_id, items=items, skipped=skipped, errors=errors, wall_s=wall_s))
-
-
-# -- stages implemented here: retrieve and generate --------------------------------------------
-async def stage_retrieve(ctx: RunContext) -> None:
-    """Retrieve once per query and store the chunk ids (closed-book datasets skip this)."""
-    if ctx.dataset.closed_book:
-        return
-    from pipeline.retrieval import KBIndex, index_dir_for
-
-    settings = ctx.config.retrieval.model_dump_json()
-    done = {r[0] for r in ctx.store.fetch(
-        "SELECT query_id FROM retrievals WHERE dataset = ? AND settings = ?", [ctx.dataset_name, settings])}
-    todo = [q for q in ctx.queries if q.query_id not in done]
-    started = time.perf_counter()
-    if todo:
-        task = ctx.progress.add_task("retrieve (LanceDB hybrid)", total=len(todo))
-        index = await asyncio.to_thread(KBIndex, index_dir_for(ctx.store.path), ctx.dataset)
-        rows = []
-        for q in todo:
-            r = await asyncio.to_thread(index.retrieve, q, ctx.config.retrieval)
-            rows.append({"dataset": ctx.dataset_name, "query_id": q.query_id, "search_text": r.search_text,
-                         "raw_ids": list(r.raw_ids), "update_ids": list(r.update_ids), "recall": r.recall,
-                         "settings": settings, "created_at": now()})
-            ctx.progress.advance(task)
-        ctx.write({"retrievals": rows})
-    ctx.note("retrieve", "lancedb", items=len(todo), skipped=len(ctx.queries) - len(todo),
-             wall_s=time.perf_counter() - started)
-
-
-def retrieved_chunks(ctx: RunContext) -> dict[str, tuple[list, list]]:
-    """query_id → (raw chunks, update chunks) as stored by the retrieve stage."""
-    if ctx.dataset.closed_book:
-        return {q.query_id: ([], []) for q in ctx.queries}
-    rows = ctx.store.fetch("SELECT query_id, raw_ids, update_ids FROM retrievals WHERE dataset = ?",
-                           [ctx.dataset_name])
-    by_id = {qid: (raw, upd) for qid, raw, upd in rows}
-    out = {}
-    for q in ctx.queries:
-        if q.query_id not in by_id:
-            raise UserError(f"query {q.query_id} has no stored retrieval; run the 'retrieve' stage first")
-        raw, upd = by_id[q.query_id]
-        out[q.query_id] = ([ctx.dataset.chunk(c) for c in raw], [ctx.dataset.chunk(c) for c in upd])
-    return out
-
-
-async def stage_generate(ctx: RunContext) -> None:
-    """Every selected model answers every selected query from the same stored chunks."""
-    from pipeline.generate import build_request, prompt_hash
-
-    chunks = retrieved_chunks(ctx)
-    done = {(q, m): h for q, m, h in ctx.store.fetch(
-        "SELECT query_id, model_id, prompt_hash FROM responses WHERE dataset = ? AND error IS NULL",
-        [ctx.dataset_name])}
-
-    async def for_model(mc: ModelConfig) -> None:
-        params = GenerateParams(max_tokens=mc.max_tokens, temperature=mc.temperature)
-        todo: list[tuple[Query, ChatRequest, str]] = []
-        queries = [q for q in ctx.queries if not mc.languages or q.language in mc.languages]
-        for q in queries:
-            raw, updates = chunks[q.query_id]
-            request = build_request(q, raw, updates, params)
-            phash = prompt_hash(request.messages)
-            if done.get((q.query_id, mc.id)) != phash:
-                todo.append((q, request, phash))
-        model = ctx.model(mc)
-
-        def to_rows(i: int, c: Completion) -> Rows:
-            q, _, phash = todo[i]
-            return {"responses": [{
-                "dataset": ctx.dataset_name, "query_id": q.query_id, "model_id": mc.id, "run_id": ctx.run_id,
-                "prompt_hash": phash, "text": c.text if c.ok else None, "error": c.error,
-                "latency_s": c.latency_s, "prompt_tokens": c.prompt_tokens,
-                "completion_tokens": c.completion_tokens, "cached": c.cached, "created_at": now(),
-            }]}
-
-        await ctx.drive("generate", model, [t[1] for t in todo], to_rows, label=f"generate {mc.id}",
-                        skipped=len(queries) - len(todo))
-
-    async def one_at_a_time(models: list[ModelConfig]) -> None:
-        for mc in models:
-            await for_model(mc)
-            ctx.release(mc.id)
-
-    shared = [m for m in ctx.generator_models if not is_exclusive(m)]
-    exclusive = [m for m in ctx.generator_models if is_exclusive(m)]
-    await asyncio.gather(*(for_model(m) for m in shared), one_at_a_time(exclusive))
-
-
-# Scoring stages live in their own modules: (module, function).
-STAGE_FUNCTIONS: dict[str, tuple[str, str]] = {
-    "retrieve": ("pipeline.runner", "stage_retrieve"),
-    "generate": ("pipeline.runner", "stage_generate"),
-    "judge": ("pipeline.judge", "stage_judge"),
-    "lexical": ("pipeline.lexical", "stage_lexical"),
-    "medcode": ("pipeline.medcode", "stage_medcode"),
-    "safety": ("pipeline.safety", "stage_safety"),
-    "sanity": ("pipeline.reliability", "stage_sanity"),
+# The steps in flow order: ``--stages`` names them, the run calls them in this order.
+STEPS: dict[str, Callable[[RunContext], Awaitable[None]]] = {
+    "retrieve": retrieve.step_retrieve,
+    "generate": generate.step_generate,
+    "judge": judge.step_judge,
+    "lexical": lexical.step_lexical,
+    "medcode": medcode.step_medcode,
+    "safety": safety.step_safety,
+    "sanity": sanity.step_sanity,
 }
-
-
-def stage_function(stage: str) -> Callable[[RunContext], Awaitable[None]]:
-    module, name = STAGE_FUNCTIONS[stage]
-    return getattr(importlib.import_module(module), name)
 
 
 def parse_stages(stages: str | None, config: RunConfig) -> list[str]:
@@ -334,7 +117,7 @@ def print_dry_run(config: RunConfig, dataset: Dataset, queries: list[Query], sta
 async def _run_stages(ctx: RunContext, stages: list[str]) -> None:
     try:
         for stage in stages:
-            await stage_function(stage)(ctx)
+            await STEPS[stage](ctx)
     finally:
         await asyncio.gather(*(m.aclose() for m in ctx.models_in_use().values()), return_exceptions=True)
 

@@ -10,9 +10,8 @@ import pytest
 from scipy.stats import kendalltau
 from sklearn.metrics import cohen_kappa_score
 
-from pipeline.agreement import (
+from pipeline.analysis.agreement import (
     agreement_table,
-    import_human_labels_command,
     load_table7,
     model_means,
     percentage_agreement,
@@ -21,6 +20,7 @@ from pipeline.agreement import (
     weighted_kappa,
 )
 from pipeline.dataset import load_dataset
+from pipeline.dataset.human_labels import import_human_labels_command
 from pipeline.runner import save_dataset
 from pipeline.store import Store, now
 

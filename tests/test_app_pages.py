@@ -270,7 +270,7 @@ def test_human_vs_llm_agreement_and_rankings(synthetic_db, monkeypatch):
 
 
 def test_weighted_kappa_from_counts_equals_the_one_from_items():
-    from pipeline.agreement import weighted_kappa
+    from pipeline.analysis.agreement import weighted_kappa
 
     rng = np.random.default_rng(3)
     human = rng.integers(0, 3, 200)

@@ -11,9 +11,12 @@ import pandas as pd
 import pytest
 from pydantic import ValidationError
 
-from pipeline.config import METRICS, JudgeConfig, RunConfig
+from pipeline.config import JudgeConfig, RunConfig
 from pipeline.dataset import load_dataset
-from pipeline.judge import (
+from pipeline.metrics import METRICS
+from pipeline.models.base import Completion, cache_key
+from pipeline.prompts import PROMPTS_DIR
+from pipeline.steps.judge import (
     build_judge_messages,
     judge_calls,
     judgment_result,
@@ -22,9 +25,7 @@ from pipeline.judge import (
     parse_judgment,
     rubric,
 )
-from pipeline.models.base import Completion, cache_key
-from pipeline.prompts import PROMPTS_DIR
-from pipeline.reliability import self_consistency
+from pipeline.steps.sanity import self_consistency
 
 REPO = Path(__file__).resolve().parent.parent
 PAPER = (Path("/work/shared/seeds/health-pariksha.txt"))
@@ -247,8 +248,8 @@ def test_self_consistency_std_and_flip_rate():
 @pytest.mark.slow
 def test_judge_response_with_real_smollm2_samples(cataract):
     from pipeline.config import ModelConfig
-    from pipeline.judge import judge_response
     from pipeline.models import Model, create_backend
+    from pipeline.steps.judge import judge_response
 
     judge = Model(create_backend(ModelConfig(id="llamacpp/smollm2-135m-instruct", max_tokens=40)))
     q = cataract.query("en-001")

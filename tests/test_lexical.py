@@ -6,7 +6,7 @@ import pytest
 from rouge_score import rouge_scorer
 from sacrebleu.metrics import BLEU, CHRF
 
-from pipeline import lexical
+from pipeline.steps import lexical
 
 GT = "You can shave from the day after surgery; the head bath is allowed from 7 days after surgery."
 GOOD = "You can shave from the next day, but wait 7 days before a head bath."

@@ -12,17 +12,15 @@ import numpy as np
 import pytest
 
 from pipeline.errors import UserError
-from pipeline.medcode import (
+from pipeline.steps.medcode import (
     LABELS,
     NO_LABEL_TOKEN,
     PAPER_CLASS_WEIGHTS,
-    class_weights_for,
     classify_with_checkpoint,
     distribution_from_logprobs,
     label_for_token,
-    read_training_csv,
-    train_classifier_command,
 )
+from pipeline.train.classifier import class_weights_for, read_training_csv, train_classifier_command
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -141,8 +139,8 @@ def test_critique_response_with_real_critic_and_trained_checkpoint(tiny_checkpoi
     """The playground entry: real SmolLM2 critic, then the fine-tuned classifier (and logprobs)."""
     from pipeline.config import ModelConfig
     from pipeline.dataset import load_dataset
-    from pipeline.medcode import critique_response
     from pipeline.models import Model, create_backend
+    from pipeline.steps.medcode import critique_response
 
     q = load_dataset(REPO / "data" / "cataract").query("en-004")
     critic = Model(create_backend(ModelConfig(id="llamacpp/smollm2-135m-instruct", max_tokens=32)))

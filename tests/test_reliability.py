@@ -9,9 +9,11 @@ import pandas as pd
 import pytest
 from sklearn.metrics import roc_auc_score
 
-from pipeline.config import DEFAULT_WEIGHTS, METRICS
+from pipeline.analysis.stats import bootstrap_mean_ci, normalised_weights
 from pipeline.dataset import REFUSAL_SENTENCE, load_dataset
-from pipeline.reliability import (
+from pipeline.metrics import DEFAULT_WEIGHTS, METRICS
+from pipeline.runner import save_dataset
+from pipeline.steps.sanity import (
     LEADERBOARD_ITEMS_SQL,
     LEADERBOARD_UNPARSED_SQL,
     discrimination_auc,
@@ -20,8 +22,6 @@ from pipeline.reliability import (
     sanity_variants,
     spread_across_languages,
 )
-from pipeline.runner import save_dataset
-from pipeline.stats import bootstrap_mean_ci, normalised_weights
 from pipeline.store import Store, now, text_hash
 
 REPO = Path(__file__).resolve().parent.parent

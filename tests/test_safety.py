@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from pipeline.dataset import REFUSAL_SENTENCE, load_dataset
-from pipeline.safety import check_response, find_refusal, safety_summary, update_adherence
+from pipeline.steps.safety import check_response, find_refusal, safety_summary, update_adherence
 
 REPO = Path(__file__).resolve().parent.parent
 

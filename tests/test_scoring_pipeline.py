@@ -13,11 +13,12 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from pipeline.config import METRICS, RunConfig
-from pipeline.lexical import meteor_available
-from pipeline.medcode import LABELS
-from pipeline.reliability import LEADERBOARD_ITEMS_SQL, leaderboard
+from pipeline.config import RunConfig
+from pipeline.metrics import METRICS
 from pipeline.runner import run
+from pipeline.steps.lexical import meteor_available
+from pipeline.steps.medcode import LABELS
+from pipeline.steps.sanity import LEADERBOARD_ITEMS_SQL, leaderboard
 from pipeline.store import Store, text_hash
 
 REPO = Path(__file__).resolve().parent.parent

@@ -9,8 +9,7 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
-from pipeline.config import DEFAULT_WEIGHTS, METRICS
-from pipeline.stats import (
+from pipeline.analysis.stats import (
     agg_error,
     bootstrap_mean_ci,
     fit_agg_weights,
@@ -19,6 +18,7 @@ from pipeline.stats import (
     normalised_weights,
     weighted_agg,
 )
+from pipeline.metrics import DEFAULT_WEIGHTS, METRICS
 
 REPO = Path(__file__).resolve().parent.parent
 LEADERBOARDS = REPO / "data" / "reference" / "health_pariksha_leaderboards.csv"

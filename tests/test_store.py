@@ -5,7 +5,8 @@ from __future__ import annotations
 import duckdb
 import pytest
 
-from pipeline.config import METRICS, SAFETY_CHECKS
+from pipeline.config import SAFETY_CHECKS
+from pipeline.metrics import METRICS
 from pipeline.store import DERIVED, LEXICAL, Store, now
 
 # What each derived table must hold, computed here straight from its sources.

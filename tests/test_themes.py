@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.dataset import load_dataset
-from pipeline.themes import (
+from pipeline.dataset.themes import (
     SpellingDetector,
     ThemeTagger,
     code_mixing,

@@ -35,7 +35,7 @@ class ExtractiveBackend(Backend):
         return {"model": self.config.id, "top_sentences": TOP_SENTENCES, "embedder": "all-MiniLM-L6-v2"}
 
     async def complete(self, request: ChatRequest) -> Completion:
-        from pipeline.retrieval import get_embedder
+        from pipeline.steps.retrieve import get_embedder
 
         context = request.context or {}
         passages: list[str] = list(context.get("update_texts", [])) + list(context.get("raw_texts", []))

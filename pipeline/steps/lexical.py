@@ -18,6 +18,7 @@ import warnings
 from collections.abc import Callable
 from pathlib import Path
 
+from pipeline.steps.context import RunContext
 from pipeline.store import now, text_hash
 
 
@@ -128,7 +129,7 @@ METRIC_FUNCTIONS: dict[str, Callable[[str, str], float | None]] = {
 
 def cosine_similarities(responses: list[str], references: list[str]) -> list[float]:
     """MiniLM cosine similarity of each response with its reference (unit vectors → dot product)."""
-    from pipeline.retrieval import get_embedder
+    from pipeline.steps.retrieve import get_embedder
 
     if not responses:
         return []
@@ -144,7 +145,7 @@ def lexical_scores(responses: list[str], references: list[str]) -> list[dict[str
             for r, ref, cos in zip(responses, references, cosines, strict=True)]
 
 
-async def stage_lexical(ctx) -> None:
+async def step_lexical(ctx: RunContext) -> None:
     """Score every selected response against its English ground truth (skips unchanged responses)."""
     import asyncio
 

@@ -1,0 +1,104 @@
+"""The judge's metrics: one registry entry each (``prompts/metrics.json``), read by the judge, the store's
+schema, the read models, the pages and the playground.
+
+An entry names the metric, its label, its rubric file (relative to the registry file's folder, else
+to ``pipeline/prompts``), what the judge sees besides the query and the response (``chunks``: the
+response's retrieved KB chunks; ``ground_truth``: the reference answer) and its default AGG weight.
+Health-Pariksha §3.5.1: FC and SS compare with the ground truth; COH ("stitching information from
+the three data chunks provided") and CON see the chunks but no ground truth.
+
+Adding a metric is one entry plus a rubric file. ``PARIKSHA_METRICS`` may name another registry
+file (a study's own metrics); an existing database gains the new metric's column on its next write.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from pipeline.errors import UserError
+from pipeline.prompts import PROMPTS_DIR
+
+Input = Literal["chunks", "ground_truth"]
+
+
+class Metric(BaseModel):
+    """One judged metric, scored 0–2 in its own call."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(pattern=r"^[A-Z][A-Z0-9_]{0,15}$", description="column name, e.g. FC")
+    label: str
+    rubric: str = Field(description="rubric JSON file")
+    inputs: tuple[Input, ...] = ()
+    weight: float = Field(0.0, ge=0)
+
+    @field_validator("inputs")
+    @classmethod
+    def _unique(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        if len(set(v)) != len(v):
+            raise ValueError("an input is listed twice")
+        return v
+
+
+def registry_path() -> Path:
+    """The registry file in force: ``$PARIKSHA_METRICS``, else ``pipeline/prompts/metrics.json``."""
+    env = os.environ.get("PARIKSHA_METRICS")
+    return Path(env).expanduser() if env else PROMPTS_DIR / "metrics.json"
+
+
+@functools.cache
+def _load(path: Path) -> dict[str, Metric]:
+    try:
+        entries = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise UserError(f"{path}: cannot read the metric registry ({exc})") from None
+    if not isinstance(entries, list) or not entries:
+        raise UserError(f"{path}: the metric registry must be a non-empty JSON list of metrics")
+    out: dict[str, Metric] = {}
+    for i, entry in enumerate(entries):
+        try:
+            metric = Metric.model_validate(entry)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            field = ".".join(str(p) for p in err["loc"]) or "(entry)"
+            raise UserError(f"{path}: metric {i + 1}: field {field}: {err['msg']}") from None
+        if metric.name in out:
+            raise UserError(f"{path}: metric {metric.name} is listed twice")
+        if not rubric_file(metric, path).is_file():
+            raise UserError(f"{path}: metric {metric.name}: rubric file {metric.rubric} not found")
+        out[metric.name] = metric
+    return out
+
+
+def registry() -> dict[str, Metric]:
+    """Every metric, in registry order (the order the judge calls them and pages show them)."""
+    return _load(registry_path())
+
+
+def rubric_file(metric: Metric, registry_file: Path | None = None) -> Path:
+    path = Path(metric.rubric).expanduser()
+    if path.is_absolute():
+        return path
+    beside = (registry_file or registry_path()).parent / path
+    return beside if beside.is_file() else PROMPTS_DIR / path
+
+
+@functools.cache
+def _rubric(path: Path) -> dict:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def rubric(name: str) -> dict:
+    """The metric's rubric JSON (Health-Pariksha Figures 5–8 for the paper's four)."""
+    return _rubric(rubric_file(registry()[name]))
+
+
+METRICS: tuple[str, ...] = tuple(registry())
+LABELS: dict[str, str] = {m.name: m.label for m in registry().values()}
+DEFAULT_WEIGHTS: dict[str, float] = {m.name: m.weight for m in registry().values()}
