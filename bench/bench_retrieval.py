@@ -30,7 +30,7 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from pipeline.dataset import load_dataset  # noqa: E402
-from pipeline.retrieval import KBIndex, get_embedder  # noqa: E402
+from pipeline.steps.retrieve import KBIndex, get_embedder  # noqa: E402
 
 N_CHUNKS = 10_000
 UPDATE_SHARE = 0.15

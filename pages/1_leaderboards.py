@@ -8,8 +8,8 @@ import streamlit as st
 
 from pages import _ui as ui
 from pipeline import queries as q
-from pipeline.config import METRICS
-from pipeline.stats import EXPANSION_MIN_N
+from pipeline.analysis.stats import EXPANSION_MIN_N
+from pipeline.metrics import METRICS
 
 CHECK_LABELS = {
     "refusal": ("refusal accuracy", "declined an out-of-KB query instead of inventing an answer"),

@@ -14,7 +14,7 @@ import streamlit as st
 
 from pages import _ui as ui
 from pipeline import queries as q
-from pipeline.config import METRICS
+from pipeline.metrics import METRICS
 
 ctx = ui.context()
 st.title("Response browser")

@@ -8,7 +8,7 @@ import streamlit as st
 
 from pages import _ui as ui
 from pipeline import queries as q
-from pipeline.config import METRICS
+from pipeline.metrics import METRICS
 
 SCORE_LABELS = {0: "0 — bad", 1: "1 — medium", 2: "2 — good"}
 

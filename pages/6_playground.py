@@ -11,9 +11,10 @@ import streamlit as st
 from pages import _ui as ui
 from pipeline import playground as pg
 from pipeline import queries as q
-from pipeline.config import METRICS, ModelConfig
+from pipeline.config import ModelConfig
 from pipeline.dataset import LANGUAGES
 from pipeline.errors import UserError
+from pipeline.metrics import METRICS
 
 
 @st.cache_resource(show_spinner="Loading the model…", max_entries=6)
@@ -23,7 +24,7 @@ def cached_model(model_json: str) -> Any:
 
 @st.cache_resource(show_spinner="Opening the knowledge-base index…", max_entries=4)
 def cached_index(index_dir: str, dataset_path: str) -> Any:
-    from pipeline.retrieval import KBIndex
+    from pipeline.steps.retrieve import KBIndex
 
     return KBIndex(index_dir, pg.load_kb(Path(dataset_path)))
 
@@ -122,7 +123,7 @@ if st.button("Generate", type="primary", disabled=not selected, icon=":material/
         st.stop()
     raw, updates = [], []
     if dataset_dir is not None:
-        from pipeline.retrieval import index_dir_for
+        from pipeline.steps.retrieve import index_dir_for
 
         with st.spinner("Retrieving chunks…"):
             index = cached_index(str(index_dir_for(ctx.db)), str(dataset_dir))
@@ -180,7 +181,7 @@ judge_mc = pg.role_config(config, "judge")
 critic_mc = pg.role_config(config, "critic")
 judge_reason = "the config has no judge" if judge_mc is None else pg.unavailable_reason(judge_mc)
 critic_reason = ("the config has no medcode section" if critic_mc is None else
-                 "pipeline.medcode is not installed yet" if not pg.medcode_available() else
+                 "pipeline.steps.medcode is not installed yet" if not pg.medcode_available() else
                  pg.unavailable_reason(critic_mc))
 has_gt = query.gt_response != pg.PLACEHOLDER_GT
 c1, c2, c3 = st.columns(3)

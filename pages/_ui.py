@@ -16,8 +16,8 @@ import pandas as pd
 import streamlit as st
 
 from pipeline import queries as q
-from pipeline.config import METRICS
 from pipeline.dataset import LANGUAGES, THEMES
+from pipeline.metrics import METRICS
 
 METRIC_NAMES = {"FC": "Factual correctness", "SS": "Semantic similarity", "COH": "Coherence", "CON": "Conciseness",
                 "AGG": "Aggregate (weighted)"}
