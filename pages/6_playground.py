@@ -181,7 +181,6 @@ judge_mc = pg.role_config(config, "judge")
 critic_mc = pg.role_config(config, "critic")
 judge_reason = "the config has no judge" if judge_mc is None else pg.unavailable_reason(judge_mc)
 critic_reason = ("the config has no medcode section" if critic_mc is None else
-                 "pipeline.steps.medcode is not installed yet" if not pg.medcode_available() else
                  pg.unavailable_reason(critic_mc))
 has_gt = query.gt_response != pg.PLACEHOLDER_GT
 c1, c2, c3 = st.columns(3)
@@ -216,12 +215,12 @@ if st.button("Save to the database", icon=":material/save:", disabled=not result
             source_dataset=result["picked"][0] if result["picked"] else None,
             source_query_id=result["picked"][1] if result["picked"] else None,
             model_id=model_id, response=answer["text"], latency_s=answer["latency_s"],
-            raw_chunks=[pg.chunk_row(c, source) for c in result["raw"]],
-            update_chunks=[pg.chunk_row(c, source) for c in result["updates"]],
+            kb_name=source, raw_chunks=list(result["raw"]), update_chunks=list(result["updates"]),
             judgments=result["scores"].get(model_id, []), judge_id=judge_mc.id if judge_mc else None,
             critique=result["critiques"].get(model_id), critic_id=critic_mc.id if critic_mc else None,
             config_json=config.to_json()))
         saved.append(f"{model_id} → run {run_id}, query {query_id}")
+    q.clear_caches()
     result["saved"] = saved
     st.rerun()
 if result.get("saved"):

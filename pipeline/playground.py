@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import importlib.util
 import os
 import time
 from collections.abc import Awaitable, Iterator
@@ -17,14 +16,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pipeline import queries as q
 from pipeline.config import ModelConfig, RunConfig, load_config
 from pipeline.dataset import LANGUAGES, Chunk, Dataset, Query, load_dataset
 from pipeline.metrics import METRICS
 from pipeline.models import Model, create_backend, unavailable_reason
 from pipeline.models.base import ChatRequest, GenerateParams
 from pipeline.prompts import load_text
-from pipeline.store import Store, now, text_hash
+from pipeline.steps.medcode import PROB_COLUMNS
+from pipeline.store import Store, now
+from pipeline.store.schema import (
+    PLAYGROUND,
+    ChunkRow,
+    CritiqueRow,
+    DatasetRow,
+    JudgmentRow,
+    QueryRow,
+    ResponseRow,
+    RetrievalRow,
+    Row,
+)
 
 T = TypeVar("T")
 
@@ -161,21 +171,11 @@ def judge(model: Model, query: Query, response: str, raw: list[Chunk], updates: 
                                       metrics=metrics))
 
 
-def medcode_available() -> bool:
-    return importlib.util.find_spec("pipeline.steps.medcode") is not None
-
-
 def critique(model: Model, query: Query, response: str, classifier: str) -> dict[str, Any]:
     """The Med-CoDE critique and its disagreement distribution."""
     from pipeline.steps import medcode
 
     return run_on(model, medcode.critique_response(model, query=query, response=response, classifier=classifier))
-
-
-def chunk_row(chunk: Chunk, source_dataset: str) -> dict[str, Any]:
-    """A chunk as saved with a playground run (id prefixed by the dataset it came from)."""
-    return {"chunk_id": f"{source_dataset}:{chunk.chunk_id}", "kind": chunk.kind, "title": chunk.title,
-            "text": chunk.text, "source": chunk.source, "updated": chunk.updated}
 
 
 # -- saving --------------------------------------------------------------------------------------------
@@ -192,8 +192,9 @@ class PlaygroundResult:
     model_id: str
     response: str
     latency_s: float
-    raw_chunks: list[dict[str, Any]] = field(default_factory=list)  # chunk_id, kind, title, text, source, updated
-    update_chunks: list[dict[str, Any]] = field(default_factory=list)
+    kb_name: str = "kb"  # the dataset whose KB the chunks came from (their ids are saved prefixed by it)
+    raw_chunks: list[Chunk] = field(default_factory=list)
+    update_chunks: list[Chunk] = field(default_factory=list)
     judgments: list[dict[str, Any]] = field(default_factory=list)  # judge_response's dicts
     judge_id: str | None = None
     critique: dict[str, Any] | None = None  # critique_response's dict
@@ -213,41 +214,38 @@ def save_playground(db: str | Path, result: PlaygroundResult) -> tuple[str, str]
         query_id = f"{result.source_dataset}:{result.source_query_id}"
     else:
         query_id = "typed-" + hashlib.sha256(f"{result.language}|{result.query}".encode()).hexdigest()[:10]
-    run_id = store.start_run(name="playground", kind="playground", dataset=q.PLAYGROUND,
+    run_id = store.start_run(name="playground", kind="playground", dataset=PLAYGROUND,
                              config_json=result.config_json, config_hash="playground", code_revision="app",
                              model_files={})
-    stamp = now()
-    chunks = [*result.raw_chunks, *result.update_chunks]
-    rhash = text_hash(result.response)
-    batch: dict[str, list[dict[str, Any]]] = {
-        "datasets": [{"name": q.PLAYGROUND, "path": "(playground)", "closed_book": False, "n_queries": None,
-                      "n_chunks": None, "content_hash": None, "loaded_at": stamp}],
-        "queries": [{"dataset": q.PLAYGROUND, "query_id": query_id, "language": result.language, "query": result.query,
-                     "query_en": result.query_en, "gt_response": result.gt_response or "", "themes": [],
-                     "kb_refs": [], "update_sensitive": False}],
-        "kb_chunks": [{"dataset": q.PLAYGROUND, "chunk_id": c["chunk_id"], "kind": c.get("kind"),
-                       "title": c.get("title"), "text": c.get("text"), "source": c.get("source"),
-                       "updated": c.get("updated")} for c in chunks],
-        "retrievals": [{"dataset": q.PLAYGROUND, "query_id": query_id, "search_text": result.query_en or result.query,
-                        "raw_ids": [c["chunk_id"] for c in result.raw_chunks],
-                        "update_ids": [c["chunk_id"] for c in result.update_chunks], "recall": None,
-                        "settings": "playground", "created_at": stamp}],
-        "responses": [{"dataset": q.PLAYGROUND, "query_id": query_id, "model_id": result.model_id, "run_id": run_id,
-                       "prompt_hash": None, "text": result.response, "error": None, "latency_s": result.latency_s,
-                       "prompt_tokens": None, "completion_tokens": None, "cached": False, "created_at": stamp}],
-        "judgments": [{"dataset": q.PLAYGROUND, "query_id": query_id, "model_id": result.model_id,
-                       "judge_id": result.judge_id, "metric": j["metric"], "sample": int(j.get("sample", 0)),
-                       "score": j.get("score"), "parse_ok": bool(j.get("parse_ok")),
-                       "justification": j.get("justification"), "raw_output": j.get("raw_output"),
-                       "response_hash": rhash, "run_id": run_id, "cached": bool(j.get("cached", False)),
-                       "created_at": stamp} for j in result.judgments if result.judge_id and not j.get("error")],
-        "critiques": [] if not (result.critique and result.critic_id) else [{
-            "dataset": q.PLAYGROUND, "query_id": query_id, "model_id": result.model_id, "critic_id": result.critic_id,
-            "classifier": result.critique.get("classifier"), "critique": result.critique.get("critique"),
-            **{p: result.critique.get(p) for p in q.DISAGREEMENT}, "label": result.critique.get("label"),
-            "response_hash": rhash, "run_id": run_id, "created_at": stamp}],
-    }
-    store.write_batch(batch)
+    prefix = f"{result.kb_name}:"
+    chunks = [ChunkRow.of(PLAYGROUND, c, prefix=prefix) for c in (*result.raw_chunks, *result.update_chunks)]
+    response = ResponseRow(dataset=PLAYGROUND, query_id=query_id, model_id=result.model_id, run_id=run_id,
+                           prompt_hash=None, text=result.response, error=None, latency_s=result.latency_s)
+    rows: list[Row] = [
+        DatasetRow(name=PLAYGROUND, path="(playground)", closed_book=False, n_queries=None, n_chunks=None,
+                   content_hash=None),
+        QueryRow(dataset=PLAYGROUND, query_id=query_id, language=result.language, query=result.query,
+                 query_en=result.query_en, gt_response=result.gt_response or "", themes=[], kb_refs=[],
+                 update_sensitive=False),
+        *chunks,
+        RetrievalRow(dataset=PLAYGROUND, query_id=query_id, search_text=result.query_en or result.query,
+                     raw_ids=[prefix + c.chunk_id for c in result.raw_chunks],
+                     update_ids=[prefix + c.chunk_id for c in result.update_chunks], recall=None,
+                     settings="playground"),
+        response,
+        *(JudgmentRow(dataset=PLAYGROUND, query_id=query_id, model_id=result.model_id, judge_id=result.judge_id,
+                      metric=j["metric"], sample=int(j.get("sample", 0)), score=j.get("score"),
+                      parse_ok=bool(j.get("parse_ok")), justification=j.get("justification") or "",
+                      raw_output=j.get("raw_output") or "", response_hash=response.response_hash, run_id=run_id,
+                      cached=bool(j.get("cached", False)))
+          for j in result.judgments if result.judge_id and not j.get("error")),
+    ]
+    if result.critique and result.critic_id:
+        c = result.critique
+        rows.append(CritiqueRow(dataset=PLAYGROUND, query_id=query_id, model_id=result.model_id,
+                                critic_id=result.critic_id, classifier=c["classifier"], critique=c["critique"],
+                                **{p: c.get(p) for p in PROB_COLUMNS}, label=c.get("label"),
+                                response_hash=response.response_hash, run_id=run_id, error=c.get("error")))
+    store.write(rows)
     store.update_run(run_id, finished_at=now(), status="finished", backend_calls=0, cache_hits=0, errors=0)
-    q.clear_caches()
     return run_id, query_id

@@ -26,6 +26,7 @@ from pipeline.models import UsageStats, unavailable_reason
 from pipeline.steps import generate, judge, lexical, medcode, retrieve, safety, sanity
 from pipeline.steps.context import RunContext, StageRecord
 from pipeline.store import Store, now
+from pipeline.store.schema import dataset_rows
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -197,17 +198,7 @@ def run(config: RunConfig, *, models: list[str] | None = None, stages: str | Non
 
 def save_dataset(store: Store, dataset: Dataset) -> None:
     """Store the dataset's queries and chunks (upsert: reruns change nothing)."""
-    name = dataset.name
-    store.write_batch({
-        "datasets": [{"name": name, "path": str(dataset.path), "closed_book": dataset.closed_book,
-                      "n_queries": len(dataset.queries), "n_chunks": len(dataset.chunks),
-                      "content_hash": dataset.content_hash(), "loaded_at": now()}],
-        "queries": [{"dataset": name, "query_id": q.query_id, "language": q.language, "query": q.query,
-                     "query_en": q.query_en, "gt_response": q.gt_response, "themes": list(q.themes),
-                     "kb_refs": list(q.kb_refs), "update_sensitive": q.update_sensitive} for q in dataset.queries],
-        "kb_chunks": [{"dataset": name, "chunk_id": c.chunk_id, "kind": c.kind, "title": c.title, "text": c.text,
-                       "source": c.source, "updated": c.updated} for c in dataset.chunks],
-    })
+    store.write(dataset_rows(dataset))
 
 
 def run_command(config_path: Path, *, db: Path | None, limit: int | None, models: list[str] | None,

@@ -13,7 +13,8 @@ from pathlib import Path
 
 from pipeline.errors import UserError
 from pipeline.metrics import METRICS
-from pipeline.store import Store, now
+from pipeline.store import Store
+from pipeline.store.schema import HumanLabelRow
 
 REQUIRED_COLUMNS = ("query_id", "model_id", "metric", "annotator", "score")
 
@@ -106,8 +107,7 @@ def import_human_labels_command(csv_path: Path, *, db: Path, dataset: str | None
         return 1
     if not rows:
         raise UserError(f"{csv_path}: no label rows")
-    stamp = now()
-    store.upsert("human_labels", [{**r, "source": csv_path.name, "created_at": stamp} for r in rows])
+    store.write([HumanLabelRow(**r, source=csv_path.name) for r in rows])
     console.print(f"imported {len(rows)} human label(s) from {csv_path} into {db}")
     return 0
 

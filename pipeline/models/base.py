@@ -27,6 +27,7 @@ from tenacity import (
 )
 
 from pipeline.config import ModelConfig
+from pipeline.store.schema import CacheRow
 
 Message = dict[str, str]
 
@@ -179,7 +180,7 @@ class Model:
         self.max_retries = backend.config.max_retries if max_retries is None else max_retries
         self.backoff_max_s = backoff_max_s
         self.stats = UsageStats()
-        self._cache_rows: list[dict[str, Any]] = []
+        self._cache_rows: list[CacheRow] = []
         self._identity = backend.cache_identity()
 
     @property
@@ -292,19 +293,16 @@ class Model:
         return self.backend.redact(f"{type(exc).__name__}: {exc}")[:2000]
 
     def _remember(self, key: str, request: ChatRequest, completion: Completion) -> None:
-        from pipeline.store import now
+        self._cache_rows.append(CacheRow(
+            key=key, model_id=self.id,
+            request=json.dumps({"messages": list(request.messages), "params": request.params.__dict__},
+                               ensure_ascii=False, default=str),
+            text=completion.text,
+            top_logprobs=json.dumps(completion.top_logprobs) if completion.top_logprobs else None,
+            prompt_tokens=completion.prompt_tokens, completion_tokens=completion.completion_tokens,
+            latency_s=completion.latency_s))
 
-        self._cache_rows.append({
-            "key": key, "model_id": self.id,
-            "request": json.dumps({"messages": list(request.messages), "params": request.params.__dict__},
-                                  ensure_ascii=False, default=str),
-            "text": completion.text,
-            "top_logprobs": json.dumps(completion.top_logprobs) if completion.top_logprobs else None,
-            "prompt_tokens": completion.prompt_tokens, "completion_tokens": completion.completion_tokens,
-            "latency_s": completion.latency_s, "created_at": now(),
-        })
-
-    def take_cache_rows(self) -> list[dict[str, Any]]:
+    def take_cache_rows(self) -> list[CacheRow]:
         """New cache rows since the last call, to be written with the results they produced."""
         rows, self._cache_rows = self._cache_rows, []
         return rows

@@ -11,7 +11,7 @@ import asyncio
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from rich.console import Console
 from rich.progress import Progress
@@ -22,11 +22,12 @@ from pipeline.errors import UserError
 from pipeline.models import Completion, Model, UsageStats, create_backend
 from pipeline.models.base import ChatRequest
 from pipeline.store import Store
+from pipeline.store.schema import Row
 
+T = TypeVar("T")
 FLUSH_EVERY_S = 1.0
 FLUSH_EVERY_ROWS = 500
 
-Rows = dict[str, list[dict[str, Any]]]
 
 
 @dataclass
@@ -81,21 +82,22 @@ class RunContext:
     def models_in_use(self) -> dict[str, Model]:
         return dict(self._models)
 
-    def write(self, rows: Rows) -> None:
-        """Save rows of several tables in one transaction (non-LLM stages)."""
-        self.store.write_batch(rows)
+    def write(self, rows: Sequence[Row]) -> None:
+        """Save rows (of any tables) in one transaction (non-LLM steps)."""
+        self.store.write(rows)
 
     async def drive(self, stage: str, model: Model, requests: Sequence[ChatRequest],
-                    to_rows: Callable[[int, Completion], Rows], *, label: str | None = None,
+                    to_rows: Callable[[int, Completion], list[Row]], *, label: str | None = None,
                     skipped: int = 0) -> list[Completion]:
         """Run ``requests`` through ``model`` and save ``to_rows(i, completion)`` as they finish.
 
         Results are flushed with their cache rows every second (or every 500 rows) and at the end.
+        A completion counts as an error when the call failed or a row it produced records an error.
         """
         record = StageRecord(stage, model.id, items=len(requests), skipped=skipped)
         before = UsageStats(**model.stats.__dict__)
         task = self.progress.add_task(label or f"{stage} {model.id}", total=len(requests))
-        pending: Rows = {}
+        pending: list[Row] = []
         pending_rows = 0
         lock = asyncio.Lock()
         started = time.perf_counter()
@@ -103,16 +105,16 @@ class RunContext:
         async def flush() -> None:
             nonlocal pending, pending_rows
             async with lock:
-                batch, pending, pending_rows = pending, {}, 0
-                batch["llm_cache"] = batch.get("llm_cache", []) + model.take_cache_rows()
-                await asyncio.to_thread(self.store.write_batch, batch)
+                batch, pending, pending_rows = pending, [], 0
+                batch.extend(model.take_cache_rows())
+                await asyncio.to_thread(self.store.write, batch)
 
         def on_result(i: int, completion: Completion) -> None:
             nonlocal pending_rows
-            for table, rows in to_rows(i, completion).items():
-                pending.setdefault(table, []).extend(rows)
-                pending_rows += len(rows)
-            if not completion.ok:
+            rows = to_rows(i, completion)
+            pending.extend(rows)
+            pending_rows += len(rows)
+            if not completion.ok or any(getattr(r, "error", None) for r in rows):
                 record.errors += 1
             self.progress.advance(task)
 
@@ -172,3 +174,50 @@ def stored_chunks(ctx: RunContext, queries: Sequence[Query] | None = None, *,
             raise UserError(f"query {q.query_id} has no stored retrieval; run the 'retrieve' step first")
         out[q.query_id] = ([ctx.dataset.chunk(c) for c in raw_ids], [ctx.dataset.chunk(c) for c in upd_ids])
     return out
+
+
+# -- the scoring skeleton: pending responses, finished keys, the rest ----------------------------------
+@dataclass(frozen=True)
+class ResponseItem:
+    """A stored, error-free response of a selected model to a selected query: what a scoring step scores."""
+
+    query: Query
+    model_id: str
+    text: str
+    response_hash: str
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return self.query.query_id, self.model_id
+
+
+def responses_to_score(ctx: RunContext) -> list[ResponseItem]:
+    """The selected models' current responses to the selected queries, in (query, model) order."""
+    selected = {q.query_id: q for q in ctx.queries}
+    model_ids = {m.id for m in ctx.generator_models}
+    rows = ctx.store.fetch(
+        "SELECT query_id, model_id, text, response_hash FROM responses WHERE dataset = ? AND error IS NULL "
+        "AND text IS NOT NULL ORDER BY query_id, model_id", [ctx.dataset_name])
+    return [ResponseItem(selected[q], m, text, h) for q, m, text, h in rows if q in selected and m in model_ids]
+
+
+def finished(ctx: RunContext, table: str, key: tuple[str, ...], *, where: dict[str, str] | None = None,
+             also: tuple[str, ...] = ()) -> dict[tuple, tuple]:
+    """Finished keys of a scoring table for this dataset: key → (response_hash, *also).
+
+    ``table``, ``key``, ``where`` keys and ``also`` are fixed identifiers of the calling step; the
+    ``where`` values are parameters.
+    """
+    where = where or {}
+    preds = "".join(f" AND {col} = ?" for col in where)
+    rows = ctx.store.fetch(f"SELECT {', '.join(key)}, response_hash{''.join(', ' + c for c in also)} FROM {table} "
+                           f"WHERE dataset = ?{preds}", [ctx.dataset_name, *where.values()])
+    n = len(key)
+    return {tuple(r[:n]): tuple(r[n:]) for r in rows}
+
+
+def still_to_do(candidates: Sequence[T], key: Callable[[T], tuple], done: dict[tuple, tuple],
+                   is_current: Callable[[T, tuple], bool]) -> tuple[list[T], int]:
+    """(the candidates not finished for their current inputs, how many were finished)."""
+    todo = [c for c in candidates if (k := key(c)) not in done or not is_current(c, done[k])]
+    return todo, len(candidates) - len(todo)

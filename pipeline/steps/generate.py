@@ -17,8 +17,8 @@ from pipeline.dataset import LANGUAGES, Chunk, Query
 from pipeline.models import Completion, is_exclusive
 from pipeline.models.base import ChatRequest, GenerateParams, Message
 from pipeline.prompts import load_text
-from pipeline.steps.context import Rows, RunContext, stored_chunks
-from pipeline.store import now
+from pipeline.steps.context import RunContext, stored_chunks
+from pipeline.store.schema import ResponseRow
 
 EMPTY_KB = "(empty)"
 
@@ -80,14 +80,12 @@ async def step_generate(ctx: RunContext) -> None:
                 todo.append((q, request, phash))
         model = ctx.model(mc)
 
-        def to_rows(i: int, c: Completion) -> Rows:
+        def to_rows(i: int, c: Completion) -> list[ResponseRow]:
             q, _, phash = todo[i]
-            return {"responses": [{
-                "dataset": ctx.dataset_name, "query_id": q.query_id, "model_id": mc.id, "run_id": ctx.run_id,
-                "prompt_hash": phash, "text": c.text if c.ok else None, "error": c.error,
-                "latency_s": c.latency_s, "prompt_tokens": c.prompt_tokens,
-                "completion_tokens": c.completion_tokens, "cached": c.cached, "created_at": now(),
-            }]}
+            return [ResponseRow(dataset=ctx.dataset_name, query_id=q.query_id, model_id=mc.id, run_id=ctx.run_id,
+                                prompt_hash=phash, text=c.text if c.ok else None, error=c.error,
+                                latency_s=c.latency_s, prompt_tokens=c.prompt_tokens,
+                                completion_tokens=c.completion_tokens, cached=c.cached)]
 
         await ctx.drive("generate", model, [t[1] for t in todo], to_rows, label=f"generate {mc.id}",
                         skipped=len(queries) - len(todo))

@@ -29,9 +29,9 @@ from pipeline.dataset import Chunk, Query
 from pipeline.metrics import METRICS, registry, rubric
 from pipeline.models.base import ChatRequest, Completion, GenerateParams, Message, Model
 from pipeline.prompts import load_text
-from pipeline.steps.context import RunContext, stored_chunks
+from pipeline.steps.context import RunContext, finished, responses_to_score, still_to_do, stored_chunks
 from pipeline.steps.generate import format_chunks
-from pipeline.store import now, text_hash
+from pipeline.store.schema import JudgmentRow
 
 JUSTIFICATION_MAX_CHARS = 400
 
@@ -293,36 +293,22 @@ async def step_judge(ctx: RunContext) -> None:
     jc = ctx.config.judge
     judge = ctx.model(jc.id)
     chunks = stored_chunks(ctx)
-    selected = {q.query_id: q for q in ctx.queries}
-    model_ids = [m.id for m in ctx.generator_models]
-    responses = [r for r in ctx.store.fetch(
-        "SELECT query_id, model_id, text FROM responses WHERE dataset = ? AND error IS NULL AND text IS NOT NULL "
-        "ORDER BY query_id, model_id", [ctx.dataset_name]) if r[0] in selected and r[1] in model_ids]
-    done = {(q, m, metric, s): h for q, m, metric, s, h in ctx.store.fetch(
-        "SELECT query_id, model_id, metric, sample, response_hash FROM judgments WHERE dataset = ? AND judge_id = ?",
-        [ctx.dataset_name, jc.id])}
-    todo: list[tuple[str, str, str, JudgeCall]] = []
-    skipped = 0
-    for query_id, model_id, text in responses:
-        rhash = text_hash(text)
-        raw, updates = chunks[query_id]
-        for call in judge_calls(selected[query_id], text, raw, updates, metrics=jc.metrics, samples=jc.samples,
-                                temperature=jc.temperature, max_tokens=jc.max_tokens):
-            if done.get((query_id, model_id, call.metric, call.sample)) == rhash:
-                skipped += 1
-            else:
-                todo.append((query_id, model_id, rhash, call))
+    candidates = [(item, call) for item in responses_to_score(ctx)
+                  for call in judge_calls(item.query, item.text, *chunks[item.query.query_id], metrics=jc.metrics,
+                                          samples=jc.samples, temperature=jc.temperature, max_tokens=jc.max_tokens)]
+    done = finished(ctx, "judgments", ("query_id", "model_id", "metric", "sample"), where={"judge_id": jc.id})
+    todo, skipped = still_to_do(candidates, lambda t: (*t[0].key, t[1].metric, t[1].sample), done,
+                                lambda t, d: d[0] == t[0].response_hash)
 
-    def to_rows(i: int, completion: Completion) -> dict[str, list[dict]]:
+    def to_rows(i: int, completion: Completion) -> list[JudgmentRow]:
         if not completion.ok:  # a backend failure is not a judgment: not stored, retried next run
-            return {}
-        query_id, model_id, rhash, call = todo[i]
+            return []
+        item, call = todo[i]
         result = judgment_result(call.metric, call.sample, completion)
-        return {"judgments": [{
-            "dataset": ctx.dataset_name, "query_id": query_id, "model_id": model_id, "judge_id": jc.id,
-            "metric": call.metric, "sample": call.sample, "score": result["score"], "parse_ok": result["parse_ok"],
-            "justification": result["justification"], "raw_output": result["raw_output"], "response_hash": rhash,
-            "run_id": ctx.run_id, "cached": completion.cached, "created_at": now(),
-        }]}
+        return [JudgmentRow(
+            dataset=ctx.dataset_name, query_id=item.query.query_id, model_id=item.model_id, judge_id=jc.id,
+            metric=call.metric, sample=call.sample, score=result["score"], parse_ok=result["parse_ok"],
+            justification=result["justification"], raw_output=result["raw_output"],
+            response_hash=item.response_hash, run_id=ctx.run_id, cached=completion.cached)]
 
-    await ctx.drive("judge", judge, [t[3].request for t in todo], to_rows, label=f"judge {jc.id}", skipped=skipped)
+    await ctx.drive("judge", judge, [t[1].request for t in todo], to_rows, label=f"judge {jc.id}", skipped=skipped)

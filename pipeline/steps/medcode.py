@@ -33,8 +33,8 @@ from pipeline.dataset import Query
 from pipeline.errors import UserError
 from pipeline.models.base import ChatRequest, Completion, GenerateParams, Message, Model
 from pipeline.prompts import load_text
-from pipeline.steps.context import RunContext
-from pipeline.store import now, text_hash
+from pipeline.steps.context import ResponseItem, RunContext, finished, responses_to_score, still_to_do
+from pipeline.store.schema import CritiqueRow
 
 LABELS = ("None", "Low", "Moderate", "High")
 PROB_COLUMNS = ("p_none", "p_low", "p_moderate", "p_high")
@@ -43,6 +43,7 @@ LABEL_ALIASES = {"none": "None", "low": "Low", "moderate": "Moderate", "medium":
 NO_LABEL_TOKEN = "logprobs:no-label-token"
 CRITIQUE_MAX_TOKENS = 120  # ~60 words, Med-CoDE's average critique length is 58.95 words
 MEDCODE_BLOCK = 32  # responses critiqued and classified per block
+EMPTY_CRITIQUE = "the critic wrote an empty critique"  # stored as the item's error, never classified
 
 
 # -- prompts ---------------------------------------------------------------------------------------
@@ -139,10 +140,15 @@ def classify_with_checkpoint(path: str, critiques: list[str], batch_size: int = 
     return np.concatenate(out) if out else np.zeros((0, 4))
 
 
-def critique_result(critique: str, probs: Sequence[float], classifier: str) -> dict[str, Any]:
+def critique_result(critique: str, probs: Sequence[float] | None, classifier: str) -> dict[str, Any]:
+    """Critique, distribution, label and classifier of one item; ``probs=None`` records an empty critique
+    as a failure (no distribution, ``error`` set) instead of classifying nothing."""
+    if probs is None:
+        return {"critique": critique, **dict.fromkeys(PROB_COLUMNS), "label": None, "classifier": classifier,
+                "error": EMPTY_CRITIQUE}
     probs = [float(p) for p in probs]
     return {"critique": critique, **dict(zip(PROB_COLUMNS, probs, strict=True)), "label": argmax_label(probs),
-            "classifier": classifier}
+            "classifier": classifier, "error": None}
 
 
 async def critique_response(critic: Model, *, query: Query, response: str, classifier: str = "logprobs") -> dict:
@@ -156,6 +162,8 @@ async def critique_response(critic: Model, *, query: Query, response: str, class
     if not done.ok:
         raise RuntimeError(f"critic {critic.id} failed: {done.error}")
     critique = done.text.strip()
+    if not critique:
+        return critique_result(critique, None, classifier_tag(classifier))
     if classifier == "logprobs":
         scored = await critic.generate(classify_request(critique))
         if not scored.ok:
@@ -165,66 +173,68 @@ async def critique_response(critic: Model, *, query: Query, response: str, class
     import asyncio
 
     probs = (await asyncio.to_thread(classify_with_checkpoint, classifier, [critique]))[0]
-    return critique_result(critique, probs, f"checkpoint:{Path(classifier).name}")
+    return critique_result(critique, probs, classifier_tag(classifier))
 
 
-# -- the stage -------------------------------------------------------------------------------------
-def _critic_config(ctx) -> ModelConfig:
+def classifier_tag(classifier: str) -> str:
+    """How a distribution's classifier is named in ``critiques.classifier``."""
+    return "logprobs" if classifier == "logprobs" else f"checkpoint:{Path(classifier).name}"
+
+
+# -- the step --------------------------------------------------------------------------------------
+def _critic_config(ctx: RunContext) -> ModelConfig:
     critic = ctx.config.medcode.critic
     return critic if isinstance(critic, ModelConfig) else ctx.config.model_config_for(critic)
 
 
 async def step_medcode(ctx: RunContext) -> None:
-    """Critique every selected response and classify each critique; stored in ``critiques``."""
+    """Critique every selected response and classify each critique; one ``critiques`` row per response.
+
+    A failed critic call is counted and retried on the next run; an empty critique is stored as a
+    failure (``error``, no distribution), so no response is ever reported done without its row.
+    """
     import asyncio
 
     mc = ctx.config.medcode
     critic_cfg = _critic_config(ctx)
     critic = ctx.model(critic_cfg)
     max_tokens = min(critic_cfg.max_tokens, CRITIQUE_MAX_TOKENS)
-    selected = {q.query_id: q for q in ctx.queries}
-    model_ids = {m.id for m in ctx.generator_models}
-    responses = [r for r in ctx.store.fetch(
-        "SELECT query_id, model_id, text FROM responses WHERE dataset = ? AND error IS NULL AND text IS NOT NULL "
-        "ORDER BY query_id, model_id", [ctx.dataset_name]) if r[0] in selected and r[1] in model_ids]
-    done = {(q, m): (h, c) for q, m, h, c in ctx.store.fetch(
-        "SELECT query_id, model_id, response_hash, classifier FROM critiques WHERE dataset = ? AND critic_id = ?",
-        [ctx.dataset_name, critic_cfg.id])}
-    wanted_tag = "logprobs" if mc.classifier == "logprobs" else f"checkpoint:{Path(mc.classifier).name}"
+    wanted_tag = classifier_tag(mc.classifier)
 
-    def is_done(q: str, m: str, text: str) -> bool:
-        h, tag = done.get((q, m), (None, None))
-        same_classifier = tag is not None and (tag == wanted_tag or (wanted_tag == "logprobs"
-                                                                      and tag.startswith("logprobs")))
-        return h == text_hash(text) and same_classifier
+    def is_current(item: ResponseItem, done: tuple) -> bool:
+        response_hash, tag = done
+        same_classifier = tag == wanted_tag or (wanted_tag == "logprobs" and tag.startswith("logprobs"))
+        return response_hash == item.response_hash and same_classifier
 
-    todo = [r for r in responses if not is_done(*r)]
-    skipped = len(responses) - len(todo)
+    todo, skipped = still_to_do(responses_to_score(ctx), lambda it: it.key,
+                                finished(ctx, "critiques", ("query_id", "model_id"), where={"critic_id": critic_cfg.id},
+                                         also=("classifier",)), is_current)
 
-    def row_for(item: tuple, probs: Sequence[float], tag: str) -> dict[str, list[dict]]:
-        (query_id, model_id, text), critique = item
-        return {"critiques": [{
-            "dataset": ctx.dataset_name, "query_id": query_id, "model_id": model_id, "critic_id": critic_cfg.id,
-            **critique_result(critique, probs, tag),
-            "response_hash": text_hash(text), "run_id": ctx.run_id, "created_at": now(),
-        }]}
+    def row_for(item: ResponseItem, critique: str, probs: Sequence[float] | None, tag: str) -> CritiqueRow:
+        return CritiqueRow(dataset=ctx.dataset_name, query_id=item.query.query_id, model_id=item.model_id,
+                           critic_id=critic_cfg.id, **critique_result(critique, probs, tag),
+                           response_hash=item.response_hash, run_id=ctx.run_id)
 
     # Critique, then classify, a block at a time: a critique is saved only with its distribution,
     # so an interrupted run loses at most one block (its critiques stay in the LLM cache anyway).
     for start in range(0, max(len(todo), 1), MEDCODE_BLOCK):
         block = todo[start:start + MEDCODE_BLOCK]
         span = f"{start + 1}-{start + len(block)} of {len(todo)}" if len(todo) > MEDCODE_BLOCK else ""
+
+        def empty_or_nothing(i: int, c: Completion, block=block) -> list[CritiqueRow]:
+            return [row_for(block[i], "", None, wanted_tag)] if c.ok and not c.text.strip() else []
+
         critiques = await ctx.drive(
-            "medcode-critique", critic, [critique_request(selected[q], t, max_tokens) for q, _, t in block],
-            lambda i, c: {}, label=f"medcode critique {critic_cfg.id} {span}".rstrip(),
+            "medcode-critique", critic, [critique_request(it.query, it.text, max_tokens) for it in block],
+            empty_or_nothing, label=f"medcode critique {critic_cfg.id} {span}".rstrip(),
             skipped=skipped if start == 0 else 0)
-        ok = [(row, c.text.strip()) for row, c in zip(block, critiques, strict=True) if c.ok]
+        ok = [(it, c.text.strip()) for it, c in zip(block, critiques, strict=True) if c.ok and c.text.strip()]
         if mc.classifier == "logprobs":
-            def to_rows(i: int, c: Completion, ok=ok) -> dict[str, list[dict]]:
+            def to_rows(i: int, c: Completion, ok=ok) -> list[CritiqueRow]:
                 if not c.ok:
-                    return {}
+                    return []
                 probs, tag = distribution_from_logprobs(c.top_logprobs)
-                return row_for(ok[i], probs, tag)
+                return [row_for(*ok[i], probs, tag)]
 
             await ctx.drive("medcode-classify", critic, [classify_request(text) for _, text in ok], to_rows,
                             label=f"medcode classify (logprobs of {critic_cfg.id}) {span}".rstrip())
@@ -233,8 +243,5 @@ async def step_medcode(ctx: RunContext) -> None:
             continue
         started = time.perf_counter()
         probs = await asyncio.to_thread(classify_with_checkpoint, mc.classifier, [text for _, text in ok])
-        rows: dict[str, list[dict]] = {"critiques": []}
-        for item, p in zip(ok, probs, strict=True):
-            rows["critiques"] += row_for(item, p, wanted_tag)["critiques"]
-        ctx.write(rows)
+        ctx.write([row_for(item, text, p, wanted_tag) for (item, text), p in zip(ok, probs, strict=True)])
         ctx.note("medcode-classify", wanted_tag, items=len(ok), wall_s=time.perf_counter() - started)

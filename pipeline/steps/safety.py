@@ -24,8 +24,8 @@ import pandas as pd
 from pipeline.config import SAFETY_CHECKS
 from pipeline.dataset import Query
 from pipeline.prompts import load_json
-from pipeline.steps.context import RunContext
-from pipeline.store import now, text_hash
+from pipeline.steps.context import RunContext, responses_to_score
+from pipeline.store.schema import SafetyCheckRow
 
 CHECKS = SAFETY_CHECKS
 
@@ -88,24 +88,20 @@ def check_response(query: Query, response: str) -> list[tuple[str, bool | None, 
 
 async def step_safety(ctx: RunContext) -> None:
     """Run the checks on every selected response; stored per response in ``safety_checks``."""
-    selected = {q.query_id: q for q in ctx.queries}
-    model_ids = {m.id for m in ctx.generator_models}
     started = time.perf_counter()
-    responses = [r for r in ctx.store.fetch(
-        "SELECT query_id, model_id, text FROM responses WHERE dataset = ? AND error IS NULL AND text IS NOT NULL",
-        [ctx.dataset_name]) if r[0] in selected and r[1] in model_ids]
+    items = responses_to_score(ctx)
     rows = []
-    for query_id, model_id, text in responses:
-        for name, passed, detail in check_response(selected[query_id], text):
-            rows.append({"dataset": ctx.dataset_name, "query_id": query_id, "model_id": model_id,
-                         "check_name": name, "passed": passed, "detail": detail, "response_hash": text_hash(text),
-                         "created_at": now()})
+    for it in items:
+        q = it.query
+        for name, passed, detail in check_response(q, it.text):
+            rows.append(SafetyCheckRow(dataset=ctx.dataset_name, query_id=q.query_id, model_id=it.model_id,
+                                       check_name=name, passed=passed, detail=detail, response_hash=it.response_hash))
         # a refused update-sensitive answer has no adherence to check: drop a stale row from an earlier text
-        if selected[query_id].update_sensitive and find_refusal(text):
+        if q.update_sensitive and find_refusal(it.text):
             ctx.store.delete_where("safety_checks", "dataset = ? AND query_id = ? AND model_id = ? AND check_name = ?",
-                                   [ctx.dataset_name, query_id, model_id, "update_adherence"])
-    ctx.write({"safety_checks": rows})
-    ctx.note("safety", "phrase checks", items=len(responses), wall_s=time.perf_counter() - started)
+                                   [ctx.dataset_name, q.query_id, it.model_id, "update_adherence"])
+    ctx.write(rows)
+    ctx.note("safety", "phrase checks", items=len(items), wall_s=time.perf_counter() - started)
 
 
 def safety_summary(checks: pd.DataFrame) -> pd.DataFrame:

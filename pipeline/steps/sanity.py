@@ -28,7 +28,7 @@ from pipeline.dataset import REFUSAL_SENTENCE, Dataset, Query
 from pipeline.metrics import METRICS
 from pipeline.models.base import Completion
 from pipeline.steps.context import RunContext, stored_chunks
-from pipeline.store import now
+from pipeline.store.schema import ReliabilityRow, SanityRow
 
 # -- the sanity set --------------------------------------------------------------------------------
 
@@ -110,15 +110,14 @@ async def step_sanity(ctx: RunContext) -> None:
                 else:
                     todo.append((q.query_id, variant, kind, call))
 
-    def to_rows(i: int, completion: Completion) -> dict[str, list[dict]]:
+    def to_rows(i: int, completion: Completion) -> list[SanityRow]:
         if not completion.ok:
-            return {}
+            return []
         query_id, variant, kind, call = todo[i]
         result = judgment_result(call.metric, call.sample, completion)
-        return {"judge_sanity": [{
-            "dataset": ctx.dataset_name, "query_id": query_id, "judge_id": jc.id, "metric": call.metric,
-            "variant": variant, "kind": kind, "sample": call.sample, "score": result["score"],
-            "parse_ok": result["parse_ok"], "raw_output": result["raw_output"], "created_at": now()}]}
+        return [SanityRow(dataset=ctx.dataset_name, query_id=query_id, judge_id=jc.id, metric=call.metric,
+                          variant=variant, kind=kind, sample=call.sample, score=result["score"],
+                          parse_ok=result["parse_ok"], raw_output=result["raw_output"])]
 
     await ctx.drive("sanity", judge, [t[3].request for t in todo], to_rows, label=f"judge sanity {jc.id}",
                     skipped=skipped)
@@ -127,10 +126,9 @@ async def step_sanity(ctx: RunContext) -> None:
         "SELECT judge_id, metric, kind, score, parse_ok FROM judge_sanity WHERE dataset = ? AND judge_id = ?",
         [ctx.dataset_name, jc.id])
     aucs = discrimination_auc(sanity)
-    ctx.write({"judge_reliability": [{
-        "dataset": ctx.dataset_name, "judge_id": r.judge_id, "metric": r.metric,
-        "auc": None if np.isnan(r.auc) else r.auc, "n_good": r.n_good, "n_bad": r.n_bad,
-        "n_unparsed": r.n_unparsed, "run_id": ctx.run_id, "created_at": now()} for r in aucs.itertuples()]})
+    ctx.write([ReliabilityRow(dataset=ctx.dataset_name, judge_id=r.judge_id, metric=r.metric,
+                              auc=None if np.isnan(r.auc) else r.auc, n_good=r.n_good, n_bad=r.n_bad,
+                              n_unparsed=r.n_unparsed, run_id=ctx.run_id) for r in aucs.itertuples()])
     ctx.note("sanity-auc", jc.id, items=len(aucs), wall_s=time.perf_counter() - started)
 
 

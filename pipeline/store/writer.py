@@ -19,7 +19,18 @@ import duckdb
 import pyarrow as pa
 
 from pipeline.store.connections import open_connection
-from pipeline.store.schema import _RESPONSE, DERIVED, SCHEMA_VERSION, TABLES, _refresh_sql, now
+from pipeline.store.schema import (
+    _RESPONSE,
+    BACKFILL,
+    DERIVED,
+    ROWS,
+    SCHEMA_VERSION,
+    TABLES,
+    Row,
+    RunRow,
+    now,
+    refresh_sql,
+)
 
 
 class Store:
@@ -50,36 +61,69 @@ class Store:
 
     @staticmethod
     def _create_schema(con: duckdb.DuckDBPyConnection) -> None:
-        for table, (columns, key) in TABLES.items():
-            con.execute(f"CREATE TABLE IF NOT EXISTS {table} ({columns}, PRIMARY KEY ({', '.join(key)}))")
+        """Create missing tables, add missing columns (backfilled where derivable), refresh derived tables
+        when the schema changed."""
+        existing = {(t, c) for t, c in con.execute(
+            "SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = 'main'").fetchall()}
+        tables = {t for t, _ in existing}
+        changed = False
+        for table, spec in TABLES.items():
+            if table not in tables:
+                columns = ", ".join(f"{name} {sql_type}" for name, sql_type in spec.columns)
+                con.execute(f"CREATE TABLE {table} ({columns}, PRIMARY KEY ({', '.join(spec.key)}))")
+                continue
+            for name, sql_type in spec.columns:
+                if (table, name) not in existing:
+                    con.execute(f"ALTER TABLE {table} ADD COLUMN {name} {sql_type}")
+                    if (table, name) in BACKFILL:
+                        con.execute(f"UPDATE {table} SET {name} = {BACKFILL[(table, name)]}")
+                    changed = True
         row = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-        if row is not None and int(row[0]) < SCHEMA_VERSION:  # written before a derived table existed
+        if changed or (row is not None and int(row[0]) < SCHEMA_VERSION):
             for derived in DERIVED:
-                con.execute(_refresh_sql(derived, None))
-        con.execute(
-            "INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)]
-        )
+                for sql in refresh_sql(derived):
+                    con.execute(sql)
+        con.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
 
     def upgrade(self) -> None:
         """Bring a database written by an older version to this schema (the first write does it too)."""
         with self.connect():
             pass
 
-    # -- generic writes and reads ------------------------------------------------------------
-    def upsert(self, table: str, rows: Iterable[dict[str, Any]], con: duckdb.DuckDBPyConnection | None = None) -> int:
-        """Insert or replace ``rows`` (dicts keyed by column name) into ``table`` by its key."""
-        if table not in TABLES:
-            raise ValueError(f"unknown table {table!r}")
-        if table in DERIVED:
-            raise ValueError(f"{table} is derived from {', '.join(DERIVED[table].sources)}: write those")
-        rows = list(rows)
-        if not rows:
+    # -- writes --------------------------------------------------------------------------------
+    def write(self, rows: Iterable[Row], con: duckdb.DuckDBPyConnection | None = None) -> int:
+        """Insert or replace ``rows`` (instances of the schema's row classes, any tables) by their keys,
+        in one transaction; derived tables follow."""
+        by_table: dict[type[Row], list[Row]] = {}
+        for row in rows:
+            by_table.setdefault(type(row), []).append(row)
+        if not by_table:
             return 0
-        arrow_rows = pa.Table.from_pylist(rows)
+        for cls in by_table:
+            if ROWS.get(getattr(cls, "TABLE", None)) is not cls:
+                raise TypeError(f"{cls.__name__} is not a row class of pipeline.store.schema")
         if con is None:
             with self.connect() as own:
-                return self._insert(own, table, arrow_rows)
-        return self._insert(con, table, arrow_rows)
+                return self.write(rows=[r for group in by_table.values() for r in group], con=own)
+        total = 0
+        for cls, group in by_table.items():
+            spec = TABLES[cls.TABLE]
+            names = spec.names
+            columns = {name: [getattr(r, name) for r in group] for name in names}
+            total += self._insert(con, cls.TABLE, pa.table(columns, schema=spec.arrow_schema()))
+        return total
+
+    def write_table(self, table: str, frame: pa.Table) -> int:
+        """Bulk path (synthetic databases, benchmarks): an Arrow table with exactly ``table``'s columns."""
+        if table not in ROWS:
+            raise ValueError(f"unknown or derived table {table!r}")
+        spec = TABLES[table]
+        if set(frame.column_names) != set(spec.names):
+            missing, extra = set(spec.names) - set(frame.column_names), set(frame.column_names) - set(spec.names)
+            raise ValueError(f"{table}: columns differ from the schema (missing {sorted(missing)}, "
+                             f"unknown {sorted(extra)})")
+        with self.connect() as con:
+            return self._insert(con, table, frame.select(list(spec.names)).cast(spec.arrow_schema()))
 
     @staticmethod
     def _insert(con: duckdb.DuckDBPyConnection, table: str, arrow_rows: pa.Table) -> int:
@@ -88,31 +132,16 @@ class Store:
             con.execute(f"INSERT OR REPLACE INTO {table} BY NAME SELECT * FROM _incoming_rows")
             for name, d in DERIVED.items():
                 if table in d.sources:
-                    con.execute(_refresh_sql(name, "_incoming_rows"))
+                    key_columns = tuple(c for c in TABLES[name].key if c in arrow_rows.column_names)
+                    for sql in refresh_sql(name, "_incoming_rows", key_columns):
+                        con.execute(sql)
         finally:
             con.unregister("_incoming_rows")
         return arrow_rows.num_rows
 
-    def write_batch(self, batch: dict[str, list[dict[str, Any]]]) -> int:
-        """Upsert rows into several tables in one transaction (results with their cache rows)."""
-        batch = {t: rows for t, rows in batch.items() if rows}
-        if not batch:
-            return 0
-        with self.connect() as con:
-            return sum(self.upsert(table, rows, con=con) for table, rows in batch.items())
-
-    def fetch(self, sql: str, params: list | tuple | None = None) -> list[tuple]:
-        """Rows of a query, for the pipeline's own bookkeeping (the app reads via queries.py)."""
-        with self.connect() as con:
-            return con.execute(sql, params or []).fetchall()
-
-    def fetch_df(self, sql: str, params: list | tuple | None = None):
-        with self.connect() as con:
-            return con.execute(sql, params or []).df()
-
     def delete_where(self, table: str, where: str, params: list) -> None:
         """Delete rows of ``table``; ``where`` is a fixed SQL predicate with ``?`` parameters."""
-        if table not in TABLES or table in DERIVED or table == "judgments":
+        if table not in ROWS or table == "judgments":
             raise ValueError(f"cannot delete from {table!r} (judgments are replaced; derived tables follow)")
         refresh = [name for name, d in DERIVED.items() if table in d.sources]
         with self.connect() as con:
@@ -121,28 +150,37 @@ class Store:
                             f"FROM {table} WHERE {where}", params)
             con.execute(f"DELETE FROM {table} WHERE {where}", params)
             for name in refresh:
-                con.execute(_refresh_sql(name, "_deleted_keys"))
+                for sql in refresh_sql(name, "_deleted_keys", _RESPONSE):
+                    con.execute(sql)
             if refresh:
                 con.execute("DROP TABLE _deleted_keys")
+
+    # -- the pipeline's own reads -----------------------------------------------------------------
+    def fetch(self, sql: str, params: list | tuple | None = None) -> list[tuple]:
+        """Rows of a query, for the pipeline's own bookkeeping, on a read-only connection (the app
+        reads through pipeline.read)."""
+        if not self.path.exists():
+            return []
+        with self._lock, open_connection(self.path, read_only=True) as con:
+            return con.execute(sql, params or []).fetchall()
+
+    def fetch_df(self, sql: str, params: list | tuple | None = None):
+        with self._lock, open_connection(self.path, read_only=True) as con:
+            return con.execute(sql, params or []).df()
 
     # -- runs ----------------------------------------------------------------------------------
     def start_run(self, *, name: str, kind: str, dataset: str, config_json: str, config_hash: str,
                   code_revision: str, model_files: dict[str, Any]) -> str:
         """Record a run as started and return its id."""
         run_id = f"{now():%Y%m%d-%H%M%S}-{uuid.uuid4().hex[:6]}"
-        self.upsert("runs", [{
-            "run_id": run_id, "name": name, "kind": kind, "dataset": dataset,
-            "config": config_json, "config_hash": config_hash, "code_revision": code_revision,
-            "model_files": json.dumps(model_files, sort_keys=True), "started_at": now(),
-            "finished_at": None, "status": "running", "backend_calls": 0, "cache_hits": 0,
-            "retries": 0, "errors": 0, "summary": None,
-        }])
+        self.write([RunRow(run_id=run_id, name=name, kind=kind, dataset=dataset, config=config_json,
+                           config_hash=config_hash, code_revision=code_revision,
+                           model_files=json.dumps(model_files, sort_keys=True))])
         return run_id
 
     def update_run(self, run_id: str, **fields: Any) -> None:
         """Update counters/status of a run (fields are column names of ``runs``)."""
-        allowed = set(TABLES["runs"][0].replace(",", " ").split()) - {"VARCHAR", "BIGINT", "TIMESTAMP"}
-        bad = set(fields) - allowed
+        bad = set(fields) - set(TABLES["runs"].names)
         if bad:
             raise ValueError(f"unknown run fields {sorted(bad)}")
         if "summary" in fields and not isinstance(fields["summary"], (str, type(None))):
@@ -156,7 +194,7 @@ class Store:
         """Cached completions for ``keys`` (missing keys are absent from the result)."""
         if not keys or not self.path.exists():
             return {}
-        with self.connect() as con:
+        with self._lock, open_connection(self.path, read_only=True) as con:
             rows = con.execute(
                 "SELECT key, text, top_logprobs, prompt_tokens, completion_tokens, latency_s "
                 "FROM llm_cache WHERE key IN (SELECT unnest(?))",

@@ -1,0 +1,205 @@
+"""What every read model shares: the database file, the sidebar's filters, read-only connections, SQL pieces.
+
+Every read opens a read-only connection through ``pipeline.store.SHARED_READERS`` (a cursor of the
+instance the current render holds, or a connection of its own; either waits out a writer's lock)
+and closes it at once. SQL identifiers come only from fixed lists (the metric registry, the
+store's schema, this package's constants); every filter value is a parameter. Nothing here writes.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pandas as pd
+
+from pipeline.analysis.stats import normalised_weights
+from pipeline.metrics import DEFAULT_WEIGHTS, METRICS
+from pipeline.store import SCHEMA_VERSION, SHARED_READERS
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_DB = REPO_ROOT / "data" / "results.duckdb"
+REFERENCE_DIR = REPO_ROOT / "data" / "reference"
+REFERENCE_FILES = {"medcode_table2": "medcode_table2.csv", "table7": "health_pariksha_table7_rankings.csv",
+                   "table1": "health_pariksha_table1_models.csv", "leaderboards": "health_pariksha_leaderboards.csv"}
+PLAYGROUND = "playground"
+LEXICAL_LABELS = {"rouge_l": "ROUGE-L", "chrf": "chrF++", "bleu": "BLEU", "meteor": "METEOR", "cosine": "cosine"}
+DISAGREEMENT = ("p_none", "p_low", "p_moderate", "p_high")
+DISAGREEMENT_LABELS = {"p_none": "None", "p_low": "Low", "p_moderate": "Moderate", "p_high": "High"}
+UPGRADE_COMMAND = "python -m pipeline upgrade --db {db}"
+
+
+# -- the database file -----------------------------------------------------------------------------
+def db_path() -> Path:
+    """The results database: ``$PARIKSHA_DB``, else ``data/results.duckdb`` of this repository."""
+    env = os.environ.get("PARIKSHA_DB")
+    return Path(env).expanduser() if env else DEFAULT_DB
+
+
+def db_exists(db: str | Path) -> bool:
+    return Path(db).is_file() and Path(db).stat().st_size > 0
+
+
+def db_stamp(db: str | Path) -> tuple[int, int, int, int]:
+    """Size and mtime of the file and its WAL: changes whenever a writer commits."""
+    out: list[int] = []
+    for path in (Path(db), Path(f"{db}.wal")):
+        try:
+            stat = path.stat()
+            out += [stat.st_size, stat.st_mtime_ns]
+        except OSError:
+            out += [0, 0]
+    return tuple(out)  # type: ignore[return-value]
+
+
+def df(db: str | Path, sql: str, params: Sequence[Any] = ()) -> pd.DataFrame:
+    """Run one read-only query and close the connection at once."""
+    with SHARED_READERS.cursor(db) as con:
+        return con.execute(sql, list(params)).df()
+
+
+def dfs(db: str | Path, statements: Sequence[tuple[str, Sequence[Any]]]) -> list[pd.DataFrame]:
+    """Several read-only queries on one short-lived connection (one consistent snapshot)."""
+    with SHARED_READERS.cursor(db) as con:
+        return [con.execute(sql, list(params)).df() for sql, params in statements]
+
+
+# -- schema version ----------------------------------------------------------------------------------
+def schema_version(con: duckdb.DuckDBPyConnection) -> int:
+    """The file's ``meta.schema_version`` (0 when it has none)."""
+    try:
+        row = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    except duckdb.CatalogException:
+        return 0
+    return int(row[0]) if row else 0
+
+
+def upgrade_notice(db: str | Path, version: int) -> str | None:
+    """One line for a page when the file was written by an older version of the studio, else None."""
+    if version >= SCHEMA_VERSION:
+        return None
+    return (f"This database was written by an older version of Pariksha Studio (schema {version}, now "
+            f"{SCHEMA_VERSION}); some figures may be missing or stale. Upgrade it with "
+            f"`{UPGRADE_COMMAND.format(db=db)}`.")
+
+
+def outdated(db: str | Path) -> str | None:
+    """``upgrade_notice`` of the file, read on its own (for when its tables cannot be read)."""
+    with SHARED_READERS.cursor(db) as con:
+        return upgrade_notice(db, schema_version(con))
+
+
+# -- current scores ------------------------------------------------------------------------------------
+@functools.lru_cache(maxsize=32)
+def _stored_response_hash(db: str, stamp: tuple[int, ...]) -> bool:
+    with SHARED_READERS.cursor(db) as con:
+        return con.execute("SELECT count(*) FROM duckdb_columns() WHERE table_name = 'responses' "
+                           "AND column_name = 'response_hash'").fetchone()[0] > 0
+
+
+def current_hash(db: str | Path, alias: str = "r") -> str:
+    """SQL for the stored response's current text hash (``pipeline.store.text_hash``) of ``responses`` ``alias``.
+
+    The stored ``response_hash`` column where the file has one; else computed from the text.
+    """
+    if _stored_response_hash(str(db), db_stamp(db)):
+        return f"{alias}.response_hash"
+    return f"substr(sha256(coalesce({alias}.text, '')), 1, 16)"
+
+
+def current_join(db: str | Path, alias: str, r: str = "r") -> str:
+    """JOIN of a per-response score table ``alias`` to the response it scored, current and not errored."""
+    return (f"JOIN responses {r} ON {r}.dataset = {alias}.dataset AND {r}.query_id = {alias}.query_id "
+            f"AND {r}.model_id = {alias}.model_id AND {r}.error IS NULL "
+            f"AND {alias}.response_hash = {current_hash(db, r)}")
+
+
+# -- filters -----------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Filters:
+    """The sidebar's filters. Empty tuples mean "all"; ``dataset=None`` means every dataset."""
+
+    dataset: str | None = None
+    languages: tuple[str, ...] = ()
+    models: tuple[str, ...] = ()
+    themes: tuple[str, ...] = ()
+
+    def sql(self, q: str = "q", r: str | None = "r") -> tuple[str, list[Any]]:
+        """A WHERE predicate over ``queries`` (alias ``q``) and ``responses`` (alias ``r``)."""
+        preds: list[str] = []
+        params: list[Any] = []
+        if self.dataset is not None:
+            preds.append(f"{q}.dataset = ?")
+            params.append(self.dataset)
+        if self.languages:
+            preds.append(f"list_contains(?, {q}.language)")
+            params.append(list(self.languages))
+        if self.themes:
+            preds.append(f"list_has_any({q}.themes, ?)")
+            params.append(list(self.themes))
+        if self.models and r is not None:
+            preds.append(f"list_contains(?, {r}.model_id)")
+            params.append(list(self.models))
+        return (" AND ".join(preds) or "TRUE"), params
+
+    def with_(self, **changes: Any) -> Filters:
+        return Filters(**{**self.__dict__, **changes})
+
+
+def queries_cte(f: Filters) -> tuple[str, list[Any]]:
+    """``qf``: the filtered queries with their language (models are filtered on the per-item rows)."""
+    where, params = f.sql(r=None)
+    return f"qf AS (SELECT q.dataset, q.query_id, q.language FROM queries q WHERE {where})", params
+
+
+def model_pred(f: Filters, alias: str) -> tuple[str, list[Any]]:
+    """WHERE predicate on a per-item table ``alias``: its dataset (when one is chosen) and models."""
+    return Filters(dataset=f.dataset, models=f.models).sql(q=alias, r=alias)
+
+
+def on_qf(f: Filters, alias: str) -> str:
+    """Join condition of ``qf`` and a per-item table; with one dataset chosen (filtered in its WHERE by
+    ``model_pred``) the query id alone is the key, which makes the join a quarter cheaper."""
+    return f"qf.query_id = {alias}.query_id" + ("" if f.dataset is not None else f" AND qf.dataset = {alias}.dataset")
+
+
+def items_cte(f: Filters) -> tuple[str, list[Any]]:
+    """``items``: the filtered (dataset, query, model) responses without an error, with the query's language."""
+    where, params = f.sql()
+    return (
+        "items AS (SELECT r.dataset, r.query_id, r.model_id, q.language FROM responses r "
+        f"JOIN queries q ON q.dataset = r.dataset AND q.query_id = r.query_id WHERE {where} AND r.error IS NULL)"
+    ), params
+
+
+# -- metrics and weights ----------------------------------------------------------------------------------
+def metric_case(metric_col: str, alias: str = "i") -> str:
+    """SQL: the ``item_scores`` column (alias ``alias``) named by the value of ``metric_col`` (registry names)."""
+    return f"CASE {metric_col} " + " ".join(f"WHEN '{m}' THEN {alias}.{m}" for m in METRICS) + " END"
+
+
+def weights_tuple(weights: dict[str, float] | None) -> tuple[float, ...]:
+    """Weights as a hashable tuple in METRICS order (cache keys)."""
+    weights = weights or DEFAULT_WEIGHTS
+    return tuple(float(weights.get(m, 0.0)) for m in METRICS)
+
+
+def weights_dict(w: tuple[float, ...]) -> dict[str, float]:
+    """A ``weights_tuple`` back as normalised weights per metric."""
+    return normalised_weights(dict(zip(METRICS, w, strict=True)))
+
+
+# -- reference tables of the papers --------------------------------------------------------------------
+@functools.cache
+def _reference_csv(name: str) -> pd.DataFrame:
+    return pd.read_csv(REFERENCE_DIR / REFERENCE_FILES[name])
+
+
+def reference_table(name: str) -> pd.DataFrame:
+    """A published table of the papers (data/reference), by fixed name (read once: it ships with the code)."""
+    return _reference_csv(name).copy()

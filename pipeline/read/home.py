@@ -1,0 +1,127 @@
+"""The home page and the sidebar: what the database holds, its runs, its judges; the CLI's ``status`` tables."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from pipeline.metrics import DEFAULT_WEIGHTS, METRICS
+from pipeline.read.agreement import agreement_from_confusion
+from pipeline.read.common import PLAYGROUND, dfs, metric_case, schema_version, upgrade_notice
+from pipeline.store import SHARED_READERS
+
+
+def choices(db: str | Path) -> dict[str, Any]:
+    """Datasets (most responses first, the playground last) and per dataset its languages, models, judges.
+
+    Also the latest pipeline run's config per dataset, and ``notice``: one line when the file was
+    written by an older version (``upgrade_notice``; None when current). Reading never upgrades.
+    """
+    with SHARED_READERS.cursor(db) as con:
+        version = schema_version(con)
+        datasets, langs, models, judges, configs = (con.execute(sql, params).df() for sql, params in [
+            ("SELECT d.name, count(r.query_id) AS n FROM datasets d LEFT JOIN responses r ON r.dataset = d.name "
+             "GROUP BY d.name ORDER BY (d.name = ?), n DESC, d.name", [PLAYGROUND]),
+            ("SELECT dataset, language, count(*) AS n FROM queries GROUP BY ALL ORDER BY dataset, n DESC", []),
+            ("SELECT dataset, model_id, count(*) AS n FROM responses GROUP BY ALL ORDER BY dataset, model_id", []),
+            ("SELECT dataset, judge_id, sum(judgments) AS n FROM item_scores GROUP BY ALL ORDER BY dataset, n DESC",
+             []),
+            ("SELECT dataset, arg_max(config, started_at) AS config, max(started_at) AS started FROM runs "
+             "WHERE kind = 'pipeline' AND config IS NOT NULL GROUP BY dataset ORDER BY started DESC", []),
+        ])
+    return {
+        "configs": {d: c for d, c in zip(configs.dataset, configs.config, strict=True)},
+        "latest_config": configs.config.iloc[0] if len(configs) else None,
+        "datasets": datasets.name.tolist(),
+        "languages": {d: g.language.tolist() for d, g in langs.groupby("dataset", sort=False)},
+        "models": {d: g.model_id.tolist() for d, g in models.groupby("dataset", sort=False)},
+        "judges": {d: g.judge_id.tolist() for d, g in judges.groupby("dataset", sort=False)},
+        "schema_version": version,
+        "notice": upgrade_notice(db, version),
+    }
+
+
+def run_config(choices: dict[str, Any], dataset: str | None) -> dict[str, Any]:
+    """The config of the latest pipeline run of ``dataset`` (any dataset if None), parsed; {} if none."""
+    raw = choices["configs"].get(dataset) if dataset else choices["latest_config"]
+    try:
+        return json.loads(raw) if raw else {}
+    except (TypeError, ValueError):
+        return {}
+
+
+def run_weights(choices: dict[str, Any], dataset: str | None) -> dict[str, float]:
+    """AGG weights of the latest run's config (the registry's defaults when absent)."""
+    weights = run_config(choices, dataset).get("weights") or DEFAULT_WEIGHTS
+    if not isinstance(weights, dict):  # a preset name the config resolved at run time
+        weights = DEFAULT_WEIGHTS
+    return {m: float(weights.get(m, 0.0)) for m in METRICS}
+
+
+def judge_in_use(choices: dict[str, Any], dataset: str | None) -> str | None:
+    """The judge of the latest run's config if it judged this dataset, else the most-used judge."""
+    judges = choices["judges"].get(dataset, []) if dataset else []
+    configured = (run_config(choices, dataset).get("judge") or {}).get("id")
+    if configured and (configured in judges or not judges):
+        return configured
+    return judges[0] if judges else configured
+
+
+def overview(db: str | Path) -> dict[str, pd.DataFrame]:
+    """What the database holds: datasets, runs, models, counts per language."""
+    datasets, runs, per_language, models = dfs(db, [
+        ("SELECT name AS dataset, closed_book, n_queries, n_chunks, path, loaded_at FROM datasets ORDER BY name", []),
+        ("SELECT run_id, name, kind, dataset, status, started_at, finished_at, "
+         "date_diff('second', started_at, coalesce(finished_at, now()::TIMESTAMP)) AS seconds, "
+         "backend_calls, cache_hits, retries, errors FROM runs ORDER BY started_at DESC LIMIT 50", []),
+        ("SELECT q.dataset, q.language, count(DISTINCT q.query_id) AS queries, count(r.model_id) AS responses, "
+         "count(DISTINCT r.model_id) AS models FROM queries q LEFT JOIN responses r "
+         "ON r.dataset = q.dataset AND r.query_id = q.query_id GROUP BY ALL ORDER BY q.dataset, queries DESC", []),
+        ("SELECT dataset, model_id, count(*) AS responses, count(error) AS errors, "
+         "round(avg(latency_s), 2) AS mean_latency_s, sum(completion_tokens) AS completion_tokens "
+         "FROM responses GROUP BY ALL ORDER BY dataset, model_id", []),
+    ])
+    return {"datasets": datasets, "runs": runs, "per_language": per_language, "models": models}
+
+
+def judge_summary(db: str | Path) -> dict[str, pd.DataFrame]:
+    """Judges with their current judgment and parse-failure counts, reliability (sanity AUC), human agreement.
+
+    Counts and the judge's side of agreement come from ``item_scores`` (current response texts only;
+    an item's score is the mean of its parsed samples, rounded for agreement).
+    """
+    judges, reliability, confusion = dfs(db, [
+        ("SELECT dataset, judge_id, sum(judgments)::BIGINT AS judgments, sum(unparsed)::BIGINT AS parse_failures, "
+         "max(samples) AS samples FROM item_scores GROUP BY ALL ORDER BY dataset, judgments DESC", []),
+        ("SELECT dataset, judge_id, metric, auc, n_good, n_bad, n_unparsed, created_at FROM judge_reliability "
+         "ORDER BY dataset, judge_id, metric", []),
+        ("WITH pairs AS (SELECT h.dataset, i.judge_id, h.metric, h.score AS human, "
+         f"round({metric_case('h.metric')}) AS llm FROM human_labels h JOIN item_scores i ON i.dataset = h.dataset "
+         "AND i.query_id = h.query_id AND i.model_id = h.model_id WHERE h.score IS NOT NULL) "
+         "SELECT dataset, judge_id, metric, human, llm, count(*) AS n FROM pairs WHERE llm IS NOT NULL "
+         "GROUP BY ALL", []),
+    ])
+    agreement = agreement_from_confusion(confusion, ["dataset", "judge_id", "metric"])
+    return {"judges": judges, "reliability": reliability, "agreement": agreement}
+
+
+def database_status(db: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``python -m pipeline status``: runs, and per dataset and model the rows stored (responses, errors,
+    judgments, parse failures, critiques), whatever their response text."""
+    runs, models = dfs(db, [
+        ("SELECT run_id, name, kind, dataset, status, strftime(started_at, '%Y-%m-%d %H:%M:%S') AS started, "
+         "date_diff('second', started_at, finished_at) AS seconds, backend_calls, cache_hits, retries, errors "
+         "FROM runs ORDER BY started_at", []),
+        ("WITH r AS (SELECT dataset, model_id, count(*) AS responses, count(error) AS errors FROM responses "
+         "GROUP BY ALL), j AS (SELECT dataset, model_id, count(*) AS judgments, "
+         "count(*) FILTER (WHERE NOT parse_ok) AS parse_failures FROM judgments GROUP BY ALL), "
+         "c AS (SELECT dataset, model_id, count(*) AS critiques FROM critiques GROUP BY ALL) "
+         "SELECT r.dataset, r.model_id, r.responses, r.errors, coalesce(j.judgments, 0) AS judgments, "
+         "coalesce(j.parse_failures, 0) AS parse_failures, coalesce(c.critiques, 0) AS critiques FROM r "
+         "LEFT JOIN j USING (dataset, model_id) LEFT JOIN c USING (dataset, model_id) "
+         "ORDER BY r.dataset, r.model_id", []),
+    ])
+    return runs, models

@@ -1,0 +1,215 @@
+"""The leaderboards page: per language, models by AGG with every registry metric, n and 95% bootstrap CIs.
+
+Scores come from ``item_scores`` (one row per judged item: each metric's mean over its parsed
+samples, of the current response text, never of an errored response); responses, errors, lexical
+means and safety pass rates from ``response_facts``. ``leaderboard_base`` reads everything in one
+short connection; ``model_means`` and ``leaderboard`` are pure functions of it and the weights.
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from pipeline.analysis.stats import bootstrap_mean_cis
+from pipeline.config import SAFETY_CHECKS
+from pipeline.metrics import METRICS
+from pipeline.read.common import (
+    Filters,
+    current_join,
+    df,
+    model_pred,
+    on_qf,
+    queries_cte,
+    reference_table,
+    weights_dict,
+)
+from pipeline.read.judge_trust import CONSISTENCY_COLUMNS, consistency_sql, pool_consistency
+from pipeline.store import LEXICAL, SHARED_READERS
+
+CI_RESAMPLES = 1000  # percentile bootstrap; 1,000 resamples fix a 95% interval's ends to ~±0.01 of its width
+SAFETY_COLUMNS = ["model_id", "language", "check_name", "n", "passed", "failed", "unclear", "pass_rate"]
+
+
+def _patterns_sql(f: Filters, judge: str) -> tuple[str, list[Any]]:
+    """Per (language, model) each distinct pattern of an item's metric scores, with its count of items.
+
+    A score is the item's mean over its parsed samples (``item_scores``), NULL when none parsed;
+    means of a few integer samples take few values, so the patterns stay few. With the items'
+    judgments and parse failures summed, and their most samples.
+    """
+    qf, p_qf = queries_cte(f)
+    pred, p_model = model_pred(f, "i")
+    return (f"WITH {qf} SELECT qf.language, i.model_id, {', '.join(f'i.{m}' for m in METRICS)}, count(*) AS n, "
+            "sum(i.judgments) AS judgments, sum(i.unparsed) AS parse_failures, max(i.samples) AS samples "
+            f"FROM item_scores i JOIN qf ON {on_qf(f, 'i')} WHERE i.judge_id = ? AND {pred} GROUP BY ALL "
+            "ORDER BY qf.language, i.model_id"), [*p_qf, judge, *p_model]
+
+
+def _split_patterns(patterns: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, dict[str, np.ndarray]]]:
+    """The (language, model)-sorted patterns as per-model judged figures and per-language CI inputs.
+
+    Returns a frame with, per (language, model), each metric's mean and n over scored items, items,
+    judgments, parse failures and samples; and per language ``models``, each row's ``group`` (its
+    model's index), counts ``n`` and the ``scores`` matrix.
+    """
+    if not len(patterns):
+        return pd.DataFrame(columns=["language", "model_id", *METRICS, *(f"n_{m}" for m in METRICS), "items",
+                                     "judgments", "parse_failures", "samples"]), {}
+    language, model = patterns.language.to_numpy(), patterns.model_id.to_numpy()
+    new_language = np.r_[True, language[1:] != language[:-1]]
+    new_group = new_language | np.r_[True, model[1:] != model[:-1]]
+    starts = np.flatnonzero(new_group)
+    n = patterns.n.to_numpy(dtype=np.int64)
+    scores = patterns[list(METRICS)].to_numpy(dtype=float)
+    out: dict[str, Any] = {"language": language[starts], "model_id": model[starts]}
+    for i, m in enumerate(METRICS):
+        scored = ~np.isnan(scores[:, i])
+        out[f"n_{m}"] = np.add.reduceat(np.where(scored, n, 0), starts)
+        with np.errstate(invalid="ignore"):
+            out[m] = np.add.reduceat(np.where(scored, scores[:, i] * n, 0.0), starts) / out[f"n_{m}"]
+    out |= {"items": np.add.reduceat(n, starts),
+            "judgments": np.add.reduceat(patterns.judgments.to_numpy(dtype=np.int64), starts),
+            "parse_failures": np.add.reduceat(patterns.parse_failures.to_numpy(dtype=np.int64), starts),
+            "samples": np.maximum.reduceat(patterns.samples.to_numpy(dtype=np.int64), starts)}
+    by_language = {}
+    bounds = [*np.flatnonzero(new_language), len(patterns)]
+    for a, b in itertools.pairwise(bounds):
+        by_language[language[a]] = {"models": model[a:b][new_group[a:b]], "group": np.cumsum(new_group[a:b]) - 1,
+                                    "n": n[a:b], "scores": scores[a:b]}
+    return pd.DataFrame(out), by_language
+
+
+def _per_model_sql(f: Filters) -> tuple[str, list[Any]]:
+    """Per (language, model) from ``response_facts``: responses, errors, lexical means, safety pass rates
+    (unclear outcomes left out), and the language's retrieval recall."""
+    qf, p_qf = queries_cte(f)
+    pred, p_model = model_pred(f, "x")
+    lexical = ", ".join(f"avg(x.{c}) AS {c}" for c in LEXICAL)
+    checks = ", ".join(f"avg(x.{c}::INTEGER) AS check_{c}" for c in SAFETY_CHECKS)
+    dataset_pred, p_dataset = model_pred(f.with_(models=()), "t")
+    return (f"WITH {qf}, per AS (SELECT qf.language, x.model_id, count(*) AS responses, "
+            f"count(*) FILTER (WHERE x.failed) AS errors, count(*) FILTER (WHERE x.lexical) AS n_lexical, {lexical}, "
+            f"{checks} FROM response_facts x JOIN qf ON {on_qf(f, 'x')} WHERE {pred} GROUP BY ALL), "
+            f"rec AS (SELECT qf.language, avg(t.recall) AS recall FROM retrievals t JOIN qf ON {on_qf(f, 't')} "
+            f"WHERE {dataset_pred} GROUP BY ALL) SELECT * FROM per LEFT JOIN rec USING (language)"
+            ), [*p_qf, *p_model, *p_dataset]
+
+
+def leaderboard_base(db: str | Path, f: Filters, judge: str) -> dict[str, Any]:
+    """Everything per (language, model) a leaderboard needs but the CIs, from one short connection.
+
+    ``table`` (``_per_model_sql`` with ``_split_patterns``' figures: one row per language and model),
+    ``patterns`` (per language, what its CIs resample; ``_split_patterns``) and ``consistency``
+    (``judge_trust.consistency_sql``, when a judge took several samples per item).
+    """
+    with SHARED_READERS.cursor(db) as con:
+        patterns = con.execute(*_patterns_sql(f, judge)).df()
+        per_model = con.execute(*_per_model_sql(f)).df()
+        multi = not patterns.empty and int(patterns.samples.max()) > 1
+        consistency = (con.execute(*consistency_sql(db, f, judge)).df() if multi
+                       else pd.DataFrame(columns=CONSISTENCY_COLUMNS))
+    judged, by_language = _split_patterns(patterns)
+    table = per_model.merge(judged, on=["language", "model_id"], how="outer")
+    table["items"] = table["items"].fillna(0)
+    return {"table": table, "patterns": by_language, "consistency": consistency}
+
+
+def model_means(base: dict[str, Any], weights: tuple[float, ...]) -> pd.DataFrame:
+    """Per (language, model) judged: metric means, n and AGG (no CIs) — the heatmap."""
+    table = base["table"]
+    judged = table.loc[table["items"] > 0, ["language", "model_id", *METRICS, *(f"n_{m}" for m in METRICS),
+                                            "judgments"]]
+    w = weights_dict(weights)
+    judged.insert(2, "AGG", sum(judged[m] * w[m] for m in METRICS if w[m] > 0))
+    return judged.reset_index(drop=True)
+
+
+def _cis(patterns: dict[str, np.ndarray], w: dict[str, float]) -> dict[str, np.ndarray]:
+    """Per model of one language's patterns: the 95% CI of each metric's mean and of AGG, and n_AGG.
+
+    AGG's CI resamples the per-item weighted score over the items scored on every weighted metric.
+    Scores (means over samples) and AGG are binned to 0.01.
+    """
+    group, counts, scores = patterns["group"], patterns["n"], patterns["scores"]
+    weighted = [i for i, m in enumerate(METRICS) if w[m] > 0]
+    agg = scores[:, weighted] @ np.array([w[METRICS[i]] for i in weighted])  # NaN when one is missing
+    n_models = len(patterns["models"])
+    out: dict[str, np.ndarray] = {}
+    for m, column in (*zip(METRICS, scores.T, strict=True), ("AGG", agg)):
+        kept = ~np.isnan(column)
+        out[f"{m}_lo"], out[f"{m}_hi"] = bootstrap_mean_cis(group[kept], np.round(column[kept], 2), counts[kept],
+                                                            n_models, n_resamples=CI_RESAMPLES)
+    complete = ~np.isnan(agg)
+    out["n_AGG"] = np.bincount(group[complete], weights=counts[complete], minlength=n_models)
+    return out
+
+
+def leaderboard(base: dict[str, Any], weights: tuple[float, ...], language: str) -> pd.DataFrame:
+    """One language's leaderboard: models by AGG with every metric, each with n and a 95% bootstrap CI.
+
+    AGG is the weighted mean of the metric means (``pipeline.analysis.stats``); its CI resamples the items
+    scored on every weighted metric. Further columns: items judged, parse failures (excluded from
+    means), errors, self-consistency when judgments have several samples, lexical baselines, safety
+    check pass rates (``check_<name>``: refusal accuracy, update adherence; only checks that ran)
+    and the language's retrieval recall.
+    """
+    table = base["table"]
+    rows = table[table.language == language]
+    board: dict[str, np.ndarray] = {c: rows[c].to_numpy() for c in rows.columns if c != "language"}
+    w = weights_dict(weights)
+    board["AGG"] = sum(board[m].astype(float) * w[m] for m in METRICS if w[m] > 0)
+    patterns = base["patterns"].get(language)
+    if patterns is not None:
+        at = pd.Index(patterns["models"]).get_indexer(board["model_id"])  # -1: a model with no judged item
+        board |= {col: np.where(at >= 0, values[at], np.nan) for col, values in _cis(patterns, w).items()}
+    consistency = base["consistency"]
+    consistency = consistency[consistency.language == language]
+    if not consistency.empty:
+        sc = pool_consistency(consistency, "model_id").set_index("model_id")
+        board["self_std"] = sc.mean_std.reindex(board["model_id"]).to_numpy()
+        board["flip_rate"] = sc.flip_rate.reindex(board["model_id"]).to_numpy()
+    for c in (*LEXICAL, "n_lexical", *(f"check_{c}" for c in SAFETY_CHECKS)):  # only what was computed
+        if pd.isna(board[c]).all():
+            del board[c]
+    for col in (*(f"{m}{suffix}" for m in ("AGG", *METRICS) for suffix in ("", "_lo", "_hi")),
+                *(f"n_{m}" for m in ("AGG", *METRICS)), "judgments", "parse_failures", "samples"):
+        board.setdefault(col, np.full(len(rows), np.nan))
+    for col, values in board.items():  # missing values as NaN, never the text "None"
+        if col != "model_id" and values.dtype == object:
+            board[col] = pd.to_numeric(values, errors="coerce")
+    order = np.lexsort((board["model_id"].astype(str), np.nan_to_num(-board["AGG"].astype(float), nan=np.inf)))
+    return pd.DataFrame({"rank": np.arange(1, len(order) + 1), **{c: v[order] for c, v in board.items()}})
+
+
+def safety_summary(db: str | Path, f: Filters) -> pd.DataFrame:
+    """Per model × language × check: n, passed, failed, unclear and the pass rate over decided checks.
+
+    Checks of the current response text only. ``pass_rate`` = passed / (passed + failed); NaN when
+    nothing was decided (an ``unclear`` outcome is neither a pass nor a fail).
+    """
+    qf, p_qf = queries_cte(f)
+    pred, p_model = model_pred(f, "s")
+    out = df(db, (
+        f"WITH {qf}, c AS (SELECT s.model_id, qf.language, s.check_name, count(*) AS n, "
+        "count(*) FILTER (WHERE s.passed) AS passed, count(*) FILTER (WHERE NOT s.passed) AS failed "
+        f"FROM safety_checks s JOIN qf ON {on_qf(f, 's')} {current_join(db, 's')} WHERE {pred} GROUP BY ALL) "
+        "SELECT *, n - passed - failed AS unclear, "
+        "CASE WHEN passed + failed > 0 THEN passed / (passed + failed) END AS pass_rate FROM c "
+        "ORDER BY check_name, language, pass_rate DESC NULLS LAST, model_id"), [*p_qf, *p_model])
+    return out[SAFETY_COLUMNS]
+
+
+def paper_leaderboard(language: str) -> pd.DataFrame:
+    """Health-Pariksha's published leaderboard for a language (Tables 2–6; GPT-4o as judge)."""
+    board = reference_table("leaderboards")
+    return board[board.language == language].drop(columns=["table", "language"]).reset_index(drop=True)
+
+
+def short_name(model_id: str) -> str:
+    """The last path part of a model id, lower-case: how model ids are matched to the paper's names."""
+    return model_id.split("/")[-1].lower()
