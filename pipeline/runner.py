@@ -211,27 +211,3 @@ def run_command(config_path: Path, *, db: Path | None, limit: int | None, models
         return print_dry_run(config, dataset, select_queries(dataset, config), parse_stages(stages, config), console)
     run(config, models=models, stages=stages, console=console)
     return 0
-
-
-def status_command(db: Path) -> int:
-    """CLI entry of ``status``: runs and per-model counts of a results database."""
-    from streamlit.logger import set_log_level
-
-    # queries.py caches with st.cache_data; outside a Streamlit server that warns once per function
-    set_log_level("error")
-    from pipeline.queries import database_status
-
-    if not db.exists():
-        raise UserError(f"{db}: no results database here (run `python -m pipeline run --config ...` first)")
-    console = Console()
-    runs, models = database_status(db)
-    runs = runs[["run_id", "name", "status", "started", "seconds", "backend_calls", "cache_hits", "errors"]]
-    for title, frame in ((f"runs in {db}", runs.rename(columns={"backend_calls": "calls", "cache_hits": "cached"})),
-                         ("responses and scores per model", models)):
-        table = Table(title=title)
-        for col in frame.columns:
-            table.add_column(str(col), overflow="fold")
-        for row in frame.itertuples(index=False):
-            table.add_row(*["" if v is None else str(v) for v in row])
-        console.print(table)
-    return 0
