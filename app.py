@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import streamlit as st
 
+from pages import _data as data
 from pages import _ui as ui
-from pipeline import queries as q
+from pipeline.metrics import METRICS
 from pipeline.store import SHARED_READERS
 
 ui.ensure_navigation()
@@ -22,7 +23,7 @@ def home() -> None:
     st.caption("Which LLM may answer patients' health questions in India's languages? Health-Pariksha leaderboards, "
                "Med-CoDE disagreement, human checks of the judge, and a playground.")
     ui.require_data(ctx)
-    overview = q.overview(ctx.db)
+    overview = data.overview(ctx.db)
     per_language = overview["per_language"]
     cols = st.columns(5)
     cols[0].metric("Datasets", len(overview["datasets"]))
@@ -32,7 +33,7 @@ def home() -> None:
     cols[4].metric("Runs", len(overview["runs"]))
 
     st.subheader("Judge in use and its reliability")
-    summary = q.judge_summary(ctx.db)
+    summary = data.judge_summary(ctx.db)
     if ctx.judge is None:
         st.info("No judge has scored this dataset yet: run the `judge` stage (and `sanity` for its reliability).")
     else:
@@ -60,6 +61,15 @@ def home() -> None:
                 "agreement": st.column_config.NumberColumn("% agreement", format="percent"),
                 "kappa": st.column_config.NumberColumn("weighted κ", format="%.2f")})
     judges = summary["judges"]
+    mine = judges[(judges.judge_id == ctx.judge) & (judges.dataset == ctx.filters.dataset)]
+    if not mine.empty and mine.samples.max() > 1:
+        st.markdown("**Self-consistency** (the judge asked several times per item: the mean standard deviation "
+                    "of an item's scores, and the share of items whose samples differ)")
+        st.dataframe(data.judge_consistency(ctx.db, ctx.filters, ctx.judge), hide_index=True, column_config={
+            "multi_items": st.column_config.NumberColumn("items sampled ≥ 2×"),
+            "samples": st.column_config.NumberColumn("mean samples", format="%.1f"),
+            "mean_std": st.column_config.NumberColumn("mean std", format="%.2f"),
+            "flip_rate": st.column_config.NumberColumn("flip rate", format="percent")})
     if not judges.empty:
         st.dataframe(judges, hide_index=True, column_config={
             "parse_failures": st.column_config.NumberColumn("parse failures", help="Unparseable judge outputs: "
@@ -98,8 +108,8 @@ PAGES = {
                           url_path="playground"),
 }
 PAGE_TEXT = [
-    ("leaderboards", "Models by AGG per language with FC, SS, COH, CON, 95% CIs, lexical baselines, safety checks "
-                     "and the paper's published leaderboards beside them."),
+    ("leaderboards", f"Models by AGG per language with {', '.join(METRICS)}, 95% CIs, lexical baselines, safety "
+                     "checks and the paper's published leaderboards beside them."),
     ("responses", "For doctors: each query, its ground truth, the model's answer, the chunks it saw, every score "
                   "with its justification, the Med-CoDE critique; two models side by side."),
     ("themes", "Misspelling, code-mixing, non-native English, cultural, patient-specific, out-of-KB: "
@@ -112,6 +122,6 @@ PAGE_TEXT = [
 ]
 
 navigation = st.navigation(list(PAGES.values()))
-with SHARED_READERS.held(q.db_path()):  # the render's reads share one DuckDB instance
+with SHARED_READERS.held(data.db_path()):  # the render's reads share one DuckDB instance
     st.session_state["_ctx"] = ui.sidebar()
     navigation.run()

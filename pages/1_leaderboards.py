@@ -1,4 +1,4 @@
-"""Leaderboards: models by AGG per language, with FC, SS, COH, CON, n and 95% bootstrap CIs."""
+"""Leaderboards: models by AGG per language, with every registry metric, n and 95% bootstrap CIs."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import altair as alt
 import numpy as np
 import streamlit as st
 
+from pages import _data as data
 from pages import _ui as ui
-from pipeline import queries as q
 from pipeline.analysis.stats import EXPANSION_MIN_N
 from pipeline.metrics import METRICS
 
@@ -24,10 +24,10 @@ ui.judge_banner(ctx)
 if ctx.judge is None:
     st.stop()
 
-defaults = q.run_weights(ctx.db, ctx.filters.dataset)
+defaults = data.run_weights(ctx.db, ctx.filters.dataset)
 with st.expander("AGG weights (default: the run's config)", icon=":material/tune:"):
-    cols = st.columns(4)
-    raw_weights = {m: cols[i].slider(ui.METRIC_NAMES[m], 0.0, 1.0, float(defaults[m]), 0.05, key=f"lb_w_{m}")
+    cols = st.columns(len(METRICS))
+    raw_weights = {m: cols[i].slider(ui.metric_label(m), 0.0, 1.0, float(defaults[m]), 0.05, key=f"lb_w_{m}")
                    for i, m in enumerate(METRICS)}
     if sum(raw_weights.values()) <= 0:
         st.error("At least one weight must be above zero; using the run's weights.")
@@ -35,9 +35,9 @@ with st.expander("AGG weights (default: the run's config)", icon=":material/tune
     total = sum(raw_weights.values())
     st.caption("Normalised: " + ", ".join(f"{m} {w / total:.2f}" for m, w in raw_weights.items())
                + ". Health-Pariksha's doctors weighted FC most, then SS, with COH and CON lower and equal.")
-weights = q.weights_tuple(raw_weights)
+weights = data.weights_tuple(raw_weights)
 
-means = q.model_means(ctx.db, ctx.filters, ctx.judge, weights)
+means = data.model_means(ctx.db, ctx.filters, ctx.judge, weights)
 if means.empty:
     st.info("No judged responses match the filters.")
     st.stop()
@@ -61,10 +61,10 @@ st.altair_chart((chart + labels).properties(height=max(160, 22 * heat.model_id.n
 languages = [lang for lang in ui.languages_in_view(ctx) if lang in set(means.language)]
 language = st.segmented_control("Language", languages, key="lb_lang",
                                 bind="query-params", default=languages[0] if languages else None) or languages[0]
-board = q.leaderboard(ctx.db, ctx.filters, ctx.judge, weights, language)
-paper = q.paper_leaderboard(language)
+board = data.leaderboard(ctx.db, ctx.filters, ctx.judge, weights, language)
+paper = data.paper_leaderboard(language)
 paper_agg = dict(zip(paper.model.str.lower(), paper.AGG, strict=True))
-board["paper_AGG"] = board.model_id.map(lambda m: paper_agg.get(q.short_name(m), np.nan))
+board["paper_AGG"] = board.model_id.map(lambda m: paper_agg.get(data.short_name(m), np.nan))
 for m in ("AGG", *METRICS):
     board[f"{m} 95% CI"] = [ui.fmt_ci(lo, hi) for lo, hi in zip(board[f"{m}_lo"], board[f"{m}_hi"], strict=True)]
 st.subheader(f"{ui.md_escape(ui.lang_label(language))}: {len(board)} models")
@@ -72,7 +72,7 @@ parse_failures = int(board.parse_failures.fillna(0).sum())
 caption = (f"Judge {ui.md_escape(ctx.judge)}. Means over scored items; n per metric excludes "
            f"{parse_failures} unparseable judge outputs (never counted as 0). CIs: 95% percentile bootstrap over "
            f"items, from the bootstrap distribution's cumulants (Cornish–Fisher) when n ≥ {EXPANSION_MIN_N} and "
-           f"the mean is not skewed, else {q.CI_RESAMPLES} resamples.")
+           f"the mean is not skewed, else {data.CI_RESAMPLES} resamples.")
 if "self_std" in board:
     caption += (" Self-consistency: mean std of a metric's samples per item, and the share of items whose "
                 "samples differ.")
@@ -84,7 +84,7 @@ columns: dict[str, object] = {
     "AGG": number("AGG", format="%.2f"), "AGG 95% CI": "AGG 95% CI", "n_AGG": number("n AGG"),
 }
 for m in METRICS:
-    columns[m] = number(m, format="%.2f", help=ui.METRIC_NAMES[m])
+    columns[m] = number(m, format="%.2f", help=ui.metric_label(m))
     columns[f"{m} 95% CI"] = f"{m} 95% CI"
     columns[f"n_{m}"] = number(f"n {m}")
 columns |= {
@@ -94,9 +94,9 @@ columns |= {
 if "self_std" in board:
     columns |= {"self_std": number("self-consistency std", format="%.2f"),
                 "flip_rate": number("flip rate", format="percent")}
-for c in q.LEXICAL:
+for c in data.LEXICAL:
     if c in board:
-        columns[c] = number(q.LEXICAL_LABELS[c], format="%.2f")
+        columns[c] = number(data.LEXICAL_LABELS[c], format="%.2f")
 for c in sorted(col for col in board.columns if col.startswith("check_")):
     name = c.removeprefix("check_")
     label, meaning = CHECK_LABELS.get(name, (name.replace("_", " "), "the check"))
@@ -111,6 +111,16 @@ st.dataframe(board[shown], hide_index=True, column_config={k: v for k, v in colu
 st.download_button("Download CSV", board[shown].to_csv(index=False).encode("utf-8"),
                    file_name=f"leaderboard-{ctx.filters.dataset}-{language}.csv", mime="text/csv",
                    icon=":material/download:")
+
+safety = data.safety_summary(ctx.db, ctx.filters.with_(languages=(language,)))
+if not safety.empty:
+    with st.expander("Safety checks: passed, failed and unclear per model"):
+        st.dataframe(safety.assign(check_name=safety.check_name.map(lambda c: CHECK_LABELS.get(c, (c,))[0]))
+                     .drop(columns=["language"]), hide_index=True, column_config={
+                         "check_name": "check", "pass_rate": number("pass rate", format="percent",
+                                                                    help="passed / (passed + failed)")})
+        st.caption("Checks of each response's current text. Unclear: the response gives neither the current nor "
+                   "a superseded fact; it counts as neither a pass nor a fail.")
 
 left, right = st.columns([3, 2])
 with left:

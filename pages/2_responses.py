@@ -12,8 +12,8 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
+from pages import _data as data
 from pages import _ui as ui
-from pipeline import queries as q
 from pipeline.metrics import METRICS
 
 ctx = ui.context()
@@ -33,14 +33,14 @@ unparsed = c3.checkbox("Only judge outputs that failed to parse", key="rb_unpars
                        disabled=metric == "any")
 page_size = c4.selectbox("Per page", [5, 10, 20], index=1, key="rb_size", bind="query-params")
 
-browse = q.Browse(filters=ctx.filters, judge=ctx.judge, metric=None if metric == "any" else metric,
+browse = data.Browse(filters=ctx.filters, judge=ctx.judge, metric=None if metric == "any" else metric,
                   score_min=float(score_range[0]), score_max=float(score_range[1]), unparsed_only=bool(unparsed),
                   search=search or "")
 try:  # the page asked for: the widget's value, else the URL's (before the widget is drawn)
     wanted = max(1, int(st.session_state.get("rb_page") or st.query_params.get("rb_page") or 1))
 except ValueError:
     wanted = 1
-view = q.browse_view(ctx.db, browse, page_size, (wanted - 1) * page_size)
+view = data.browse_view(ctx.db, browse, page_size, (wanted - 1) * page_size)
 total, items, details, chunks = view["total"], view["page"], view["details"], view["chunks"]
 n_pages = max(1, math.ceil(total / page_size))
 if view["offset"] == 0 and wanted != 1:
@@ -73,8 +73,21 @@ def show_chunks(query_id: str) -> None:
         st.text(row.text if isinstance(row.text, str) else "(chunk not in the knowledge base)", width="stretch")
 
 
+def current(df: pd.DataFrame) -> pd.DataFrame:
+    """The rows that scored the response text now stored (older ones never count)."""
+    return df[df.current.astype(bool)] if not df.empty else df
+
+
+def stale_note(df: pd.DataFrame, what: str) -> None:
+    stale = len(df) - len(current(df))
+    if stale:
+        st.caption(f"{stale} {what} of an earlier text of this response not shown (they no longer count).")
+
+
 def show_scores(query_id: str, model_id: str) -> None:
-    scores = _rows(details["judgments"], query_id, model_id)
+    every = _rows(details["judgments"], query_id, model_id)
+    scores = current(every)
+    stale_note(every, "judgments")
     if scores.empty:
         st.caption("Not judged.")
         return
@@ -87,15 +100,17 @@ def show_scores(query_id: str, model_id: str) -> None:
 
 
 def show_critique(query_id: str, model_id: str) -> None:
-    critiques = _rows(details["critiques"], query_id, model_id)
+    every = _rows(details["critiques"], query_id, model_id)
+    critiques = current(every)
+    stale_note(every, "critiques")
     if critiques.empty:
         st.caption("No Med-CoDE critique.")
         return
     for row in critiques.itertuples():
         st.caption(ui.md_escape(f"Critic {row.critic_id} ({row.classifier}): disagreement {row.label}"))
         st.text(row.critique or "(empty critique)", width="stretch")
-        dist = pd.DataFrame({"class": [q.DISAGREEMENT_LABELS[p] for p in q.DISAGREEMENT],
-                             "p": [getattr(row, p) for p in q.DISAGREEMENT]})
+        dist = pd.DataFrame({"class": [data.DISAGREEMENT_LABELS[p] for p in data.DISAGREEMENT],
+                             "p": [getattr(row, p) for p in data.DISAGREEMENT]})
         st.altair_chart(alt.Chart(dist).mark_bar().encode(
             x=alt.X("p:Q", scale=alt.Scale(domain=[0, 1]), title="probability"),
             y=alt.Y("class:N", sort=list(dist["class"]), title=None),
@@ -113,12 +128,12 @@ def show_safety(query_id: str, model_id: str) -> None:
     if not safety.empty:
         st.dataframe(safety[["check_name", "passed", "detail"]], hide_index=True)
     if not lexical.empty:
-        st.dataframe(lexical[list(q.LEXICAL)].rename(columns=q.LEXICAL_LABELS), hide_index=True)
+        st.dataframe(lexical[list(data.LEXICAL)].rename(columns=data.LEXICAL_LABELS), hide_index=True)
 
 
 for item in items.itertuples():
     with st.container(border=True):
-        scores = _rows(details["judgments"], item.query_id, item.model_id)
+        scores = current(_rows(details["judgments"], item.query_id, item.model_id))
         summary = " · ".join(f"{m} {ui.fmt_score(scores[scores.metric == m].score.mean())}"
                              for m in METRICS if not scores[scores.metric == m].empty)
         themes = ", ".join(ui.theme_label(t) for t in (item.themes if item.themes is not None else []))
@@ -147,7 +162,7 @@ st.subheader("Two models side by side")
 query_ids = list(dict.fromkeys(items.query_id))
 cq = st.selectbox("Query", query_ids, key="rb_cq", bind="query-params",
                   help="Any query of this page of results.")
-pair_view = q.query_view(ctx.db, ctx.filters.dataset, cq)
+pair_view = data.query_view(ctx.db, ctx.filters.dataset, cq)
 answers = pair_view["responses"]
 preferred = [m for m in ctx.filters.models if m in set(answers.model_id)]
 models = preferred + [m for m in answers.model_id if m not in preferred]

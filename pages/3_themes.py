@@ -5,8 +5,8 @@ from __future__ import annotations
 import altair as alt
 import streamlit as st
 
+from pages import _data as data
 from pages import _ui as ui
-from pipeline import queries as q
 from pipeline.dataset import THEMES
 from pipeline.metrics import METRICS
 
@@ -22,8 +22,8 @@ if ctx.judge is None:
 c1, c2 = st.columns([1, 3])
 metric = c1.selectbox("Score", ui.metric_options(), key="th_metric", bind="query-params",
                       help=ui.metric_help())
-weights = q.weights_tuple(q.run_weights(ctx.db, ctx.filters.dataset))
-scores = q.theme_table(q.theme_scores(ctx.db, ctx.filters, ctx.judge), weights)
+weights = data.weights_tuple(data.run_weights(ctx.db, ctx.filters.dataset))
+scores = data.theme_table(data.theme_scores(ctx.db, ctx.filters, ctx.judge), weights)
 if scores.empty:
     st.info("No judged responses match the filters.")
     st.stop()
@@ -54,7 +54,7 @@ present = set(view.theme)
 themes = [t for t in THEMES if t in present] + (["(none)"] if "(none)" in present else [])
 theme = st.selectbox("Theme", themes, key="th_theme", bind="query-params")
 page = st.number_input("Example page", min_value=1, value=1, step=1, key="th_page", bind="query-params")
-examples = q.theme_examples(ctx.db, ctx.filters.with_(languages=(language,)), ctx.judge, theme, 3,
+examples = data.theme_examples(ctx.db, ctx.filters.with_(languages=(language,)), ctx.judge, theme, 3,
                             (int(page) - 1) * 3)
 if examples.empty:
     st.info("No more examples of this theme.")

@@ -6,8 +6,8 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
+from pages import _data as data
 from pages import _ui as ui
-from pipeline import queries as q
 
 CLASS_COLOURS = ["#15803d", "#84cc16", "#f59e0b", "#b91c1c"]
 
@@ -21,17 +21,17 @@ ui.require_data(ctx)
 all_datasets = st.toggle("All datasets", value=True, key="mc_all", bind="query-params",
                          help="Off: only the dataset chosen in the sidebar.")
 scope = ctx.filters.with_(dataset=None) if all_datasets else ctx.filters
-view = q.medcode_view(ctx.db, scope, ctx.judge)
+view = data.medcode_view(ctx.db, scope, ctx.judge)
 dist = view["distribution"]
 if dist.empty:
     st.info("No Med-CoDE critiques match the filters: run the `medcode` stage.")
     st.stop()
 
-long = dist.melt(id_vars=["dataset", "language", "model_id", "critic_id", "n"], value_vars=list(q.DISAGREEMENT),
+long = dist.melt(id_vars=["dataset", "language", "model_id", "critic_id", "n"], value_vars=list(data.DISAGREEMENT),
                  var_name="class", value_name="p")
-long["class"] = long["class"].map(q.DISAGREEMENT_LABELS)
+long["class"] = long["class"].map(data.DISAGREEMENT_LABELS)
 long["language"] = long.language.map(ui.lang_label)
-order = list(q.DISAGREEMENT_LABELS.values())
+order = list(data.DISAGREEMENT_LABELS.values())
 for dataset, part in long.groupby("dataset", sort=False):
     st.markdown(f"**{ui.md_escape(dataset)}**")
     n_languages = part.language.nunique()
@@ -48,12 +48,12 @@ for dataset, part in long.groupby("dataset", sort=False):
                     .facet(column=alt.Column("language:N", title=None)), width="content")
 with st.expander("Distribution table"):
     st.dataframe(dist, hide_index=True, column_config={
-        p: st.column_config.NumberColumn(q.DISAGREEMENT_LABELS[p], format="%.2f") for p in q.DISAGREEMENT})
+        p: st.column_config.NumberColumn(data.DISAGREEMENT_LABELS[p], format="%.2f") for p in data.DISAGREEMENT})
 
 st.subheader("Correlation with the judge and lexical scores")
 if ctx.judge is None:
     st.caption("No judge scores yet; correlations with lexical scores only.")
-corr = q.medcode_correlations(ctx.db, ctx.filters, ctx.judge)
+corr = data.medcode_correlations(ctx.db, ctx.filters, ctx.judge)
 long_corr = corr.melt(id_vars=["quantity"], var_name="score", value_name="r")
 heat = alt.Chart(long_corr).mark_rect().encode(
     x=alt.X("score:N", sort=list(corr.columns[1:]), title=None),
@@ -72,22 +72,22 @@ st.subheader("Beside Med-CoDE Table 2")
 ours = view["summary"]
 left, right = st.columns(2)
 fmt = {c: st.column_config.NumberColumn(format="%.2f")
-       for c in ("meteor", "rouge_l", "llm_accuracy", *q.DISAGREEMENT)}
+       for c in ("meteor", "rouge_l", "llm_accuracy", *data.DISAGREEMENT)}
 with left:
-    st.markdown("**This database** (judge accuracy = share of items with FC = 2)")
+    st.markdown(f"**This database** (judge accuracy = share of items with {data.ACCURACY_METRIC} = 2)")
     st.dataframe(ours, hide_index=True, column_config=fmt)
 with right:
     st.markdown("**Med-CoDE, published** (LLaMA-3 as the accuracy judge)")
-    paper = q.reference_table(ctx.db, "medcode_table2")
+    paper = data.reference_table("medcode_table2")
     st.dataframe(paper, hide_index=True, column_config=fmt)
     st.caption("Med-CoDE Table 2 as printed (data/reference/medcode_table2.csv); some rows do not sum to 1.")
 
 
 def stacked(table: pd.DataFrame) -> alt.Chart:
     """Stacked disagreement bars, one per (model, dataset) row of a Table-2-like table."""
-    long_t = table.melt(id_vars=["model", "dataset"], value_vars=list(q.DISAGREEMENT), var_name="class",
+    long_t = table.melt(id_vars=["model", "dataset"], value_vars=list(data.DISAGREEMENT), var_name="class",
                         value_name="p")
-    long_t["class"] = long_t["class"].map(q.DISAGREEMENT_LABELS)
+    long_t["class"] = long_t["class"].map(data.DISAGREEMENT_LABELS)
     return alt.Chart(long_t).mark_bar().encode(
         x=alt.X("sum(p):Q", title="mean probability"),
         y=alt.Y("label:N", title=None, axis=alt.Axis(labelLimit=300, labelOverlap=False)),

@@ -6,11 +6,14 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
+from pages import _data as data
 from pages import _ui as ui
-from pipeline import queries as q
+from pipeline.dataset.human_labels import save_label
 from pipeline.metrics import METRICS
+from pipeline.read.agreement import ALL_MODELS, PAPER_METRIC
 
 SCORE_LABELS = {0: "0 — bad", 1: "1 — medium", 2: "2 — good"}
+DEFAULT_METRIC = METRICS.index(PAPER_METRIC) if PAPER_METRIC in METRICS else 0
 
 ctx = ui.context()
 st.title("Human vs LLM judge")
@@ -23,10 +26,10 @@ def agreement_view() -> None:
     ui.judge_banner(ctx)
     if ctx.judge is None:
         return
-    metric = st.selectbox("Metric", list(METRICS), index=METRICS.index("SS"), key="hv_metric", bind="query-params",
+    metric = st.selectbox("Metric", list(METRICS), index=DEFAULT_METRIC, key="hv_metric", bind="query-params",
                           help="Health-Pariksha compared humans and the judge on Semantic Similarity. "
                           + ui.metric_help())
-    view = q.agreement_view(ctx.db, ctx.filters, ctx.judge, metric)
+    view = data.agreement_view(ctx.db, ctx.filters, ctx.judge, metric)
     table = view["table"]
     if table.empty:
         st.info("No human labels for this metric and these filters yet. Import a CSV with "
@@ -39,7 +42,7 @@ def agreement_view() -> None:
     st.dataframe(table, hide_index=True, column_config={
         "agreement": st.column_config.NumberColumn("% agreement", format="percent"),
         "kappa": st.column_config.NumberColumn("weighted κ", format="%.2f")})
-    per_model = table[table.model_id != "(all models)"]
+    per_model = table[table.model_id != ALL_MODELS]
     if not per_model.empty:
         per_model = per_model.assign(label=per_model.language + " · " + per_model.model_id)
         bars = alt.Chart(per_model).mark_bar(color="#0f766e").encode(
@@ -53,12 +56,12 @@ def agreement_view() -> None:
 
     st.subheader("Rankings: human vs judge")
     ranks, summary = view["ranks"], view["summary"]
-    paper = q.reference_table(ctx.db, "table7")
+    paper = data.reference_table("table7")
     for language, group in ranks.groupby("language", sort=False):
         st.markdown(f"**{ui.md_escape(ui.lang_label(language))}**")
         left, right = st.columns(2)
         with left:
-            compact = group.assign(model=group.model_id.map(q.short_name))[
+            compact = group.assign(model=group.model_id.map(data.short_name))[
                 ["model", "human_rank", "human_mean", "llm_rank", "llm_mean", "n"]]
             st.dataframe(compact, hide_index=True, column_config={
                 "model": st.column_config.TextColumn("model", help="Last part of the model id."),
@@ -82,14 +85,14 @@ def annotate_view() -> None:
     c1, c2 = st.columns([2, 1])
     annotator = c1.text_input("Your name", key="hv_annotator", bind="query-params", max_chars=60,
                               placeholder="e.g. dr-rao")
-    metric = c2.selectbox("Metric to score", list(METRICS), index=METRICS.index("SS"), key="hv_ann_metric",
+    metric = c2.selectbox("Metric to score", list(METRICS), index=DEFAULT_METRIC, key="hv_ann_metric",
                           bind="query-params", help=ui.metric_help())
     if not annotator or not annotator.strip():
         st.info("Enter your name to get a queue of unlabelled items.")
         return
     annotator = annotator.strip()
     skipped = tuple(st.session_state.setdefault("hv_skipped", []))
-    done, total, queue = q.annotation_state(ctx.db, ctx.filters, annotator, metric, skipped)
+    done, total, queue = data.annotation_state(ctx.db, ctx.filters, annotator, metric, skipped)
     st.progress(done / total if total else 0.0,
                 text=ui.md_escape(f"{done} of {total} items labelled by {annotator} on {metric}"))
     if queue.empty:
@@ -105,7 +108,7 @@ def annotate_view() -> None:
         with right:
             ui.show_text("Model response", item.text, empty="(empty response)")
     with st.form("hv_label_form", clear_on_submit=True):
-        score = st.radio(f"{ui.METRIC_NAMES[metric]} score", [0, 1, 2], format_func=SCORE_LABELS.get,
+        score = st.radio(f"{ui.metric_label(metric)} score", [0, 1, 2], format_func=SCORE_LABELS.get,
                          horizontal=True, index=None, key="hv_score")
         comment = st.text_area("Comment (optional)", key="hv_comment", max_chars=2000)
         save = st.form_submit_button("Save label", type="primary")
@@ -116,8 +119,9 @@ def annotate_view() -> None:
         if score is None:
             st.error("Choose a score first.")
             return
-        q.save_human_label(ctx.db, dataset=item.dataset, query_id=item.query_id, model_id=item.model_id,
-                           metric=metric, annotator=annotator, score=int(score), comment=comment)
+        save_label(ctx.db, dataset=item.dataset, query_id=item.query_id, model_id=item.model_id, metric=metric,
+                   annotator=annotator, score=int(score), comment=comment)
+        data.clear_caches()
         st.session_state["hv_last_saved"] = f"{item.query_id} · {item.model_id}: {metric} = {score}"
         st.rerun()
     if st.session_state.get("hv_last_saved"):

@@ -8,13 +8,16 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from pages import _data as data
 from pages import _ui as ui
 from pipeline import playground as pg
-from pipeline import queries as q
 from pipeline.config import ModelConfig
 from pipeline.dataset import LANGUAGES
 from pipeline.errors import UserError
-from pipeline.metrics import METRICS
+from pipeline.metrics import METRICS, registry
+
+REFERENCE_FREE = tuple(m.name for m in registry().values() if "ground_truth" not in m.inputs)
+NEEDS_GT = tuple(m for m in METRICS if m not in REFERENCE_FREE)
 
 
 @st.cache_resource(show_spinner="Loading the model…", max_entries=6)
@@ -69,12 +72,14 @@ if source == "Type a query":
     query_en = st.text_input("English rendering", key="pg_query_en", disabled=language == "en",
                              help="Leave empty to have a model translate it before retrieval, as the HealthBot did.")
     gt = st.text_area("Ground truth (optional)", key="pg_gt", height=68,
-                      help="Needed to judge FC and SS and for Med-CoDE; COH and CON are reference-free.")
+                      help=ui.md_escape(f"Needed to judge {', '.join(NEEDS_GT)} and for Med-CoDE; "
+                                        f"{', '.join(REFERENCE_FREE) or 'no metric'} "
+                                        f"{'is' if len(REFERENCE_FREE) == 1 else 'are'} reference-free."))
 else:
     if not ctx.exists or ctx.filters.dataset is None:
         st.info("No dataset in the database to pick from; type a query instead.")
         st.stop()
-    pool = q.dataset_queries(ctx.db, ctx.filters.dataset, None)
+    pool = data.dataset_queries(ctx.db, ctx.filters.dataset, None)
     if pool.empty:
         st.info("This dataset has no queries.")
         st.stop()
@@ -90,7 +95,7 @@ else:
         ui.show_text("English rendering", query_en)
     ui.show_text("Ground truth", gt)
     with st.expander("Answers stored in the database for this query"):
-        stored = q.query_responses(ctx.db, ctx.filters.dataset, pick)
+        stored = data.query_responses(ctx.db, ctx.filters.dataset, pick)
         st.dataframe(stored, hide_index=True, column_config={"text": st.column_config.TextColumn(width="large")})
 
 translators = [c.config for c in choices if c.available and c.config.provider != "extractive"]
@@ -101,7 +106,7 @@ if needs_translation and translators:
     translator = next(m for m in translators if m.id == translator_id)
 
 dataset_name = ctx.filters.dataset if ctx.exists else None
-dataset_dir = pg.resolve_dataset_path(q.dataset_path(ctx.db, dataset_name) if dataset_name else None,
+dataset_dir = pg.resolve_dataset_path(data.dataset_path(ctx.db, dataset_name) if dataset_name else None,
                                       config.dataset)
 st.caption(ui.md_escape(f"Knowledge base: {dataset_dir or '(none found: closed-book prompt)'}"))
 
@@ -174,7 +179,7 @@ for model_id, answer in result["answers"].items():
         if crit:
             st.caption(ui.md_escape(f"Med-CoDE: disagreement {crit.get('label')}"))
             st.text(crit.get("critique") or "", width="stretch")
-            st.dataframe(pd.DataFrame([{q.DISAGREEMENT_LABELS[p]: crit.get(p) for p in q.DISAGREEMENT}]),
+            st.dataframe(pd.DataFrame([{data.DISAGREEMENT_LABELS[p]: crit.get(p) for p in data.DISAGREEMENT}]),
                          hide_index=True)
 
 judge_mc = pg.role_config(config, "judge")
@@ -184,15 +189,16 @@ critic_reason = ("the config has no medcode section" if critic_mc is None else
                  pg.unavailable_reason(critic_mc))
 has_gt = query.gt_response != pg.PLACEHOLDER_GT
 c1, c2, c3 = st.columns(3)
-do_judge = c1.checkbox("Judge scores" + ("" if has_gt else " (COH, CON: no ground truth)"), key="pg_do_judge",
+no_gt = f" ({', '.join(REFERENCE_FREE)}: no ground truth)"
+do_judge = c1.checkbox("Judge scores" + ("" if has_gt else no_gt), key="pg_do_judge",
                        disabled=judge_reason is not None, help=ui.md_escape(judge_reason) if judge_reason else None)
 do_medcode = c2.checkbox("Med-CoDE critique", key="pg_do_medcode", disabled=critic_reason is not None or not has_gt,
                          help=ui.md_escape(critic_reason or ("needs a ground truth" if not has_gt else "")) or None)
-if judge_mc is not None and judge_mc.id in q.WEAK_JUDGES:
+if judge_mc is not None and judge_mc.id in data.WEAK_JUDGES:
     st.caption(ui.md_escape(f"The configured judge {judge_mc.id} is far too weak to trust; its scores only show the "
                             "machinery working."))
 if c3.button("Score the answers", disabled=not (do_judge or do_medcode) or not result["answers"]):
-    metrics = METRICS if has_gt else ("COH", "CON")
+    metrics = METRICS if has_gt else REFERENCE_FREE
     for model_id, answer in result["answers"].items():
         if do_judge and judge_mc is not None:
             with st.spinner(f"Judging {model_id} on {', '.join(metrics)}…"):
@@ -220,10 +226,10 @@ if st.button("Save to the database", icon=":material/save:", disabled=not result
             critique=result["critiques"].get(model_id), critic_id=critic_mc.id if critic_mc else None,
             config_json=config.to_json()))
         saved.append(f"{model_id} → run {run_id}, query {query_id}")
-    q.clear_caches()
+    data.clear_caches()
     result["saved"] = saved
     st.rerun()
 if result.get("saved"):
     st.success(ui.md_escape("Saved: " + "; ".join(result["saved"])))
     st.page_link("pages/2_responses.py", label="Open them in the response browser",
-                 query_params={"dataset": q.PLAYGROUND})
+                 query_params={"dataset": data.PLAYGROUND})

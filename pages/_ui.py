@@ -1,6 +1,6 @@
 """Shared pieces of the dashboard pages: the sidebar filters, safe text, formatting.
 
-No SQL here: data comes from ``pipeline.queries``. Model output and dataset text are shown with
+No SQL here: data comes from ``pages/_data.py`` (the cached read models). Model output and dataset text are shown with
 ``st.text`` (no Markdown, no HTML) or in dataframes; anything that must pass through Markdown
 (labels, captions) is escaped with :func:`md_escape` first.
 """
@@ -15,12 +15,11 @@ import duckdb
 import pandas as pd
 import streamlit as st
 
-from pipeline import queries as q
+from pages import _data as data
 from pipeline.dataset import LANGUAGES, THEMES
-from pipeline.metrics import METRICS
+from pipeline.metrics import LABELS, METRICS
 
-METRIC_NAMES = {"FC": "Factual correctness", "SS": "Semantic similarity", "COH": "Coherence", "CON": "Conciseness",
-                "AGG": "Aggregate (weighted)"}
+AGG_LABEL = "Aggregate (weighted)"
 FILL_COMMAND = "python -m pipeline run --config configs/default.yaml"
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~=:$&\"'^])")
 
@@ -31,7 +30,7 @@ class Context:
 
     db: str
     exists: bool
-    filters: q.Filters
+    filters: data.Filters
     judge: str | None
     choices: dict[str, Any]
 
@@ -65,22 +64,26 @@ def _sanitise(key: str, options: list[str], *, multi: bool) -> None:
 
 def sidebar() -> Context:
     """Draw the shared filters (kept in session state and bound to the URL) and return the context."""
-    db = str(q.db_path())
-    exists = q.db_exists(db)
+    db = str(data.db_path())
+    exists = data.db_exists(db)
     st.sidebar.title("Pariksha Studio")
     if not exists:
         st.sidebar.warning("No results database yet.")
         st.sidebar.caption(f"Database: {md_escape(db)}")
-        return Context(db, False, q.Filters(), None, {"datasets": [], "languages": {}, "models": {}, "judges": {}})
+        return Context(db, False, data.Filters(), None, {"datasets": [], "languages": {}, "models": {}, "judges": {}})
     try:
-        choices = q.choices(db)
-    except duckdb.Error as exc:  # not a results database (or an older schema)
-        st.sidebar.error(md_escape(f"Cannot read {db}: {exc}"))
-        return Context(db, False, q.Filters(), None, {"datasets": [], "languages": {}, "models": {}, "judges": {}})
+        choices = data.choices(db)
+    except duckdb.Error as exc:  # not a results database (or one too old to read)
+        try:
+            notice = data.outdated(db)
+        except duckdb.Error:
+            notice = None
+        st.sidebar.error(md_escape(notice or f"Cannot read {db}: {exc}"))
+        return Context(db, False, data.Filters(), None, {"datasets": [], "languages": {}, "models": {}, "judges": {}})
     datasets = choices["datasets"]
     if not datasets:
         st.sidebar.info("The database holds no dataset yet.")
-        return Context(db, True, q.Filters(), None, choices)
+        return Context(db, True, data.Filters(), None, choices)
     _sanitise("dataset", datasets, multi=False)
     dataset = st.sidebar.selectbox("Dataset", datasets, key="dataset", bind="query-params")
     languages = choices["languages"].get(dataset, [])
@@ -96,7 +99,7 @@ def sidebar() -> Context:
     themes = st.sidebar.multiselect("Themes", list(THEMES), key="theme", bind="query-params",
                                     placeholder="any theme",
                                     help="Queries tagged with any of these themes (Health-Pariksha §3.1).")
-    judge = q.judge_in_use(db, dataset)
+    judge = data.judge_in_use(db, dataset)
     if len(judges) > 1:
         _sanitise("judge", judges, multi=False)
         judge = st.sidebar.selectbox("Judge", judges, index=judges.index(judge) if judge in judges else 0,
@@ -104,10 +107,10 @@ def sidebar() -> Context:
     elif judges:
         st.sidebar.caption(f"Judge: {md_escape(judges[0])}")
     if st.sidebar.button("Refresh", icon=":material/refresh:", help="Re-read the database now (clears caches)."):
-        q.clear_caches()
+        data.clear_caches()
         st.rerun()
     st.sidebar.caption(f"Database: {md_escape(db)}")
-    filters = q.Filters(dataset=dataset, languages=tuple(langs), models=tuple(chosen_models), themes=tuple(themes))
+    filters = data.Filters(dataset=dataset, languages=tuple(langs), models=tuple(chosen_models), themes=tuple(themes))
     return Context(db, True, filters, judge, choices)
 
 
@@ -145,7 +148,9 @@ def context() -> Context:
 
 
 def require_data(ctx: Context) -> None:
-    """Stop the page with a clear message when there is nothing to show yet."""
+    """Stop the page with a clear message when there is nothing to show yet; say so when the file is old."""
+    if ctx.exists and ctx.choices.get("notice"):
+        st.warning(md_escape(ctx.choices["notice"]), icon=":material/update:")
     if not ctx.exists:
         st.info(f"No results database at `{ctx.db}` yet. Fill it with:")
         st.code(FILL_COMMAND, language="bash")
@@ -162,8 +167,8 @@ def judge_banner(ctx: Context) -> None:
     if ctx.judge is None:
         st.info("No judgments yet: run the `judge` stage to score responses.")
         return
-    reliability = q.judge_summary(ctx.db)["reliability"]
-    warning = q.judge_warning(ctx.judge, reliability)
+    reliability = data.judge_summary(ctx.db)["reliability"]
+    warning = data.judge_warning(ctx.judge, reliability)
     if warning:
         st.warning(md_escape(warning), icon=":material/warning:")
 
@@ -202,8 +207,13 @@ def show_query(item: Any) -> None:
     show_text("Ground truth (doctor-approved)", item.gt_response)
 
 
+def metric_label(metric: str) -> str:
+    """A metric's label from the registry (AGG: the weighted aggregate)."""
+    return AGG_LABEL if metric == "AGG" else LABELS.get(metric, metric)
+
+
 def metric_help() -> str:
-    return "; ".join(f"{m}: {name}" for m, name in METRIC_NAMES.items()) + "."
+    return "; ".join(f"{m}: {metric_label(m)}" for m in (*METRICS, "AGG")) + "."
 
 
 def metric_options(with_agg: bool = True) -> list[str]:

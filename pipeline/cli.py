@@ -60,9 +60,13 @@ def run(
 @app.command()
 def status(db: Annotated[Path, typer.Option(help="DuckDB file")] = Path("data/results.duckdb")):
     """Show what a results database holds: runs, responses, scores, errors."""
-    from pipeline.runner import status_command
-
     raise typer.Exit(status_command(db))
+
+
+@app.command()
+def upgrade(db: Annotated[Path, typer.Option(help="DuckDB file")] = Path("data/results.duckdb")):
+    """Bring a database written by an older version up to this schema (the dashboard only reads)."""
+    raise typer.Exit(upgrade_command(db))
 
 
 @app.command("import-human-labels")
@@ -96,6 +100,49 @@ def train_classifier(
         csv, output=output, base_model=base_model, epochs=epochs, learning_rate=learning_rate,
         batch_size=batch_size, max_length=max_length, dropout=dropout,
     ))
+
+
+def _require_db(db: Path) -> None:
+    if not db.is_file():
+        raise UserError(f"{db}: no results database here (run `python -m pipeline run --config ...` first)")
+
+
+def status_command(db: Path) -> int:
+    """``status``: the runs and per-model counts of a results database (``pipeline.read.home``); read-only."""
+    from rich.table import Table
+
+    from pipeline.read.common import outdated
+    from pipeline.read.home import database_status
+
+    _require_db(db)
+    out = Console()
+    notice = outdated(db)
+    if notice:
+        out.print(notice, highlight=False, soft_wrap=True)
+    runs, models = database_status(db)
+    runs = runs[["run_id", "name", "status", "started", "seconds", "backend_calls", "cache_hits", "errors"]]
+    for title, frame in ((f"runs in {db}", runs.rename(columns={"backend_calls": "calls", "cache_hits": "cached"})),
+                         ("responses and scores per model", models)):
+        table = Table(title=title)
+        for col in frame.columns:
+            table.add_column(str(col), overflow="fold")
+        for row in frame.itertuples(index=False):
+            table.add_row(*["" if v is None else str(v) for v in row])
+        out.print(table)
+    return 0
+
+
+def upgrade_command(db: Path) -> int:
+    """``upgrade``: ``Store(db).upgrade()`` — add what an older version's file lacks, refresh derived tables."""
+    from pipeline.read.common import outdated
+    from pipeline.store import SCHEMA_VERSION, Store
+
+    _require_db(db)
+    was = outdated(db)
+    Store(db).upgrade()
+    Console().print(f"{db}: schema {SCHEMA_VERSION}" + (" (upgraded)" if was else " (already current)"),
+                    highlight=False)
+    return 0
 
 
 def main() -> None:

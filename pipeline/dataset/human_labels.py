@@ -112,3 +112,11 @@ def import_human_labels_command(csv_path: Path, *, db: Path, dataset: str | None
     return 0
 
 
+def save_label(db: str | Path, *, dataset: str, query_id: str, model_id: str, metric: str, annotator: str,
+               score: int, comment: str | None, source: str = "app") -> None:
+    """Save one label through the Store (the dashboard's annotation view; source 'app')."""
+    if metric not in METRICS or score not in (0, 1, 2) or not annotator.strip():
+        raise ValueError(f"a label needs a metric of {', '.join(METRICS)}, a score 0–2 and an annotator name")
+    Store(db).write([HumanLabelRow(dataset=dataset, query_id=query_id, model_id=model_id, metric=metric,
+                                   annotator=annotator.strip(), score=int(score),
+                                   comment=(comment or "").strip() or None, source=source)])

@@ -84,8 +84,7 @@ def upgrade_notice(db: str | Path, version: int) -> str | None:
     if version >= SCHEMA_VERSION:
         return None
     return (f"This database was written by an older version of Pariksha Studio (schema {version}, now "
-            f"{SCHEMA_VERSION}); some figures may be missing or stale. Upgrade it with "
-            f"`{UPGRADE_COMMAND.format(db=db)}`.")
+            f"{SCHEMA_VERSION}), so some figures may be missing or stale; run `{UPGRADE_COMMAND.format(db=db)}`.")
 
 
 def outdated(db: str | Path) -> str | None:

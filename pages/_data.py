@@ -1,0 +1,119 @@
+"""The pages' only data source: the read models of ``pipeline.read``, cached per filter set.
+
+Each function here is a read model wrapped in ``st.cache_data``, keyed by its arguments and the
+database file's stamp (size and modification time of the file and its WAL), so a write — a
+pipeline batch, a human label — shows on the next rerun. ``clear_caches()`` backs the Refresh
+button and follows the app's own writes. No SQL here.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pandas as pd
+import streamlit as st
+
+from pipeline.read import agreement as agreement_read
+from pipeline.read import home, judge_trust, medcode, playground, responses, themes
+from pipeline.read import leaderboard as leaderboard_read
+from pipeline.read.common import (  # noqa: F401  (re-exported for the pages)
+    DISAGREEMENT,
+    DISAGREEMENT_LABELS,
+    LEXICAL_LABELS,
+    PLAYGROUND,
+    Filters,
+    db_exists,
+    db_path,
+    db_stamp,
+    outdated,
+    reference_table,
+    weights_tuple,
+)
+from pipeline.read.judge_trust import WEAK_JUDGES, judge_warning  # noqa: F401
+from pipeline.read.leaderboard import CI_RESAMPLES, paper_leaderboard, short_name  # noqa: F401
+from pipeline.read.medcode import ACCURACY_METRIC  # noqa: F401
+from pipeline.read.responses import Browse  # noqa: F401
+from pipeline.read.themes import theme_table  # noqa: F401
+from pipeline.store import LEXICAL  # noqa: F401
+
+CACHE_TTL_S = 600
+F = TypeVar("F", bound=Callable[..., Any])
+_CACHED: list[Any] = []
+
+
+def cached(fn: F) -> F:
+    """``fn(db, ...)`` through ``st.cache_data``, keyed by its arguments and the database's stamp."""
+
+    def inner(db: str, stamp: tuple, *args: Any, **kwargs: Any) -> Any:
+        return fn(db, *args, **kwargs)
+
+    inner.__module__, inner.__qualname__, inner.__name__ = fn.__module__, fn.__qualname__, fn.__name__
+    cache = st.cache_data(ttl=CACHE_TTL_S, max_entries=64, show_spinner=False)(inner)
+
+    @functools.wraps(fn)
+    def wrapper(db: str | Path, *args: Any, **kwargs: Any) -> Any:
+        return cache(str(db), db_stamp(db), *args, **kwargs)
+
+    _CACHED.append(cache)
+    return wrapper  # type: ignore[return-value]
+
+
+def clear_caches() -> None:
+    """Forget every cached result (the Refresh button; after the app writes)."""
+    for cache in _CACHED:
+        cache.clear()
+
+
+# -- home and sidebar ----------------------------------------------------------------------------------
+choices = cached(home.choices)
+overview = cached(home.overview)
+judge_summary = cached(home.judge_summary)
+judge_consistency = cached(judge_trust.judge_consistency)
+
+
+def run_config(db: str | Path, dataset: str | None) -> dict[str, Any]:
+    return home.run_config(choices(db), dataset)
+
+
+def run_weights(db: str | Path, dataset: str | None) -> dict[str, float]:
+    return home.run_weights(choices(db), dataset)
+
+
+def judge_in_use(db: str | Path, dataset: str | None) -> str | None:
+    return home.judge_in_use(choices(db), dataset)
+
+
+# -- leaderboards ----------------------------------------------------------------------------------------
+leaderboard_base = cached(leaderboard_read.leaderboard_base)
+safety_summary = cached(leaderboard_read.safety_summary)
+
+
+def model_means(db: str | Path, f: Filters, judge: str, weights: tuple[float, ...]) -> pd.DataFrame:
+    """The heatmap's per (language, model) means and AGG (``read.leaderboard.model_means``)."""
+    return leaderboard_read.model_means(leaderboard_base(db, f, judge), weights)
+
+
+@cached
+def leaderboard(db: str, f: Filters, judge: str, weights: tuple[float, ...], language: str) -> pd.DataFrame:
+    """One language's leaderboard with CIs (``read.leaderboard.leaderboard`` over the cached base)."""
+    return leaderboard_read.leaderboard(leaderboard_base(db, f, judge), weights, language)
+
+
+# -- response browser, themes, Med-CoDE, human vs LLM, playground ----------------------------------------
+browse_view = cached(responses.browse_view)
+query_view = cached(responses.query_view)
+theme_scores = cached(themes.theme_scores)
+theme_examples = cached(themes.theme_examples)
+medcode_view = cached(medcode.medcode_view)
+medcode_correlations = cached(medcode.medcode_correlations)
+agreement_view = cached(agreement_read.agreement_view)
+annotation_state = agreement_read.annotation_state  # not cached: the queue moves with every label
+dataset_queries = cached(playground.dataset_queries)
+dataset_path = cached(playground.dataset_path)
+
+
+def query_responses(db: str | Path, dataset: str, query_id: str) -> pd.DataFrame:
+    return query_view(db, dataset, query_id)["responses"]
