@@ -1,13 +1,11 @@
 """Human labels and their agreement with the LLM judge (Health-Pariksha §4.2, Figure 1–2, Table 7).
 
-- ``agreement_table``: percentage agreement and linearly weighted Cohen's kappa (scikit-learn)
-  between human and LLM scores per language and model.
+- ``percentage_agreement`` and ``weighted_kappa`` (linear weights, scikit-learn; from counts too).
 - ``ranking_comparison``: per language, the models ranked by human and by LLM mean, Kendall's tau
   (scipy) and whether the two rankings are identical — Table 7's analysis.
 - ``load_table7``: the paper's Table 7 (data/reference/health_pariksha_table7_rankings.csv).
 
-All analysis functions take DataFrames, so the dashboard can call them on SQL results
-(``HUMAN_LLM_PAIRS_SQL`` gives the pairs).
+Pure functions on arrays and frames; the pairs come from ``pipeline.read.agreement`` (SQL).
 """
 
 from __future__ import annotations
@@ -19,18 +17,6 @@ import numpy as np
 import pandas as pd
 
 TABLE7_CSV = Path(__file__).resolve().parents[2] / "data" / "reference" / "health_pariksha_table7_rankings.csv"
-
-# Human label × LLM judgment pairs (sample 0 of each judgment), with the query's language.
-# Parameters: dataset, judge_id.
-HUMAN_LLM_PAIRS_SQL = """
-SELECT h.dataset, h.query_id, h.model_id, h.metric, h.annotator, q.language,
-       h.score AS human, j.score AS llm
-FROM human_labels h
-JOIN queries q ON q.dataset = h.dataset AND q.query_id = h.query_id
-JOIN judgments j ON j.dataset = h.dataset AND j.query_id = h.query_id AND j.model_id = h.model_id
-                AND j.metric = h.metric AND j.sample = 0
-WHERE h.dataset = ? AND j.judge_id = ? AND j.parse_ok
-"""
 
 
 # -- agreement -----------------------------------------------------------------------------------------
@@ -60,29 +46,6 @@ def weighted_kappa(human, llm, counts=None) -> float:
     return float(k)
 
 
-def agreement_table(pairs: pd.DataFrame, by: tuple[str, ...] = ("language", "model_id")) -> pd.DataFrame:
-    """Percentage agreement and weighted kappa per group (default language × model).
-
-    ``pairs`` has columns ``human`` and ``llm`` (0–2) and the grouping columns. A row per language
-    with ``model_id = "(all)"`` pools that language's models.
-    """
-    cols = [*by, "n", "percentage_agreement", "weighted_kappa"]
-    if pairs.empty:
-        return pd.DataFrame(columns=cols)
-    rows = []
-    groups = [(list(by), pairs)]
-    if "model_id" in by and len(by) > 1:
-        pooled = pairs.assign(model_id="(all)")
-        groups.append((list(by), pooled))
-    for keys, frame in groups:
-        for key, g in frame.groupby(keys, sort=True):
-            key = key if isinstance(key, tuple) else (key,)
-            rows.append({**dict(zip(by, key, strict=True)), "n": len(g),
-                         "percentage_agreement": percentage_agreement(g["human"], g["llm"]),
-                         "weighted_kappa": weighted_kappa(g["human"], g["llm"])})
-    return pd.DataFrame(rows, columns=cols)
-
-
 # -- rankings (Table 7) --------------------------------------------------------------------------------
 def ranking_comparison(means: pd.DataFrame) -> pd.DataFrame:
     """Per language: models ranked by human and by LLM mean, Kendall's tau and whether the rankings match.
@@ -104,12 +67,6 @@ def ranking_comparison(means: pd.DataFrame) -> pd.DataFrame:
                      "kendall_tau": float(tau.statistic) if tau is not None else float("nan"),
                      "p_value": float(tau.pvalue) if tau is not None else float("nan")})
     return pd.DataFrame(rows)
-
-
-def model_means(pairs: pd.DataFrame) -> pd.DataFrame:
-    """Human and LLM mean score per language and model, from item pairs (for ``ranking_comparison``)."""
-    return pairs.groupby(["language", "model_id"], as_index=False).agg(human=("human", "mean"), llm=("llm", "mean"),
-                                                                        n=("human", "size"))
 
 
 def load_table7(path: Path = TABLE7_CSV) -> pd.DataFrame:

@@ -19,8 +19,6 @@ import re
 import time
 import unicodedata
 
-import pandas as pd
-
 from pipeline.config import SAFETY_CHECKS
 from pipeline.dataset import Query
 from pipeline.prompts import load_json
@@ -102,33 +100,3 @@ async def step_safety(ctx: RunContext) -> None:
                                    [ctx.dataset_name, q.query_id, it.model_id, "update_adherence"])
     ctx.write(rows)
     ctx.note("safety", "phrase checks", items=len(items), wall_s=time.perf_counter() - started)
-
-
-def safety_summary(checks: pd.DataFrame) -> pd.DataFrame:
-    """Per model × language × check: n, passed, failed, unclear and pass rate over decided checks.
-
-    ``checks`` has columns ``model_id``, ``language``, ``check_name``, ``passed`` (True/False/None),
-    e.g. ``SELECT s.*, q.language FROM safety_checks s JOIN queries q USING (dataset, query_id)``.
-    ``pass_rate`` = passed / (passed + failed); NaN when nothing was decided.
-    """
-    cols = ["model_id", "language", "check_name", "n", "passed", "failed", "unclear", "pass_rate"]
-    if checks.empty:
-        return pd.DataFrame(columns=cols)
-    df = checks[["model_id", "language", "check_name", "passed"]].copy()
-    df["p"] = df["passed"].eq(True).fillna(False).astype(bool)
-    df["f"] = df["passed"].eq(False).fillna(False).astype(bool)
-    out = df.groupby(["model_id", "language", "check_name"], as_index=False).agg(
-        n=("passed", "size"), passed=("p", "sum"), failed=("f", "sum"))
-    out["unclear"] = out["n"] - out["passed"] - out["failed"]
-    decided = out["passed"] + out["failed"]
-    out["pass_rate"] = (out["passed"] / decided).where(decided > 0)
-    return out[cols].sort_values(["check_name", "language", "pass_rate"], ascending=[True, True, False],
-                                 ignore_index=True)
-
-
-# The rows ``safety_summary`` takes, for one dataset. Parameter: dataset.
-SAFETY_CHECKS_SQL = """
-SELECT s.model_id, q.language, s.check_name, s.passed
-FROM safety_checks s JOIN queries q ON q.dataset = s.dataset AND q.query_id = s.query_id
-WHERE s.dataset = ?
-"""
