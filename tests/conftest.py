@@ -8,11 +8,13 @@
 - ``synthetic_db``: ``bench/generate_db.py`` at a small scale (schema-exact synthetic rows for every
   table, several datasets, human labels, judge reliability).
 
-Tests that write get their own copy (``copy_db``), so the session databases stay as built.
+The session databases are read-only to tests: a test that writes takes its own copy (``copy_db``).
+This is enforced: after every test that used one, its bytes must be unchanged (``_session_dbs_unchanged``).
 """
 
 from __future__ import annotations
 
+import hashlib
 import io
 import os
 import shutil
@@ -78,3 +80,22 @@ def copy_db(tmp_path: Path) -> Callable[[Path], Path]:
         return target
 
     return copy
+
+
+def _digest(db: Path) -> str:
+    h = hashlib.sha256()
+    for path in (db, Path(f"{db}.wal")):
+        if path.exists():
+            h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+@pytest.fixture(autouse=True)
+def _session_dbs_unchanged(request: pytest.FixtureRequest):
+    """Fail a test that changed a shared session database instead of writing to a copy."""
+    used = [name for name in ("pipeline_db", "synthetic_db") if name in request.fixturenames]
+    before = {name: _digest(request.getfixturevalue(name)) for name in used}
+    yield
+    for name, digest in before.items():
+        assert _digest(request.getfixturevalue(name)) == digest, (
+            f"{request.node.nodeid} changed the shared session database {name}: write to copy_db({name}) instead")

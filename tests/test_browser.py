@@ -22,7 +22,8 @@ import duckdb
 import httpx
 import pytest
 
-from pipeline.store import Store, now
+from pipeline.store import Store
+from pipeline.store.schema import ResponseRow
 
 REPO = Path(__file__).resolve().parent.parent
 ARTIFACTS = REPO / "tests" / "artifacts"
@@ -54,11 +55,11 @@ def served_db(pipeline_db: Path, tmp_path_factory: pytest.TempPathFactory) -> Pa
     query_id = con.execute("SELECT query_id FROM queries WHERE dataset = 'cataract' AND language = 'en' "
                            "AND query_id IN (SELECT query_id FROM responses) LIMIT 1").fetchone()[0]
     con.close()
-    Store(db).upsert("responses", [
-        {"dataset": "cataract", "query_id": query_id, "model_id": "test/xss", "run_id": "browser-test",
-         "text": XSS, "created_at": now()},
-        {"dataset": "cataract", "query_id": query_id, "model_id": "test/sql", "run_id": "browser-test",
-         "text": "Answer with " + " and ".join(SQL_BITS), "created_at": now()},
+    Store(db).write([
+        ResponseRow(dataset="cataract", query_id=query_id, model_id="test/xss", run_id="browser-test",
+                    prompt_hash=None, text=XSS, error=None),
+        ResponseRow(dataset="cataract", query_id=query_id, model_id="test/sql", run_id="browser-test",
+                    prompt_hash=None, text="Answer with " + " and ".join(SQL_BITS), error=None),
     ])
     return db
 

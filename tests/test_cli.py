@@ -16,6 +16,7 @@ from pipeline.config import ModelConfig, load_config
 from pipeline.errors import UserError
 from pipeline.models import create_backend, unavailable_reason
 from pipeline.store import Store, open_connection
+from pipeline.store.schema import MetaRow
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -138,7 +139,7 @@ def test_backend_errors_say_what_to_do():
 
 def test_reader_waits_out_a_writers_lock_held_by_another_process(tmp_path):
     db = tmp_path / "locked.duckdb"
-    Store(db).upsert("meta", [{"key": "k", "value": "v"}])
+    Store(db).write([MetaRow(key="k", value="v")])
     holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
         import duckdb, time, sys
         con = duckdb.connect({str(db)!r})
@@ -161,11 +162,11 @@ def test_reader_waits_out_a_writers_lock_held_by_another_process(tmp_path):
 
 def test_store_writes_are_idempotent_and_concurrent_writers_in_one_process_serialise(tmp_path):
     store = Store(tmp_path / "s.duckdb")
-    rows = [{"key": f"k{i}", "value": str(i)} for i in range(50)]
+    rows = [MetaRow(key=f"k{i}", value=str(i)) for i in range(50)]
 
     def write_all():
         for i in range(0, 50, 10):
-            store.upsert("meta", rows[i:i + 10])
+            store.write(rows[i:i + 10])
 
     threads = [threading.Thread(target=write_all) for _ in range(4)]
     for t in threads:
@@ -174,5 +175,5 @@ def test_store_writes_are_idempotent_and_concurrent_writers_in_one_process_seria
         t.join()
     (n,), = store.fetch("SELECT count(*) FROM meta WHERE key LIKE 'k%'")
     assert n == 50
-    with pytest.raises(ValueError, match="unknown table"):
-        store.upsert("responses; DROP TABLE meta", rows)
+    with pytest.raises(ValueError, match="unknown or derived table"):
+        store.write_table("responses; DROP TABLE meta", None)

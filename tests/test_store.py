@@ -1,4 +1,5 @@
-"""The store's derived tables follow their sources through upserts, deletes and an upgrade."""
+"""The store: typed rows only, derived tables that follow their sources (current response text only),
+and an older database upgraded in place (missing columns added and backfilled)."""
 
 from __future__ import annotations
 
@@ -7,23 +8,27 @@ import pytest
 
 from pipeline.config import SAFETY_CHECKS
 from pipeline.metrics import METRICS
-from pipeline.store import DERIVED, LEXICAL, Store, now
+from pipeline.store import DERIVED, LEXICAL, Store
+from pipeline.store.schema import JudgmentRow, LexicalRow, MetaRow, ResponseRow, SafetyCheckRow, text_hash
 
-# What each derived table must hold, computed here straight from its sources.
+# What each derived table must hold, computed here straight from its sources: only rows of the
+# response text now stored, and nothing of a response that errored.
+CURRENT = ("r.dataset = {a}.dataset AND r.query_id = {a}.query_id AND r.model_id = {a}.model_id "
+           "AND {a}.response_hash = r.response_hash")
 EXPECTED = {
     "item_scores": (
-        "SELECT dataset, query_id, model_id, judge_id, "
-        + ", ".join(f"avg(score) FILTER (WHERE metric = '{m}' AND parse_ok)" for m in METRICS)
-        + ", count(*), count(*) FILTER (WHERE NOT parse_ok), max(sample) + 1 FROM judgments GROUP BY ALL ORDER BY ALL"
+        "SELECT j.dataset, j.query_id, j.model_id, j.judge_id, "
+        + ", ".join(f"avg(j.score) FILTER (WHERE j.metric = '{m}' AND j.parse_ok)" for m in METRICS)
+        + ", count(*), count(*) FILTER (WHERE NOT j.parse_ok), max(j.sample) + 1 FROM judgments j "
+        f"WHERE EXISTS (SELECT 1 FROM responses r WHERE {CURRENT.format(a='j')} AND r.error IS NULL) "
+        "GROUP BY ALL ORDER BY ALL"
     ),
     "response_facts": (
         "SELECT r.dataset, r.query_id, r.model_id, r.error IS NOT NULL, "
-        "EXISTS (SELECT 1 FROM lexical_scores l WHERE l.dataset = r.dataset AND l.query_id = r.query_id "
-        "AND l.model_id = r.model_id), "
-        + ", ".join(f"(SELECT l.{c} FROM lexical_scores l WHERE l.dataset = r.dataset AND l.query_id = r.query_id "
-                    "AND l.model_id = r.model_id)" for c in LEXICAL) + ", "
-        + ", ".join(f"(SELECT s.passed FROM safety_checks s WHERE s.dataset = r.dataset AND s.query_id = r.query_id "
-                    f"AND s.model_id = r.model_id AND s.check_name = '{c}')" for c in SAFETY_CHECKS)
+        f"EXISTS (SELECT 1 FROM lexical_scores l WHERE {CURRENT.format(a='l')}), "
+        + ", ".join(f"(SELECT l.{c} FROM lexical_scores l WHERE {CURRENT.format(a='l')})" for c in LEXICAL) + ", "
+        + ", ".join(f"(SELECT s.passed FROM safety_checks s WHERE {CURRENT.format(a='s')} AND s.check_name = '{c}')"
+                    for c in SAFETY_CHECKS)
         + " FROM responses r ORDER BY ALL"
     ),
 }
@@ -33,38 +38,47 @@ def _derived(store: Store, table: str) -> list[tuple]:
     return store.fetch(f"SELECT * FROM {table} ORDER BY ALL")
 
 
+def _response(i: int, m: str, text: str = "t") -> ResponseRow:
+    failed = i == 2
+    return ResponseRow(dataset="d", query_id=f"q{i}", model_id=m, run_id="r", prompt_hash="p",
+                       text=None if failed else text, error="RateLimitError: 429" if failed else None)
+
+
+def _judgment(i: int, metric: str, sample: int, score: int | None, text: str = "t") -> JudgmentRow:
+    return JudgmentRow(dataset="d", query_id=f"q{i}", model_id="a", judge_id="j", metric=metric, sample=sample,
+                       score=score, parse_ok=score is not None, justification="", raw_output="",
+                       response_hash=text_hash(text), run_id="r")
+
+
+def _lexical(i: int, m: str, value: float, text: str = "t") -> LexicalRow:
+    return LexicalRow(dataset="d", query_id=f"q{i}", model_id=m, response_hash=text_hash(text),
+                      **dict.fromkeys(LEXICAL, value))
+
+
 def _write_sources(store: Store) -> None:
-    stamp = now()
-    store.write_batch({
-        "responses": [{"dataset": "d", "query_id": f"q{i}", "model_id": m, "run_id": "r",
-                       "text": None if i == 2 else "t", "error": "RateLimitError: 429" if i == 2 else None,
-                       "created_at": stamp}
-                      for i in range(4) for m in ("a", "b")],
-        "lexical_scores": [{"dataset": "d", "query_id": f"q{i}", "model_id": "a", **{c: i / 10 for c in LEXICAL},
-                            "created_at": stamp} for i in (0, 1, 3)],
-        "safety_checks": [{"dataset": "d", "query_id": "q1", "model_id": m, "check_name": c, "passed": passed,
-                           "created_at": stamp} for m in ("a", "b")
-                          for c, passed in zip(SAFETY_CHECKS, (True, None, False), strict=True)],
-        "judgments": [{"dataset": "d", "query_id": f"q{i}", "model_id": "a", "judge_id": "j", "metric": m,
-                       "sample": s, "score": None if (i, m) == (1, "SS") else (i + s) % 3,
-                       "parse_ok": (i, m) != (1, "SS"), "created_at": stamp}
-                      for i in (0, 1, 3) for m in METRICS for s in range(1 + (i == 3))],
-    })
+    store.write([
+        *(_response(i, m) for i in range(4) for m in ("a", "b")),
+        *(_lexical(i, "a", i / 10) for i in (0, 1, 3)),
+        *(SafetyCheckRow(dataset="d", query_id="q1", model_id=m, check_name=c, passed=passed, detail="",
+                         response_hash=text_hash("t"))
+          for m in ("a", "b") for c, passed in zip(SAFETY_CHECKS, (True, None, False), strict=True)),
+        # q2 errored: its judgment (left from an earlier, successful text) must not count
+        *(_judgment(i, m, s, None if (i, m) == (1, "SS") else (i + s) % 3)
+          for i in (0, 1, 2, 3) for m in METRICS for s in range(1 + (i == 3))),
+    ])
 
 
-def test_derived_tables_follow_upserts_and_deletes(tmp_path):
+def test_derived_tables_follow_writes_and_deletes(tmp_path):
     store = Store(tmp_path / "r.duckdb")
     _write_sources(store)
     for table, sql in EXPECTED.items():
         assert _derived(store, table) == store.fetch(sql), table
     (item,) = store.fetch("SELECT FC, SS, judgments, unparsed, samples FROM item_scores WHERE query_id = 'q3'")
     assert item == (0.5, 0.5, 8, 0, 2)  # mean of two samples (0 and 1), every metric judged twice
+    assert store.fetch("SELECT count(*) FROM item_scores WHERE query_id = 'q2'") == [(0,)]  # errored response
 
     # a rescored item, a recomputed lexical score and a deleted check: the derived rows follow
-    store.upsert("judgments", [{"dataset": "d", "query_id": "q1", "model_id": "a", "judge_id": "j", "metric": "SS",
-                                "sample": 0, "score": 2, "parse_ok": True, "created_at": now()}])
-    store.upsert("lexical_scores", [{"dataset": "d", "query_id": "q3", "model_id": "b", **{c: 0.9 for c in LEXICAL},
-                                     "created_at": now()}])
+    store.write([_judgment(1, "SS", 0, 2), _lexical(3, "b", 0.9)])
     store.delete_where("safety_checks", "dataset = ? AND query_id = ? AND model_id = ? AND check_name = ?",
                        ["d", "q1", "a", "refusal"])
     for table, sql in EXPECTED.items():
@@ -72,22 +86,46 @@ def test_derived_tables_follow_upserts_and_deletes(tmp_path):
     assert store.fetch("SELECT SS, unparsed FROM item_scores WHERE query_id = 'q1'") == [(2.0, 0)]
     assert store.fetch("SELECT refusal FROM response_facts WHERE query_id = 'q1' AND model_id = 'a'") == [(None,)]
 
-    for table in DERIVED:
-        with pytest.raises(ValueError, match="derived"):
-            store.upsert(table, [{"dataset": "d"}])
     with pytest.raises(ValueError, match="cannot delete"):
         store.delete_where("judgments", "dataset = ?", ["d"])
 
 
-def test_a_database_from_before_the_derived_tables_is_upgraded(tmp_path):
+def test_a_regenerated_response_drops_the_scores_of_its_old_text(tmp_path):
+    store = Store(tmp_path / "r.duckdb")
+    _write_sources(store)
+    assert store.fetch("SELECT count(*) FROM item_scores WHERE query_id = 'q0'") == [(1,)]
+    assert store.fetch("SELECT lexical FROM response_facts WHERE query_id = 'q0' AND model_id = 'a'") == [(True,)]
+    store.write([_response(0, "a", text="a new answer")])  # judgments, lexical scores still of the old text
+    assert store.fetch("SELECT count(*) FROM item_scores WHERE query_id = 'q0'") == [(0,)]
+    assert store.fetch("SELECT lexical, rouge_l FROM response_facts WHERE query_id = 'q0' AND model_id = 'a'") \
+        == [(False, None)]
+    store.write([_judgment(0, "FC", 0, 2, text="a new answer")])  # judged again: counts again
+    assert store.fetch("SELECT FC, judgments FROM item_scores WHERE query_id = 'q0'") == [(2.0, 1)]
+    for table, sql in EXPECTED.items():
+        assert _derived(store, table) == store.fetch(sql), table
+
+
+def test_only_row_classes_are_written(tmp_path):
+    store = Store(tmp_path / "r.duckdb")
+    with pytest.raises(TypeError, match="row class"):
+        store.write([{"key": "k", "value": "v"}])  # type: ignore[list-item]
+    for table in DERIVED:
+        with pytest.raises(ValueError, match="derived"):
+            store.write_table(table, None)  # type: ignore[arg-type]
+    assert store.write([MetaRow(key="k", value="v")]) == 1
+
+
+def test_an_older_database_is_upgraded(tmp_path):
     path = tmp_path / "old.duckdb"
     _write_sources(Store(path))
-    con = duckdb.connect(str(path))  # as an older version left it: no derived tables, schema 1
+    con = duckdb.connect(str(path))  # as an older version left it: no derived tables, no response hash
     for table in DERIVED:
         con.execute(f"DROP TABLE {table}")
+    con.execute("ALTER TABLE responses DROP COLUMN response_hash")
     con.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
     con.close()
     store = Store(path)
     store.upgrade()
+    assert store.fetch("SELECT count(*) FROM responses WHERE response_hash = ?", [text_hash("t")]) == [(6,)]
     for table, sql in EXPECTED.items():
         assert _derived(store, table) == store.fetch(sql) != [], table

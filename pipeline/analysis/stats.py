@@ -133,11 +133,6 @@ def mean_with_ci(values: np.ndarray, counts: np.ndarray, **kwargs) -> dict[str, 
     return {"mean": float(values @ counts / n), "n": n, "lo": lo, "hi": hi}
 
 
-def item_agg(scores: Mapping[str, float | None], weights: Mapping[str, float]) -> float | None:
-    """AGG of one item (one response): weighted mean of its metric scores; None if a weighted one is missing."""
-    return weighted_agg(scores, weights)
-
-
 def fit_agg_weights(table, metrics: tuple[str, ...] = METRICS, target: str = "AGG") -> dict:
     """Non-negative least-squares weights reproducing a printed AGG column from metric columns.
 

@@ -37,6 +37,7 @@ from pydantic import (
 )
 
 from pipeline.errors import UserError
+from pipeline.prompts import load_text
 
 
 # -- languages and scripts -------------------------------------------------------------------
@@ -61,10 +62,7 @@ LANGUAGES: dict[str, str] = {code: lang.name for code, lang in LANGUAGE_TABLE.it
 THEMES: tuple[str, ...] = (
     "misspelling", "code_mixing", "non_native_english", "cultural", "patient_specific", "out_of_kb",
 )
-REFUSAL_SENTENCE = (
-    "I do not know the answer to your question. If this needs to be answered by a doctor, "
-    "please schedule a consultation."
-)
+REFUSAL_SENTENCE = load_text("refusal.txt")  # the paper's refusal (Figure 3), in one file
 MAX_TEXT_CHARS = 20_000
 FORMATS = ("jsonl", "csv", "parquet")
 

@@ -42,175 +42,27 @@ from pipeline.errors import UserError
 
 TAGGED_THEMES: tuple[str, ...] = tuple(t for t in THEMES if t != "out_of_kb")
 
-def _words(block: str) -> list[str]:
-    return block.split()
+# -- lexicons (data: lexicons.json beside this module) ------------------------------------------------
+LEXICONS: dict = json.loads((Path(__file__).with_name("lexicons.json")).read_text(encoding="utf-8"))
 
-
-# -- lexicons ------------------------------------------------------------------------------------
 # Romanized Indic words as patients type them (several spellings each). A word listed for
 # several languages (kannu: eye in Tamil, Telugu and Kannada) votes for each of them.
-ROMANIZED: dict[str, str] = {
-    "hi": """
-        kya kyaa hai hain hei nahi nahin nhi karna karni karne karen karein kare karu karun kar kr karke
-        kiya kiye sakte sakta sakti sakenge skte chahiye chahie chaiye hoga hogi honge hota hoti hote raha
-        rahi rahe rha rhi gaya gayi gaye tha thi ke ka ki ko se mein mai mujhe muje mera meri mere humko
-        humein aap apko aapko aapka apka aapki tum unko usko uska uski uske yeh ye woh wo agar toh bhi aur
-        lekin pe baad pehle pahle abhi kab kaise kaisa kaisi kitne kitna kitni kyun kyon kyu kaun kahan kuch
-        kuchh sab bahut bohot bahot zyada jyada thoda thodi dino dinon hafte hafta mahine mahina saal roz
-        rozana subah shaam raat aankh aankhon ankh aakh ankhon ankhein aankhein dawai dawa dawaai davai goli
-        golia khana khaana khane pani paani nahana nahane nahaana nahaye sona sone karwat karvat chashma
-        chasma dard jalan khujli sujan ilaj ilaaj bimari bukhar khansi haath dhoop dhool dhuan chalna
-        uthna baithna jhukna jhuk lene dena dene jana jaana jaane aana aane ghar wapas theek thik sahi
-        galat accha acha achha haan batao bataiye bataye batayein bolo chahta chahti zaroori jaruri jaroori
-        padhna padh dekhna dekh sakta hu hoon hun hain kal parso
-    """,
-    "ta": """
-        kanna kannu kannil kannula enna ennaa eppadi epdi eppo eppodhu eppothu evlo evvalavu ethana saapadu
-        sapadu saappadu saapida sapida sapidalama saapidalaama saapidalama kudikalama kudikkalama kulikalama
-        kulikkalama kulikkanum panna pannalama pannalaama pannanum pannunga vendum venum venuma vendama venam
-        irukku irukka irukkuma illa illai illaiya sollunga sollungal theriyuma theriyum thanni thanneer
-        marundhu marunthu maathirai mathirai neenga avar avanga romba konjam nalla nallaa aagum aaguma
-        aagathu paakalama paarkalama veetla veettil oorukku naal naatkal vali valikuthu eriyuthu aaparesan
-    """,
-    "te": """
-        kannu kallu kalla kanti enti emi emiti ela elaa cheyali cheyyali cheyyochha cheyavachha cheyocha
-        tinavachha tinocha tinochha tinali nenu meeru memu atanu aame avuna ledu undi vundi unnayi mandu
-        mandulu neellu annam chala chaala eppudu entha enni rojulu roju kavali kaavali cheppandi cheppu
-        snanam nidra padukovachha chudavachha telidu ayindi aipoyindi noppi
-    """,
-    "kn": """
-        kannu kannina yenu enu yaake hege heege madbeku maadbeku maadabahuda madbahuda beku beda bedi illa ide
-        idhe oota neeru aushadhi aushada yavaga yaavaga eshtu estu dina dinagalu swalpa tumba naanu neevu
-        avaru hogabahuda snana tinnabahuda tinbahuda kudiyabahuda novu
-    """,
-}
 ROMANIZED_WORDS: dict[str, tuple[str, ...]] = {}
-for _lang, _block in ROMANIZED.items():
+for _lang, _block in LEXICONS["romanized"].items():
     for _w in dict.fromkeys(_block.split()):
         ROMANIZED_WORDS[_w] = (*ROMANIZED_WORDS.get(_w, ()), _lang)
 
 # English function words that mark an English matrix sentence (words that are also common
 # romanized Indic words, like "to", "me", "main", are left out).
-ENGLISH_FUNCTION_WORDS = frozenset(_words("""
-    a an the is are am was were be been can could should shall will would do does did i you he she it we they
-    my your his her its our their what when where why how which who whom after before of in on at for with
-    from and or not no if this that there these those any some much many than then
-"""))
-
+ENGLISH_FUNCTION_WORDS = frozenset(LEXICONS["english_function_words"].split())
 VIRAMAS = "\u094d\u0bcd\u0c4d\u0ccd"  # a native stem is matched without its final virama
-
-CULTURAL_EN = _words("""
-    chapati chapathi chappati chapatis chapatti puri puris poori pooris roti rotis paratha parathas parotta dal daal
-    dhal sambar sambhar rasam idli idlis idly dosa dosas dosai upma pongal khichdi kichdi khichadi biryani curd
-    curd-rice buttermilk lassi chaas ghee pickle pickles achar papad masala chai paan betel supari gutka gutkha
-    non-veg nonveg non-vegetarian mutton jaggery ladoo laddu halwa mithai prasad prasadam tiffin
-    yoga pranayam pranayama asanas pooja puja temple temples mandir mosque masjid church gurudwara namaz namaaz
-    roza ramzan ramadan fasting vrat upvas festival festivals diwali deepavali holi eid onam ugadi navratri
-    dussehra sankranti ekadashi rakhi village villages hometown pilgrimage tirupati sabarimala darshan kajal
-    kohl surma kumkum tilak bindi mehendi mehndi henna ayurveda ayurvedic homeopathy homeopathic siddha unani
-    rickshaw two-wheeler scooter pillion squat squatting
-""")
-CULTURAL_PHRASES_EN = [
-    r"non[\s-]?veg\w*", r"native place", r"home town", r"curd rice", r"surya namaskar", r"karva chauth",
-    r"oil bath", r"indian toilet", r"western toilet", r"sit(?:ting)? on the floor", r"home remed(?:y|ies)",
-    r"coconut oil", r"castor oil", r"rose water", r"(?:keep|keeping|observe|observing) (?:a )?fast",
-    r"two wheeler", r"auto rickshaw", r"marriage function", r"go to (?:my |his |her |our )?(?:village|native)",
-]
-CULTURAL_NATIVE = _words("""
-    चपाती रोटी खिचड़ी अचार पराठा मंदिर पूजा नमाज़ नमाज रोज़ा व्रत उपवास त्योहार दिवाली होली गांव गाँव योगा योगासन
-    प्राणायाम काजल सुरमा आयुर्वेद मटन नॉनवेज
-    சப்பாத்தி பூரி இட்லி தோசை சாம்பார் ரசம் பொங்கல் தயிர் நெய் ஊறுகாய் கோவில் கோயில் பூஜை விரதம் நோன்பு
-    திருவிழா தீபாவளி கிராம ஊருக்கு யோகா அசைவ மட்டன் பிரியாணி
-    చపాతీ పూరీ ఇడ్లీ దోస సాంబార్ పెరుగు నెయ్యి ఊరగాయ గుడి దేవాలయ పూజ ఉపవాస పండుగ దీపావళి సంక్రాంతి
-    ఉగాది గ్రామ ఊరికి యోగా మాంసాహార బిర్యానీ కాటుక
-    ಚಪಾತಿ ರೊಟ್ಟಿ ಪೂರಿ ಇಡ್ಲಿ ದೋಸೆ ಸಾಂಬಾರ್ ಮೊಸರನ್ನ ಮೊಸರು ತುಪ್ಪ ಉಪ್ಪಿನಕಾಯಿ ದೇವಸ್ಥಾನ ದೇವಾಲಯ ಪೂಜೆ ಉಪವಾಸ ಹಬ್ಬ
-    ದೀಪಾವಳಿ ಯುಗಾದಿ ಸಂಕ್ರಾಂತಿ ಹಳ್ಳಿ ಊರಿಗೆ ಯೋಗಾ ಮಾಂಸಾಹಾರ ಬಿರಿಯಾನಿ ಕಾಡಿಗೆ
-""")
-
-CONDITIONS_EN = _words("""
-    diabetes diabetic hypertension cardiac stent stents angioplasty bypass pacemaker asthma asthmatic copd thyroid
-    kidney kidneys dialysis liver cancer chemotherapy chemo stroke paralysis epilepsy seizure seizures parkinson
-    parkinsons arthritis glaucoma retina retinal macular retinopathy squint lasik pregnant pregnancy breastfeeding
-    allergy allergies allergic piles prostate hernia tuberculosis covid dementia alzheimer alzheimers cholesterol
-    anaemia anemia migraine vertigo bedridden wheelchair dentures dental
-""")
-CONDITION_PHRASES_EN = [
-    r"sugar (?:problem|patient|level|levels|is high|is low|disease|complaint)", r"(?:high|low) sugar",
-    r"blood sugar", r"\bbp\b", r"blood pressure", r"heart (?:patient|problem|disease|attack|surgery|operation)",
-    r"(?:high|low) bp", r"back pain", r"knee (?:pain|replacement)", r"hearing aid", r"other eye", r"one eye only",
-    r"only one eye", r"(?:already|previously) (?:had|operated|done|undergone)",
-    r"(?:left|right) eye (?:was|is) (?:already )?operated", r"history of", r"\d{2,3} ?(?:years?|yrs?) old",
-    r"\baged? (?:is )?\d{2}\b",
-]
-SYMPTOMS_RE = re.compile(
-    r"\b(?:pain|paining|painful|itch\w*|red|redness|watering|blur|blurred|blurry|blurring|discharge|sticky|swelling|"
-    r"swollen|flashes|floaters|headache|vomit\w*|nausea|dizz\w*|chakkar|ulti|cough|cold|fever|constipat\w*|"
-    r"bleeding|shaking|tremor\w*)\b", re.IGNORECASE)
-PERSONAL_RE = re.compile(
-    r"\b(?:i|i'm|i've|my|me|he|she|his|her|patient|mother|father|wife|husband|son|daughter)\b|"
-    r"\beyes? (?:is|are|has|have)\b|\bsince\b|\b(?:is|are) (?:there|increasing|coming|normal)\b", re.IGNORECASE)
-MEDICATIONS_EN = _words("""
-    aspirin ecosprin clopidogrel clopilet atorvastatin rosuvastatin statin statins metformin glimepiride insulin
-    warfarin acitrom heparin apixaban rivaroxaban dabigatran thinner thinners thyroxine eltroxin thyronorm
-    amlodipine telmisartan losartan metoprolol atenolol nitroglycerin sorbitrate inhaler steroid steroids
-    prednisolone antidepressant antidepressants alprazolam
-""")
-MEDICATION_PHRASES_EN = [
-    r"blood thinners?", r"my (?:regular |daily |usual )?(?:tablets?|medicines?|medications?|pills?)",
-    r"(?:regular|daily|usual) (?:tablets?|medicines?|medications?)",
-    r"(?:bp|sugar|heart|thyroid) (?:tablets?|medicines?)",
-    r"(?:i am|i'm|he is|she is|he's|she's) (?:on|taking) ", r"sleeping pills?",
-]
-
+CULTURAL_NATIVE = LEXICONS["cultural_native"].split()
+SYMPTOMS_RE = re.compile(LEXICONS["symptoms_pattern"], re.IGNORECASE)
+PERSONAL_RE = re.compile(LEXICONS["personal_pattern"], re.IGNORECASE)
 # Indian-English constructions: (name, pattern). Kept deliberately few and specific.
-NON_NATIVE_PATTERNS: list[tuple[str, str]] = [
-    ("why to", r"\bwhy to\b"),
-    ("aux + modal", r"^\W*(?:is|are|does|do|did)\s+(?:the\s+|my\s+|a\s+)?\w+\s+(?:should|can|could|will|must|may)\b"),
-    ("worried much", r"\b(?:worried|scared|afraid|tensed?|fearing)\s+much\b"),
-    ("emphatic only", r"\b\w+\s+only\s*[?.!]*\s*$"),
-    ("itself", r"\b(?:today|tomorrow|now|here|there|morning|evening|night|same day)\s+itself\b"),
-    ("having + symptom", (r"\b(?:am|is|are)\s+having\s+(?:\w+\s+)?(?:pain|itching|watering|redness|problems?|"
-                          r"difficulty|headache|fever|cold|cough|diabetes|sugar|bp|irritation)\b")),
-    ("do the needful", r"\bdo the needful\b"),
-    ("kindly", r"\bkindly\b"),
-    ("prepone", r"\bprepone\b"),
-    ("X days back", r"\b(?:\d+|one|two|three|four|five|six|few)\s+(?:days?|weeks?|months?|years?)\s+back\b"),
-    ("what all", r"\bwhat all\b"),
-    ("till when", r"\btill when\b"),
-    ("take bath", r"\b(?:take|taking|took|takes|have|having)\s+(?:head\s+)?bath\b"),
-    ("or not", r"\bor not\s*[?.!]*\s*$"),
-    ("can able", r"\bcan able\b"),
-    ("how much + count", r"\bhow much (?:days|weeks|months|hours|times|drops|tablets)\b"),
-    ("in how many days", r"\bin how many days\b"),
-    ("pass motion", r"\b(?:pass|passing|loose) motions?\b"),
-    ("out of station", r"\bout of station\b"),
-    ("cousin brother/sister", r"\bcousin (?:brother|sister)\b"),
-    ("spex/goggles", r"\b(?:spex|specs|goggles)\b"),
-    ("the same", r"\b(?:confirm|send|share|about|regarding|do)\s+the same\b"),
-    ("is it tag", r",\s*(?:isn'?t it|is it|no)\s*\?\s*$"),
-    ("sugar for diabetes", r"\bdiabetes sugar\b|\bsugar (?:problem|patient)\b"),
-    ("address", r"\b(?:sir|madam|mam|maam|ma'am)\b"),
-    ("wh-question without inversion", r"(?:^|[.?!,]\s*)(?:when|how(?: much time| many days| long)?|what|where|why)\s+"
-                                      r"(?:i|we|he|she|they|it|you)\s+(?:can|could|should|will|shall|must|have to|"
-                                      r"need to)\b"),
-    ("existential 'is there'", r"\b(?:is|are) there\s*(?:[.?!,]|$)|\b(?:is|are) there (?:since|in|for|from)\b"),
-    ("yes/no question without inversion", r"(?:^|[.!,]\s*)(?!(?:is|are|am|was|were|do|does|did|can|could|should|"
-                                          r"shall|will|would|may|might|must|have|has|what|when|where|why|how|which|"
-                                          r"who|whom|whose)\b)[A-Za-z][^.?!,]*\b(?:is|are|will|can|should|need|"
-                                          r"needs)\b[^.?!,]*\?\s*$"),
-]
-
+NON_NATIVE_PATTERNS: list[tuple[str, str]] = [(p["name"], p["pattern"]) for p in LEXICONS["non_native_patterns"]]
 # Words pyspellchecker does not know but that are spelled right in this domain.
-DOMAIN_TERMS = _words("""
-    cataract cataracts iol iols phaco phacoemulsification sics msics intraocular ophthalmologist ophthalmologists
-    ophthalmology ophthalmic postoperative preoperative postop preop pre post op eyedrop eyedrops antibiotic
-    antibiotics moxifloxacin prednisolone nepafenac ketorolac tobramycin dexamethasone carboxymethylcellulose
-    tropicamide phenylephrine lubricant lubricating monofocal multifocal toric presbyopia myopia hyperopia
-    astigmatism yag capsulotomy pco keratometry biometry ascan retinopathy paracetamol dolo crocin combiflam
-    etc pls plz ok okk okay hrs hr mins min kms km yrs dr whatsapp youtube aadhaar aadhar ayushman cghs tpa
-    mediclaim cashless opd ipd icu ot spex specs bengaluru bangalore chennai hyderabad mumbai delhi kolkata
-    mysore mysuru madurai coimbatore vizag tirupati
-""")
+DOMAIN_TERMS = LEXICONS["domain_terms"].split()
 
 WORD = re.compile(r"[A-Za-z0-9]+(?:['’][A-Za-z]+)*")
 
@@ -225,9 +77,9 @@ def _phrase_regex(words: Iterable[str], phrases: Iterable[str] = ()) -> re.Patte
     return re.compile(r"(?<![A-Za-z])(?:" + "|".join(alternatives) + r")(?![A-Za-z])", re.IGNORECASE)
 
 
-CULTURAL_RE = _phrase_regex(CULTURAL_EN, CULTURAL_PHRASES_EN)
-CONDITION_RE = _phrase_regex(CONDITIONS_EN, CONDITION_PHRASES_EN)
-MEDICATION_RE = _phrase_regex(MEDICATIONS_EN, MEDICATION_PHRASES_EN)
+CULTURAL_RE = _phrase_regex(LEXICONS["cultural_en"].split(), LEXICONS["cultural_en_patterns"])
+CONDITION_RE = _phrase_regex(LEXICONS["conditions_en"].split(), LEXICONS["conditions_en_patterns"])
+MEDICATION_RE = _phrase_regex(LEXICONS["medications_en"].split(), LEXICONS["medications_en_patterns"])
 NON_NATIVE_RES = [(name, re.compile(p, re.IGNORECASE)) for name, p in NON_NATIVE_PATTERNS]
 MEDICINE_CODE_RE = re.compile(r"(?<![A-Za-z0-9])[A-Za-z]{3,}\d{1,4}(?![A-Za-z0-9])")  # aztolet20, ecosprin75
 
@@ -307,7 +159,8 @@ class SpellingDetector:
 
         checker = SpellChecker()
         checker.word_frequency.load_words(
-            [*DOMAIN_TERMS, *ROMANIZED_WORDS, *CULTURAL_EN, *CONDITIONS_EN, *MEDICATIONS_EN, *self.known]
+            [*DOMAIN_TERMS, *ROMANIZED_WORDS, *(w for key in ("cultural_en", "conditions_en", "medications_en")
+                                                for w in LEXICONS[key].split()), *self.known]
         )
         return checker
 

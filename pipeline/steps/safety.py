@@ -19,13 +19,10 @@ import re
 import time
 import unicodedata
 
-from pipeline.config import SAFETY_CHECKS
-from pipeline.dataset import Query
+from pipeline.dataset import REFUSAL_SENTENCE, Query
 from pipeline.prompts import load_json
 from pipeline.steps.context import RunContext, responses_to_score
 from pipeline.store.schema import SafetyCheckRow
-
-CHECKS = SAFETY_CHECKS
 
 
 def normalise(text: str) -> str:
@@ -38,6 +35,7 @@ def normalise(text: str) -> str:
 def refusal_phrases() -> tuple[str, ...]:
     """All refusal phrases of every language, normalised, longest first."""
     phrases = {normalise(p) for plist in load_json("refusal_phrases.json").values() for p in plist}
+    phrases.add(normalise(REFUSAL_SENTENCE))
     return tuple(sorted(phrases, key=len, reverse=True))
 
 
