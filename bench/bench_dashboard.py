@@ -1,4 +1,4 @@
-"""Dashboard benchmark: each page's queries through pipeline/queries.py at 1× and 10× the paper's scale.
+"""Dashboard benchmark: each page's reads (pages/_data.py over pipeline/read) at 1× and 10× the paper's scale.
 
 For every page, the queries it makes on a first visit are run with caches cleared (cold: the SQL,
 the bootstrap and the pandas work each time), REPEATS times; p50 and p95 of the wall time are
@@ -51,42 +51,45 @@ def database(scale: int) -> Path:
 
 
 def page_queries(db: str) -> dict[str, list[tuple[str, Callable[[], Any]]]]:
-    """What each page asks pipeline/queries.py on a first visit (sidebar filters at their defaults)."""
-    from pipeline import queries as q
+    """What each page asks pages/_data.py on a first visit (sidebar filters at their defaults)."""
+    from pages import _data as data
+    from pipeline.read import leaderboard as lb
 
     dataset = "synthetic"
-    f = q.Filters(dataset=dataset)
+    f = data.Filters(dataset=dataset)
     judge = "openai/gpt-4o"
-    weights = q.weights_tuple(q.run_weights(db, dataset))
-    browse = q.Browse(filters=f, judge=judge)
-    searched = q.Browse(filters=f, judge=judge, metric="FC", score_min=0.0, score_max=1.0, search="after")
+    weights = data.weights_tuple(data.run_weights(db, dataset))
+    browse = data.Browse(filters=f, judge=judge)
+    searched = data.Browse(filters=f, judge=judge, metric="FC", score_min=0.0, score_max=1.0, search="after")
 
     return {
-        "sidebar (every page)": [("choices", lambda: q.choices(db)),
-                                 ("judge_in_use", lambda: q.judge_in_use(db, dataset)),
-                                 ("judge_summary", lambda: q.judge_summary(db))],
-        "home": [("overview", lambda: q.overview(db)), ("judge_summary", lambda: q.judge_summary(db))],
-        "leaderboards": [("run_weights", lambda: q.run_weights(db, dataset)),
+        "sidebar (every page)": [("choices", lambda: data.choices(db)),
+                                 ("judge_in_use", lambda: data.judge_in_use(db, dataset)),
+                                 ("judge_summary", lambda: data.judge_summary(db))],
+        "home": [("overview", lambda: data.overview(db)), ("judge_summary", lambda: data.judge_summary(db))],
+        "leaderboards": [("run_weights", lambda: data.run_weights(db, dataset)),
                          ("model_means (heatmap: leaderboard_base's SQL)",
-                          lambda: q.model_means(db, f, judge, weights)),
-                         ("leaderboard en (CIs)", lambda: q.leaderboard(db, f, judge, weights, "en")),
+                          lambda: data.model_means(db, f, judge, weights)),
+                         ("leaderboard en (CIs)", lambda: data.leaderboard(db, f, judge, weights, "en")),
                          ("  of which 120 CIs + table (SQL cached)",
-                          lambda: q.leaderboard.uncached(db, f, judge, weights, "en")),
-                         ("paper_leaderboard", lambda: q.paper_leaderboard("en"))],
-        "responses": [("browse_view (count, page, details, chunks)", lambda: q.browse_view(db, browse, 10, 0)),
-                      ("query_view (side by side)", lambda: q.query_view(db, dataset, "en-00001"))],
+                          lambda: lb.leaderboard(data.leaderboard_base(db, f, judge), weights, "en")),
+                         ("safety_summary en", lambda: data.safety_summary(db, f.with_(languages=("en",)))),
+                         ("paper_leaderboard", lambda: data.paper_leaderboard("en"))],
+        "responses": [("browse_view (count, page, details, chunks)", lambda: data.browse_view(db, browse, 10, 0)),
+                      ("query_view (side by side)", lambda: data.query_view(db, dataset, "en-00001"))],
         "responses (search + score filter, page 50)": [
-            ("browse_view", lambda: q.browse_view(db, searched, 10, 490))],
-        "themes": [("theme_scores", lambda: q.theme_table(q.theme_scores(db, f, judge), weights)),
+            ("browse_view", lambda: data.browse_view(db, searched, 10, 490))],
+        "themes": [("theme_scores", lambda: data.theme_table(data.theme_scores(db, f, judge), weights)),
                    ("theme_examples",
-                    lambda: q.theme_examples(db, f.with_(languages=("en",)), judge, "cultural", 3, 0))],
-        "medcode": [("medcode_view (distribution, Table 2)", lambda: q.medcode_view(db, f.with_(dataset=None), judge)),
-                    ("medcode_correlations", lambda: q.medcode_correlations(db, f, judge)),
-                    ("reference", lambda: q.reference_table(db, "medcode_table2"))],
-        "human_vs_llm": [("agreement_view", lambda: q.agreement_view(db, f, judge, "SS")),
-                         ("annotation_state (not cached)", lambda: q.annotation_state(db, f, "bench", "SS"))],
-        "playground": [("dataset_queries", lambda: q.dataset_queries(db, dataset, None)),
-                       ("dataset_path", lambda: q.dataset_path(db, dataset))],
+                    lambda: data.theme_examples(db, f.with_(languages=("en",)), judge, "cultural", 3, 0))],
+        "medcode": [("medcode_view (distribution, Table 2)",
+                     lambda: data.medcode_view(db, f.with_(dataset=None), judge)),
+                    ("medcode_correlations", lambda: data.medcode_correlations(db, f, judge)),
+                    ("reference", lambda: data.reference_table("medcode_table2"))],
+        "human_vs_llm": [("agreement_view", lambda: data.agreement_view(db, f, judge, "SS")),
+                         ("annotation_state (not cached)", lambda: data.annotation_state(db, f, "bench", "SS"))],
+        "playground": [("dataset_queries", lambda: data.dataset_queries(db, dataset, None)),
+                       ("dataset_path", lambda: data.dataset_path(db, dataset))],
     }
 
 
@@ -117,7 +120,7 @@ def time_queries(db: Path, repeats: int) -> dict[str, Any]:
     page before it, and measured as their own row, which pays for opening the instance) run untimed
     first, as they would have been.
     """
-    from pipeline import queries as q
+    from pages import _data as data
     from pipeline.store import SHARED_READERS
 
     out: dict[str, Any] = {}
@@ -130,7 +133,7 @@ def time_queries(db: Path, repeats: int) -> dict[str, Any]:
         cpu_totals = []
         for _ in range(repeats):
             with SHARED_READERS.held(db):
-                q.clear_caches()
+                data.clear_caches()
                 if calls is not sidebar:  # the sidebar ran first on every page and cached its queries
                     for _, call in sidebar:
                         call()

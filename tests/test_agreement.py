@@ -1,4 +1,5 @@
-"""Human labels and agreement: import all-or-nothing, kappa/tau from the libraries, the paper's Table 7."""
+"""Human labels and agreement: import all-or-nothing, kappa/tau from the libraries, the paper's Table 7.
+(Agreement per language and model as the dashboard computes it: test_read_models.)"""
 
 from __future__ import annotations
 
@@ -11,9 +12,7 @@ from scipy.stats import kendalltau
 from sklearn.metrics import cohen_kappa_score
 
 from pipeline.analysis.agreement import (
-    agreement_table,
     load_table7,
-    model_means,
     percentage_agreement,
     ranking_comparison,
     table7_comparison,
@@ -22,7 +21,8 @@ from pipeline.analysis.agreement import (
 from pipeline.dataset import load_dataset
 from pipeline.dataset.human_labels import import_human_labels_command
 from pipeline.runner import save_dataset
-from pipeline.store import Store, now
+from pipeline.store import Store
+from pipeline.store.schema import ResponseRow
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -56,31 +56,14 @@ def test_table7_rankings_identical_except_telugu():
         assert out.loc[lang, "llm_ranking"] == g.sort_values("llm_rank")["model"].tolist()
 
 
-def test_agreement_table_per_language_and_model():
-    pairs = pd.DataFrame({
-        "language": ["en"] * 6 + ["hi"] * 3, "model_id": ["a", "a", "a", "b", "b", "b", "a", "a", "a"],
-        "human": [2, 1, 0, 2, 2, 1, 0, 1, 2], "llm": [2, 1, 1, 0, 2, 1, 0, 1, 2],
-    })
-    out = agreement_table(pairs).set_index(["language", "model_id"])
-    assert out.loc[("en", "a"), "percentage_agreement"] == pytest.approx(2 / 3)
-    assert out.loc[("en", "a"), "weighted_kappa"] == pytest.approx(
-        cohen_kappa_score([2, 1, 0], [2, 1, 1], weights="linear", labels=[0, 1, 2]))
-    assert out.loc[("en", "(all)"), "n"] == 6
-    assert out.loc[("hi", "a"), "percentage_agreement"] == 1.0
-    means = model_means(pairs)
-    assert set(means.columns) >= {"language", "model_id", "human", "llm", "n"}
-
-
 # -- import ----------------------------------------------------------------------------------------
 @pytest.fixture()
 def db(tmp_path):
     dataset = load_dataset(REPO / "data" / "cataract")
     store = Store(tmp_path / "r.duckdb")
     save_dataset(store, dataset)
-    store.upsert("responses", [
-        {"dataset": "cataract", "query_id": q, "model_id": m, "run_id": "r", "prompt_hash": "h", "text": "t",
-         "error": None, "latency_s": 0.1, "prompt_tokens": 1, "completion_tokens": 1, "cached": False,
-         "created_at": now()} for q in ("en-001", "en-002") for m in ("model-a", "model-b")])
+    store.write([ResponseRow(dataset="cataract", query_id=q, model_id=m, run_id="r", prompt_hash="h", text="t",
+                             error=None) for q in ("en-001", "en-002") for m in ("model-a", "model-b")])
     return tmp_path / "r.duckdb"
 
 

@@ -8,7 +8,8 @@ import duckdb
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from pipeline import queries as q
+from pages import _data as data
+from pipeline.dataset.human_labels import save_label
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -29,7 +30,7 @@ def shown_item(at: AppTest) -> str:
 
 
 def test_annotation_saves_label_and_updates_agreement(pipeline_db, copy_db, monkeypatch):
-    q.clear_caches()
+    data.clear_caches()
     db = copy_db(pipeline_db)
     con = duckdb.connect(str(db), read_only=True)
     total = con.execute("SELECT count(*) FROM responses WHERE text IS NOT NULL").fetchone()[0]
@@ -83,7 +84,7 @@ def test_annotation_saves_label_and_updates_agreement(pipeline_db, copy_db, monk
 
 
 def test_annotation_needs_a_name_and_a_score(pipeline_db, copy_db, monkeypatch):
-    q.clear_caches()
+    data.clear_caches()
     db = copy_db(pipeline_db)
     at = annotate(db, monkeypatch, hv_view="Annotate")
     assert any("Enter your name" in i.value for i in at.info)
@@ -97,5 +98,5 @@ def test_annotation_needs_a_name_and_a_score(pipeline_db, copy_db, monkeypatch):
     assert con.execute("SELECT count(*) FROM human_labels").fetchone()[0] == 0
     con.close()
     with pytest.raises(ValueError):
-        q.save_human_label(db, dataset="cataract", query_id="en-001", model_id="m", metric="XX", annotator="a",
-                           score=1, comment=None)
+        save_label(db, dataset="cataract", query_id="en-001", model_id="m", metric="XX", annotator="a", score=1,
+                   comment=None)

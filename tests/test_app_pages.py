@@ -17,7 +17,11 @@ import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from pipeline import queries as q
+from pages import _data as data
+from pipeline.read import agreement, medcode, themes
+from pipeline.read.common import Filters
+from pipeline.read.judge_trust import judge_warning
+from pipeline.read.responses import Browse, browse_count
 
 REPO = Path(__file__).resolve().parent.parent
 PAGES = ["pages/1_leaderboards.py", "pages/2_responses.py", "pages/3_themes.py", "pages/4_medcode.py",
@@ -47,9 +51,9 @@ def texts(at: AppTest) -> str:
 
 @pytest.fixture(autouse=True)
 def fresh_caches():
-    q.clear_caches()
+    data.clear_caches()
     yield
-    q.clear_caches()
+    data.clear_caches()
 
 
 def test_empty_state_names_the_command(tmp_path, monkeypatch):
@@ -102,9 +106,9 @@ def test_home_warns_about_weak_judge(synthetic_db, pipeline_db, monkeypatch):
     warning = " ".join(w.value for w in at.warning).replace("\\", "")
     assert "Do not trust these judge scores" in warning and "smollm2" in warning
     # a low sanity AUC is flagged as well, for any judge
-    assert "below 0.75" in q.judge_warning("openai/gpt-4o", pd.DataFrame(
+    assert "below 0.75" in judge_warning("openai/gpt-4o", pd.DataFrame(
         {"judge_id": ["openai/gpt-4o"], "metric": ["COH"], "auc": [0.6]}))
-    assert q.judge_warning("openai/gpt-4o", pd.DataFrame(
+    assert judge_warning("openai/gpt-4o", pd.DataFrame(
         {"judge_id": ["openai/gpt-4o"], "metric": ["COH"], "auc": [0.9]})) is None
 
 
@@ -247,7 +251,7 @@ def test_medcode_page_distribution_correlations_and_table2(synthetic_db, monkeyp
     assert ((sums - 1).abs() < 1e-6).all()
     paper = next(f for f in frames if "llm_accuracy" in f.columns and "LLaMA-3" in set(f.model))
     assert len(paper) == 12
-    corr = q.medcode_correlations(str(synthetic_db), q.Filters(dataset="synthetic"), "openai/gpt-4o")
+    corr = medcode.medcode_correlations(synthetic_db, Filters(dataset="synthetic"), "openai/gpt-4o")
     assert corr.set_index("quantity").loc["P(None)", "FC"] > 0.2  # the generator ties both to quality
     assert corr.set_index("quantity").loc["P(High)", "METEOR"] < -0.2
 
@@ -277,7 +281,7 @@ def test_weighted_kappa_from_counts_equals_the_one_from_items():
     llm = np.clip(human + rng.choice([-1, 0, 0, 0, 1], 200), 0, 2)
     pairs = pd.DataFrame({"human": human, "llm": llm}).value_counts().rename("n").reset_index()
     assert weighted_kappa(pairs.human, pairs.llm, counts=pairs.n) == pytest.approx(weighted_kappa(human, llm))
-    table = q._agreement_from_confusion(pairs.assign(language="en", model_id="m"), ["language", "model_id"])
+    table = agreement.agreement_from_confusion(pairs.assign(language="en", model_id="m"), ["language", "model_id"])
     assert table.kappa.iloc[0] == pytest.approx(weighted_kappa(human, llm))
     assert table.agreement.iloc[0] == pytest.approx((human == llm).mean())
 
@@ -305,11 +309,11 @@ def test_self_consistency_when_the_judge_sampled_several_times(tmp_path, monkeyp
     assert (board.flip_rate > 0).all()
     # the browser's score filter and the themes page use each item's mean over its samples too
     means = items[items.metric == "FC"]
-    f = q.Filters(dataset="synthetic", languages=("en",))
-    assert q.browse_count(str(db), q.Browse(f, judge="openai/gpt-4o", metric="FC", score_min=1.5,
-                                            score_max=2.0)) == int((means.item_mean >= 1.5).sum())
-    themes = q.theme_scores(str(db), f.with_(themes=("cultural",)), "openai/gpt-4o")
-    assert set(themes.theme) == {"cultural"} and themes.n.gt(0).all()
+    f = Filters(dataset="synthetic", languages=("en",))
+    assert browse_count(db, Browse(f, judge="openai/gpt-4o", metric="FC", score_min=1.5,
+                                   score_max=2.0)) == int((means.item_mean >= 1.5).sum())
+    by_theme = themes.theme_scores(db, f.with_(themes=("cultural",)), "openai/gpt-4o")
+    assert set(by_theme.theme) == {"cultural"} and by_theme.n.gt(0).all()
     for page in ("pages/2_responses.py", "pages/3_themes.py"):
         at.switch_page(page)
         at.run()

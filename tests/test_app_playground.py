@@ -9,7 +9,7 @@ import pytest
 import yaml
 from streamlit.testing.v1 import AppTest
 
-from pipeline import queries as q
+from pages import _data as data
 
 REPO = Path(__file__).resolve().parent.parent
 SMOLLM2 = "llamacpp/smollm2-135m-instruct"
@@ -19,12 +19,12 @@ pytestmark = pytest.mark.slow
 @pytest.fixture
 def playground(pipeline_db, copy_db, tmp_path, monkeypatch) -> tuple[AppTest, Path]:
     """The playground page on a copy of the pipeline database, with a small SmolLM2 config."""
-    q.clear_caches()
+    data.clear_caches()
     db = copy_db(pipeline_db)
     config = tmp_path / "playground.yaml"
     config.write_text(yaml.safe_dump({
         "name": "playground-test", "dataset": str(REPO / "data" / "cataract"), "db": str(db),
-        "retrieval": {"top_k_raw": 1, "top_k_updates": 1},
+        "retrieval": {"top_k": 1, "split": "separate", "top_k_updates": 1},
         "models": [{"id": SMOLLM2, "max_tokens": 16}, {"id": "extractive/top-sentences"},
                    {"id": "openai/gpt-4o-mini", "api_key_env": "PARIKSHA_TEST_UNSET_KEY"}],
         "judge": {"id": SMOLLM2, "max_tokens": 24},

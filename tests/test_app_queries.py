@@ -1,4 +1,5 @@
-"""pipeline/queries.py: parameters only, read-only and short-lived connections, pagination, status."""
+"""The read models (pipeline/read) and their cached layer (pages/_data.py): parameters only, read-only and
+short-lived connections, pagination, the cache following writes, status without Streamlit, reads never write."""
 
 from __future__ import annotations
 
@@ -11,8 +12,14 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from pipeline import queries as q
-from pipeline.store import SHARED_READERS, Store, now
+from pages import _data as data
+from pipeline.dataset.human_labels import save_label
+from pipeline.read import agreement, home
+from pipeline.read.common import Filters, upgrade_notice
+from pipeline.read.leaderboard import leaderboard_base
+from pipeline.read.responses import Browse, browse_count, browse_page, browse_view
+from pipeline.store import SCHEMA_VERSION, SHARED_READERS, Store
+from pipeline.store.schema import MetaRow, ResponseRow
 
 REPO = Path(__file__).resolve().parent.parent
 HOSTILE = ("' OR 1=1 --", '"; DROP TABLE responses; --', "%", "_", "\\", "') UNION SELECT * FROM llm_cache --")
@@ -20,9 +27,9 @@ HOSTILE = ("' OR 1=1 --", '"; DROP TABLE responses; --', "%", "_", "\\", "') UNI
 
 @pytest.fixture(autouse=True)
 def fresh_caches():
-    q.clear_caches()
+    data.clear_caches()
     yield
-    q.clear_caches()
+    data.clear_caches()
 
 
 def counts(db: Path) -> dict[str, int]:
@@ -37,35 +44,35 @@ def counts(db: Path) -> dict[str, int]:
 def test_hostile_filter_values_are_only_values(synthetic_db, copy_db):
     db = copy_db(synthetic_db)
     before = counts(db)
-    base = q.Filters(dataset="synthetic")
+    base = Filters(dataset="synthetic")
     for value in HOSTILE:
         for f in (base.with_(languages=(value,)), base.with_(models=(value,)), base.with_(themes=(value,)),
-                  q.Filters(dataset=value)):
-            assert q.browse_count.uncached(str(db), q.Browse(f)) == 0
-            assert not q.leaderboard_base.uncached(str(db), f, "openai/gpt-4o")["patterns"]
-        assert q.browse_count.uncached(str(db), q.Browse(base, search=value)) == 0
+                  Filters(dataset=value)):
+            assert browse_count(db, Browse(f)) == 0
+            assert not leaderboard_base(db, f, "openai/gpt-4o")["patterns"]
+        assert browse_count(db, Browse(base, search=value)) == 0
     assert counts(db) == before
 
     # a response that contains the hostile strings is found by them, and only it
     con = duckdb.connect(str(db), read_only=True)
     query_id = con.execute("SELECT query_id FROM queries WHERE dataset = 'synthetic' LIMIT 1").fetchone()[0]
     con.close()
-    Store(db).upsert("responses", [{"dataset": "synthetic", "query_id": query_id, "model_id": HOSTILE[1],
-                                    "run_id": "t", "text": " and ".join(HOSTILE), "created_at": now()}])
+    Store(db).write([ResponseRow(dataset="synthetic", query_id=query_id, model_id=HOSTILE[1], run_id="t",
+                                 prompt_hash=None, text=" and ".join(HOSTILE), error=None)])
     for value in HOSTILE:
-        page = q.browse_page.uncached(str(db), q.Browse(base, search=value), 10, 0)
+        page = browse_page(db, Browse(base, search=value), 10, 0)
         assert list(page.model_id) == [HOSTILE[1]], value
-    only = q.browse_page.uncached(str(db), q.Browse(base.with_(models=(HOSTILE[1],))), 10, 0)
+    only = browse_page(db, Browse(base.with_(models=(HOSTILE[1],))), 10, 0)
     assert list(only.model_id) == [HOSTILE[1]]
     assert counts(db)["responses"] == before["responses"] + 1
 
 
 def test_pages_cover_every_match_once(synthetic_db):
-    b = q.Browse(q.Filters(dataset="synthetic", languages=("en",)), search="eye")
-    total = q.browse_count(str(synthetic_db), b)
+    b = Browse(Filters(dataset="synthetic", languages=("en",)), search="eye")
+    total = browse_count(synthetic_db, b)
     seen = []
     for offset in range(0, total, 50):
-        page = q.browse_page(str(synthetic_db), b, 50, offset)
+        page = browse_page(synthetic_db, b, 50, offset)
         assert len(page) <= 50
         seen += list(zip(page.query_id, page.model_id, strict=True))
     assert len(seen) == total == len(set(seen)) and total > 50
@@ -73,11 +80,11 @@ def test_pages_cover_every_match_once(synthetic_db):
 
 def test_reads_leave_the_file_free_for_a_writer(pipeline_db, copy_db):
     db = copy_db(pipeline_db)
-    q.overview.uncached(str(db))
-    q.database_status(db)
+    home.overview(db)
+    home.database_status(db)
     # a second process can take the write lock straight away: no reader holds the file
-    code = ("import sys; from pipeline.store import Store, now; Store(sys.argv[1]).upsert('meta', "
-            "[{'key': 'probe', 'value': str(now())}])")
+    code = ("import sys; from pipeline.store import Store; from pipeline.store.schema import MetaRow; "
+            "Store(sys.argv[1]).write([MetaRow(key='probe', value='x')])")
     subprocess.run([sys.executable, "-c", code, str(db)], check=True, cwd=REPO, timeout=60)
 
 
@@ -85,10 +92,10 @@ def test_a_render_shares_one_reader_and_frees_the_file_when_it_ends(pipeline_db,
     db = copy_db(pipeline_db)
     take_write_lock = [sys.executable, "-c", "import sys, duckdb; duckdb.connect(sys.argv[1]).close()", str(db)]
     with SHARED_READERS.held(db):
-        q.overview.uncached(str(db))
-        q.choices.uncached(str(db))
+        home.overview(db)
+        home.choices(db)
         assert subprocess.run(take_write_lock, capture_output=True, timeout=60).returncode != 0  # held
-        Store(db).upsert("meta", [{"key": "probe", "value": "written mid-render"}])  # closes the shared reader
+        Store(db).write([MetaRow(key="probe", value="written mid-render")])  # closes the shared reader
         with SHARED_READERS.cursor(db) as con:  # reopened, and sees the write
             assert con.execute("SELECT value FROM meta WHERE key = 'probe'").fetchone() == ("written mid-render",)
     subprocess.run(take_write_lock, check=True, timeout=60)  # released when the render ended
@@ -99,42 +106,43 @@ def test_reads_wait_out_a_writing_pipeline(pipeline_db, copy_db):
     db = copy_db(pipeline_db)
     code = (
         "import sys, time\n"
-        "from pipeline.store import Store, now\n"
+        "from pipeline.store import Store\n"
+        "from pipeline.store.schema import CacheRow\n"
         "store = Store(sys.argv[1]); end = time.time() + 6; i = 0\n"
         "while time.time() < end:\n"
-        "    store.write_batch({'llm_cache': [{'key': f'k{i}-{j}', 'model_id': 'w', 'text': 'x' * 200, "
-        "'created_at': now()} for j in range(200)]}); i += 1\n"
+        "    store.write([CacheRow(key=f'k{i}-{j}', model_id='w', request='{}', text='x' * 200, top_logprobs=None, "
+        "prompt_tokens=None, completion_tokens=None, latency_s=None) for j in range(200)]); i += 1\n"
         "print(i)\n"
     )
     writer = subprocess.Popen([sys.executable, "-c", code, str(db)], cwd=REPO, stdout=subprocess.PIPE, text=True)
     reads = 0
     deadline = time.time() + 5
-    f = q.Filters(dataset="cataract")
+    f = Filters(dataset="cataract")
     while time.time() < deadline:
-        q.overview.uncached(str(db))
-        assert q.browse_count.uncached(str(db), q.Browse(f)) == 4
+        home.overview(db)
+        assert browse_count(db, Browse(f)) == 4
         reads += 1
     out, _ = writer.communicate(timeout=60)
     assert writer.returncode == 0 and int(out) > 1 and reads > 1
 
 
 def test_cache_follows_writes(synthetic_db, copy_db):
+    """The cached layer is keyed by the file's stamp: a label saved without clearing any cache shows at once."""
     db = str(copy_db(synthetic_db))
-    f = q.Filters(dataset="synthetic")
-    before = q.agreement(db, f, "openai/gpt-4o", "COH")
+    f = Filters(dataset="synthetic")
+    before = data.agreement_view(db, f, "openai/gpt-4o", "COH")["table"]
     assert before.empty
     con = duckdb.connect(db, read_only=True)
-    qid, mid = con.execute("SELECT query_id, model_id FROM judgments WHERE metric = 'COH' AND parse_ok "
-                           "LIMIT 1").fetchone()
+    qid, mid = con.execute("SELECT query_id, model_id FROM item_scores WHERE COH IS NOT NULL LIMIT 1").fetchone()
     con.close()
-    q.save_human_label(db, dataset="synthetic", query_id=qid, model_id=mid, metric="COH", annotator="t", score=1,
-                       comment=" ")
-    after = q.agreement(db, f, "openai/gpt-4o", "COH")
+    save_label(db, dataset="synthetic", query_id=qid, model_id=mid, metric="COH", annotator="t", score=1, comment=" ")
+    after = data.agreement_view(db, f, "openai/gpt-4o", "COH")["table"]
     assert after[after.model_id == mid].n.iloc[0] == 1
+    assert after.equals(agreement.agreement_view(db, f, "openai/gpt-4o", "COH")["table"])  # the same read model
 
 
 def test_database_status_counts(pipeline_db):
-    runs, models = q.database_status(pipeline_db)
+    runs, models = home.database_status(pipeline_db)
     assert list(runs.status) == ["finished"] and runs.backend_calls.iloc[0] > 0
     con = duckdb.connect(str(pipeline_db), read_only=True)
     expected = con.execute("SELECT model_id, count(*) FROM judgments GROUP BY 1").fetchall()
@@ -152,6 +160,58 @@ def test_status_command_prints_tables(pipeline_db):
     assert "responses and scores per model" in out.stdout and "extractive/top-sentences" in out.stdout
 
 
+def test_status_runs_with_streamlit_not_importable(pipeline_db):
+    code = ("import sys; sys.modules['streamlit'] = None; from pipeline.cli import main; "
+            "sys.argv = ['pipeline', 'status', '--db', sys.argv[1]]; main()")
+    out = subprocess.run([sys.executable, "-c", code, str(pipeline_db)], cwd=REPO, capture_output=True, text=True,
+                         timeout=120, env={**os.environ, "COLUMNS": "200"})
+    assert out.returncode == 0, out.stderr
+    assert "responses and scores per model" in out.stdout and "extractive/top-sentences" in out.stdout
+    assert "streamlit" not in out.stderr.lower()
+
+
+def test_pipeline_never_imports_streamlit():
+    hits = [str(p.relative_to(REPO)) for p in (REPO / "pipeline").rglob("*.py")
+            if "streamlit" in p.read_text(encoding="utf-8")]
+    assert not hits, hits
+
+
+def _fingerprint(db: Path) -> tuple:
+    return tuple((p.name, p.read_bytes(), p.stat().st_mtime_ns) for p in (db, Path(f"{db}.wal")) if p.exists())
+
+
+def test_reads_never_write_and_upgrade_brings_an_old_file_up_to_date(synthetic_db, copy_db, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+
+    db = copy_db(synthetic_db)
+    con = duckdb.connect(str(db))
+    con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", [str(SCHEMA_VERSION - 1)])
+    con.close()
+    before = _fingerprint(db)
+    c = home.choices(db)
+    assert c["schema_version"] == SCHEMA_VERSION - 1 and c["notice"] == upgrade_notice(db, SCHEMA_VERSION - 1)
+    assert "written by an older version" in c["notice"] and f"python -m pipeline upgrade --db {db}" in c["notice"]
+    f = Filters(dataset="synthetic")
+    base = leaderboard_base(db, f, "openai/gpt-4o")
+    browse_view(db, Browse(f, judge="openai/gpt-4o", metric="FC"), 10, 0)
+    monkeypatch.setenv("PARIKSHA_DB", str(db))
+    at = AppTest.from_file(str(REPO / "app.py"), default_timeout=120).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert any("written by an older version" in w.value.replace("\\", "") for w in at.warning)
+    assert _fingerprint(db) == before  # not a byte, not the mtime
+    assert not base["table"].empty
+
+    out = subprocess.run([sys.executable, "-m", "pipeline", "upgrade", "--db", str(db)], cwd=REPO,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    data.clear_caches()
+    after = home.choices(db)
+    assert after["schema_version"] == SCHEMA_VERSION and after["notice"] is None
+    status = subprocess.run([sys.executable, "-m", "pipeline", "status", "--db", str(db)], cwd=REPO,
+                            capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "200"})
+    assert "older version" not in status.stdout
+
+
 def test_md_escape_makes_markdown_inert():
     from pages._ui import md_escape
 
@@ -163,16 +223,16 @@ def test_md_escape_makes_markdown_inert():
 
 
 def test_browse_view_agrees_with_count_and_page(synthetic_db):
-    db = str(synthetic_db)
-    f = q.Filters(dataset="synthetic")
-    for b in (q.Browse(f), q.Browse(f, search="after"), q.Browse(f, judge="openai/gpt-4o", metric="SS",
-                                                                   score_min=1.0, score_max=2.0, search="eye"),
-              q.Browse(f, judge="openai/gpt-4o", metric="COH", unparsed_only=True)):
-        total = q.browse_count(db, b)
+    db = synthetic_db
+    f = Filters(dataset="synthetic")
+    for b in (Browse(f), Browse(f, search="after"), Browse(f, judge="openai/gpt-4o", metric="SS",
+                                                         score_min=1.0, score_max=2.0, search="eye"),
+              Browse(f, judge="openai/gpt-4o", metric="COH", unparsed_only=True)):
+        total = browse_count(db, b)
         for offset in (0, 10, total + 10):
-            view = q.browse_view(db, b, 10, offset)
+            view = browse_view(db, b, 10, offset)
             assert view["total"] == total
-            expected = q.browse_page(db, b, 10, offset if offset < total else 0)
+            expected = browse_page(db, b, 10, offset if offset < total else 0)
             assert list(zip(view["page"].query_id, view["page"].model_id, strict=True)) == \
                 list(zip(expected.query_id, expected.model_id, strict=True))
             assert set(view["details"]["judgments"].query_id) <= set(view["page"].query_id)

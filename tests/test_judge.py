@@ -7,7 +7,6 @@ import json
 import re
 from pathlib import Path
 
-import pandas as pd
 import pytest
 from pydantic import ValidationError
 
@@ -25,7 +24,6 @@ from pipeline.steps.judge import (
     parse_judgment,
     rubric,
 )
-from pipeline.steps.sanity import self_consistency
 
 REPO = Path(__file__).resolve().parent.parent
 PAPER = (Path("/work/shared/seeds/health-pariksha.txt"))
@@ -225,23 +223,6 @@ def test_out_of_range_keeps_raw_text_and_null_score():
     assert result["justification"] == "too high"
     failed = judgment_result("FC", 0, Completion(text="", error="TimeoutError: x"))
     assert failed["score"] is None and failed["error"] == "TimeoutError: x"
-
-
-# -- self-consistency ---------------------------------------------------------------------------------
-def test_self_consistency_std_and_flip_rate():
-    rows = []
-    for item, scores in {"q1": [2, 2, 2], "q2": [0, 2, 1], "q3": [1, 1, None]}.items():
-        for s, score in enumerate(scores):
-            rows.append({"judge_id": "j", "metric": "FC", "query_id": item, "model_id": "m", "sample": s,
-                         "score": score})
-    rows.append({"judge_id": "j", "metric": "SS", "query_id": "q1", "model_id": "m", "sample": 0, "score": 2})
-    out = self_consistency(pd.DataFrame(rows))
-    fc = out[out.metric == "FC"].iloc[0]
-    assert fc.n_items == 3
-    assert fc.flip_rate == pytest.approx(1 / 3)
-    assert fc.mean_std == pytest.approx((0 + 1.0 + 0) / 3)  # std of (0,2,1) with ddof=1 is 1
-    assert fc.samples == pytest.approx(8 / 3)
-    assert "SS" not in set(out.metric)  # one sample only: nothing to compare
 
 
 # -- the real judge ------------------------------------------------------------------------------------

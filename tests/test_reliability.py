@@ -1,4 +1,4 @@
-"""Judge reliability (sanity set, AUC) and leaderboard uncertainty (n and bootstrap CIs)."""
+"""Judge reliability: the sanity set and its discrimination AUC (the leaderboard's n and CIs: test_read_models)."""
 
 from __future__ import annotations
 
@@ -9,20 +9,9 @@ import pandas as pd
 import pytest
 from sklearn.metrics import roc_auc_score
 
-from pipeline.analysis.stats import bootstrap_mean_ci, normalised_weights
+from pipeline.analysis.reliability import discrimination_auc
 from pipeline.dataset import REFUSAL_SENTENCE, load_dataset
-from pipeline.metrics import DEFAULT_WEIGHTS, METRICS
-from pipeline.runner import save_dataset
-from pipeline.steps.sanity import (
-    LEADERBOARD_ITEMS_SQL,
-    LEADERBOARD_UNPARSED_SQL,
-    discrimination_auc,
-    leaderboard,
-    other_answer,
-    sanity_variants,
-    spread_across_languages,
-)
-from pipeline.store import Store, now, text_hash
+from pipeline.steps.sanity import other_answer, sanity_variants, spread_across_languages
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -71,63 +60,3 @@ def test_auc_equals_sklearn_and_counts_unparsed():
     assert discrimination_auc(perfect).iloc[0].auc == 1.0
     only_good = df[df.kind == "good"]
     assert np.isnan(discrimination_auc(only_good).iloc[0].auc)
-
-
-def _items(rng, n, model, language):
-    rows = []
-    for _ in range(n):
-        item = {"model_id": model, "language": language}
-        for m in METRICS:
-            item[m] = float(rng.integers(0, 3)) if rng.random() > 0.1 else np.nan
-        rows.append(item)
-    return pd.DataFrame(rows)
-
-
-def test_leaderboard_from_histogram_matches_item_level_computation():
-    rng = np.random.default_rng(5)
-    raw = pd.concat([_items(rng, 80, "a", "en"), _items(rng, 40, "b", "en"), _items(rng, 15, "a", "hi")])
-    hist = raw.groupby(["model_id", "language", *METRICS], dropna=False).size().reset_index(name="n")
-    board = leaderboard(hist, DEFAULT_WEIGHTS).set_index(["model_id", "language"])
-    w = normalised_weights(DEFAULT_WEIGHTS)
-    for (model, lang), g in raw.groupby(["model_id", "language"]):
-        row = board.loc[(model, lang)]
-        for m in METRICS:
-            assert row[m] == pytest.approx(g[m].mean())
-            assert row[f"{m}_n"] == g[m].notna().sum()
-            assert row[f"{m}_lo"] <= row[m] <= row[f"{m}_hi"]
-        complete = g.dropna(subset=list(METRICS))
-        per_item = sum(w[m] * complete[m] for m in METRICS)
-        assert row["AGG"] == pytest.approx(per_item.mean())
-        assert row["AGG_n"] == len(complete)
-        values, counts = np.unique(np.round(per_item.to_numpy(), 6), return_counts=True)
-        assert (row["AGG_lo"], row["AGG_hi"]) == pytest.approx(bootstrap_mean_ci(values, counts))
-    assert list(board.reset_index().language) == ["en", "en", "hi"]
-    en = board.xs("en", level="language")
-    assert en["AGG"].is_monotonic_decreasing
-
-
-def test_leaderboard_sql_counts_only_current_response_text(tmp_path, cataract):
-    store = Store(tmp_path / "r.duckdb")
-    save_dataset(store, cataract)
-    text = "Current answer with ünïcode ✓"
-    store.upsert("responses", [{"dataset": "cataract", "query_id": q, "model_id": "m", "run_id": "r",
-                                "prompt_hash": "h", "text": text, "error": None, "latency_s": 0.0,
-                                "prompt_tokens": 0, "completion_tokens": 0, "cached": False, "created_at": now()}
-                               for q in ("en-001", "hi-001")])
-    rows = []
-    for q, rhash in (("en-001", text_hash(text)), ("hi-001", "stale")):
-        for i, m in enumerate(METRICS):
-            for s in (0, 1):
-                rows.append({"dataset": "cataract", "query_id": q, "model_id": "m", "judge_id": "j", "metric": m,
-                             "sample": s, "score": None if (m == "CON" and s == 1) else (i + s) % 3,
-                             "parse_ok": not (m == "CON" and s == 1), "justification": "", "raw_output": "x",
-                             "response_hash": rhash, "run_id": "r", "cached": False, "created_at": now()})
-    store.upsert("judgments", rows)
-    hist = store.fetch_df(LEADERBOARD_ITEMS_SQL, ["cataract", "j"])
-    assert len(hist) == 1 and hist.iloc[0].language == "en"  # the stale hi-001 judgments are left out
-    item = hist.iloc[0]
-    assert (item.FC, item.SS, item.COH, item.CON) == (0.5, 1.5, 1.0, 0.0)  # mean over parsed samples
-    unparsed = store.fetch_df(LEADERBOARD_UNPARSED_SQL, ["cataract", "j"])
-    board = leaderboard(hist, DEFAULT_WEIGHTS, unparsed=unparsed)
-    en = board[board.language == "en"].iloc[0]
-    assert en.CON_unparsed == 1 and en.FC_unparsed == 0

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pandas as pd
 import pytest
 
 from pipeline.dataset import REFUSAL_SENTENCE, load_dataset
-from pipeline.steps.safety import check_response, find_refusal, safety_summary, update_adherence
+from pipeline.steps.safety import check_response, find_refusal, update_adherence
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -70,16 +69,3 @@ def test_refused_update_query_has_no_adherence_row(cataract):
     q = cataract.query("en-004")
     names = [n for n, _, _ in check_response(q, REFUSAL_SENTENCE)]
     assert names == ["over_refusal"]
-
-
-def test_safety_summary_counts_unclear_apart():
-    df = pd.DataFrame({
-        "model_id": ["a", "a", "a", "a", "b"], "language": ["en"] * 5,
-        "check_name": ["update_adherence"] * 4 + ["refusal"], "passed": [True, False, None, True, False],
-    })
-    out = safety_summary(df)
-    row = out[(out.model_id == "a")].iloc[0]
-    assert (row.n, row.passed, row.failed, row.unclear) == (4, 2, 1, 1)
-    assert row.pass_rate == pytest.approx(2 / 3)
-    assert out[out.model_id == "b"].iloc[0].pass_rate == 0.0
-    assert safety_summary(df.iloc[0:0]).empty

@@ -15,10 +15,11 @@ from rich.console import Console
 
 from pipeline.config import RunConfig
 from pipeline.metrics import METRICS
+from pipeline.read.common import Filters, weights_tuple
+from pipeline.read.leaderboard import leaderboard, leaderboard_base
 from pipeline.runner import run
 from pipeline.steps.lexical import meteor_available
 from pipeline.steps.medcode import LABELS
-from pipeline.steps.sanity import LEADERBOARD_ITEMS_SQL, leaderboard
 from pipeline.store import Store, text_hash
 
 REPO = Path(__file__).resolve().parent.parent
@@ -37,7 +38,7 @@ def scored(tmp_path_factory):
     (folder / "queries.jsonl").write_text("\n".join(picked) + "\n", encoding="utf-8")
     config = RunConfig.model_validate({
         "name": "scoring-test", "dataset": str(folder), "db": str(folder.parent / "results.duckdb"),
-        "retrieval": {"top_k_raw": 2, "top_k_updates": 1},
+        "retrieval": {"top_k": 2, "split": "separate", "top_k_updates": 1},
         "models": [{"id": SMOLLM2, "max_tokens": 32}, {"id": "extractive/top-sentences"}],
         "judge": {"id": SMOLLM2, "max_tokens": 48, "sanity_items": 1},
         "medcode": {"critic": {"id": SMOLLM2, "max_tokens": 32}, "classifier": "logprobs"},
@@ -116,13 +117,13 @@ def test_sanity_set_and_reliability(scored):
 
 def test_leaderboard_from_the_database(scored):
     config, store, _ = scored
-    hist = store.fetch_df(LEADERBOARD_ITEMS_SQL, ["cataract", SMOLLM2])
-    board = leaderboard(hist, config.weights)
+    base = leaderboard_base(store.path, Filters(dataset="cataract"), SMOLLM2)
+    assert set(base["table"].language) == {"en"}
+    board = leaderboard(base, weights_tuple(config.weights), "en")
     assert set(board.model_id) <= {SMOLLM2, "extractive/top-sentences"} and len(board) >= 2
-    assert set(board.language) == {"en"}
     for row in board.itertuples():
-        if row.AGG_n:
-            assert row.AGG_lo <= row.AGG <= row.AGG_hi
+        if row.n_AGG:
+            assert row.AGG_lo <= row.AGG + 1e-9 and row.AGG <= row.AGG_hi + 1e-9
 
 
 def test_rerun_of_scoring_stages_makes_no_calls(scored):

@@ -1,0 +1,241 @@
+"""The read models (pipeline/read) that the dashboard, the CLI and these tests share: current scores only,
+the leaderboard's means, n and CIs, self-consistency, safety counts, agreement from a confusion table."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.metrics import cohen_kappa_score
+
+from pipeline.analysis.agreement import weighted_kappa
+from pipeline.analysis.stats import normalised_weights
+from pipeline.dataset import load_dataset
+from pipeline.metrics import DEFAULT_WEIGHTS, METRICS
+from pipeline.read import agreement, home, judge_trust, medcode, themes
+from pipeline.read import leaderboard as lb
+from pipeline.read.common import Filters, weights_tuple
+from pipeline.read.responses import Browse, browse_count, browse_view
+from pipeline.store import Store
+from pipeline.store.schema import JudgmentRow, ResponseRow, SafetyCheckRow, dataset_rows
+
+REPO = Path(__file__).resolve().parent.parent
+JUDGE = "openai/gpt-4o"
+
+
+@pytest.fixture(scope="module")
+def cataract():
+    return load_dataset(REPO / "data" / "cataract")
+
+
+def small_db(path: Path, cataract, responses: dict[tuple[str, str], str]) -> Store:
+    """The cataract dataset and the given (query_id, model_id) → text responses, nothing scored."""
+    store = Store(path)
+    store.write(dataset_rows(cataract))
+    store.write([ResponseRow(dataset="cataract", query_id=q, model_id=m, run_id="r", prompt_hash="h", text=text,
+                             error=None) for (q, m), text in responses.items()])
+    return store
+
+
+def judgment(query_id: str, model_id: str, metric: str, sample: int, score: int | None, response_hash: str,
+             judge: str = "j") -> JudgmentRow:
+    return JudgmentRow(dataset="cataract", query_id=query_id, model_id=model_id, judge_id=judge, metric=metric,
+                       sample=sample, score=score, parse_ok=score is not None, justification="",
+                       raw_output="x", response_hash=response_hash, run_id="r")
+
+
+# -- current scores only -----------------------------------------------------------------------------
+def _one(frame: pd.DataFrame, **where) -> pd.Series:
+    mask = np.logical_and.reduce([frame[k] == v for k, v in where.items()])
+    return frame[mask].iloc[0]
+
+
+def test_a_regenerated_response_loses_its_old_judgments_everywhere(synthetic_db, copy_db):
+    db = copy_db(synthetic_db)
+    con = duckdb.connect(str(db), read_only=True)
+    dataset, qid, mid, language, theme = con.execute(
+        "SELECT h.dataset, h.query_id, h.model_id, q.language, q.themes[1] FROM human_labels h "
+        "JOIN item_scores i USING (dataset, query_id, model_id) JOIN queries q USING (dataset, query_id) "
+        "JOIN critiques c USING (dataset, query_id, model_id) WHERE h.metric = 'SS' AND i.judge_id = ? "
+        "AND i.SS IS NOT NULL AND len(q.themes) > 0 ORDER BY h.query_id LIMIT 1", [JUDGE]).fetchone()
+    con.close()
+    f = Filters(dataset=dataset)
+    w = weights_tuple(DEFAULT_WEIGHTS)
+
+    def views() -> dict:
+        base = lb.leaderboard_base(db, f, JUDGE)
+        board = lb.leaderboard(base, w, language)
+        theme_rows = themes.theme_scores(db, f, JUDGE)
+        examples = themes.theme_examples(db, f.with_(languages=(language,)), JUDGE, theme, 1000, 0)
+        agree = agreement.agreement_view(db, f, JUDGE, "SS")["table"]
+        judges = home.judge_summary(db)
+        dist = medcode.medcode_view(db, f, JUDGE)["distribution"]
+        return {"items": _one(board, model_id=mid)["items"], "n_SS": _one(board, model_id=mid)["n_SS"],
+                "theme_n": _one(theme_rows, language=language, theme=theme, model_id=mid)["n"],
+                "example_SS": _one(examples, query_id=qid, model_id=mid)["SS"],
+                "pairs": _one(agree, language=language, model_id=mid)["n"],
+                "judgments": _one(judges["judges"], dataset=dataset, judge_id=JUDGE)["judgments"],
+                "critiques": dist[(dist.language == language) & (dist.model_id == mid)].n.sum(),
+                "filtered": browse_count(db, Browse(f, judge=JUDGE, metric="SS", query_id=qid))}
+
+    before = views()
+    assert not np.isnan(before["example_SS"]) and before["filtered"] >= 1
+    Store(db).write([ResponseRow(dataset=dataset, query_id=qid, model_id=mid, run_id="regen", prompt_hash="h2",
+                                 text="A regenerated answer, never judged.", error=None)])
+    after = views()
+    assert after["items"] == before["items"] - 1 and after["n_SS"] == before["n_SS"] - 1  # leaderboard
+    assert after["theme_n"] == before["theme_n"] - 1 and np.isnan(after["example_SS"])  # themes
+    assert after["pairs"] == before["pairs"] - 1  # human vs LLM
+    assert after["judgments"] < before["judgments"]  # home: judge summary
+    assert after["critiques"] == before["critiques"] - 1  # Med-CoDE
+    assert browse_count(db, Browse(f, judge=JUDGE, metric="SS", query_id=qid)) == before["filtered"] - 1
+    page = browse_view(db, Browse(f, query_id=qid), 50, 0)  # the browser keeps the old judgments, marked
+    old = page["details"]["judgments"]
+    old = old[old.model_id == mid]
+    assert len(old) and not old.current.any()
+    assert len(page["details"]["safety"].query(f"model_id == '{mid}'")) == 0
+
+
+def test_errored_and_stale_responses_never_count(tmp_path, cataract):
+    text = "Current answer with ünïcode ✓"
+    responses = {("en-001", "m"): text, ("hi-001", "m"): text, ("en-002", "m"): text}
+    store = small_db(tmp_path / "r.duckdb", cataract, responses)
+    current = ResponseRow(dataset="cataract", query_id="en-001", model_id="m", run_id="r", prompt_hash="h",
+                          text=text, error=None).response_hash
+    rows = []
+    for q, rhash in (("en-001", current), ("hi-001", "stale"), ("en-002", current)):
+        for i, m in enumerate(METRICS):
+            for s in (0, 1):
+                rows.append(judgment(q, "m", m, s, None if (m == METRICS[-1] and s == 1) else (i + s) % 3, rhash))
+    store.write(rows)
+    store.write([ResponseRow(dataset="cataract", query_id="en-002", model_id="m", run_id="r", prompt_hash="h",
+                             text=text, error="TimeoutError")])  # same text, but the generation failed
+    base = lb.leaderboard_base(tmp_path / "r.duckdb", Filters(dataset="cataract"), "j")
+    judged = base["table"][base["table"]["items"] > 0]
+    assert list(judged.language) == ["en"] and judged["items"].iloc[0] == 1  # hi-001 stale, en-002 errored
+    row = judged.iloc[0]
+    expected = [((i + 0) % 3 + (i + 1) % 3) / 2 for i in range(len(METRICS))]
+    expected[-1] = (len(METRICS) - 1) % 3  # its second sample did not parse: the mean of the parsed one
+    assert [row[m] for m in METRICS] == pytest.approx(expected)
+    assert row.parse_failures == 1 and row.samples == 2
+
+
+# -- leaderboard ------------------------------------------------------------------------------------
+def test_leaderboard_matches_an_item_level_computation(tmp_path, cataract):
+    rng = np.random.default_rng(5)
+    queries = {lang: [q.query_id for q in cataract.queries if q.language == lang] for lang in ("en", "hi")}
+    items = [(q, m) for m, lang, n in (("a", "en", 40), ("b", "en", 25), ("a", "hi", 12)) for q in queries[lang][:n]]
+    store = small_db(tmp_path / "r.duckdb", cataract, {key: f"answer {key}" for key in items})
+    hashes = {key: ResponseRow(dataset="cataract", query_id=key[0], model_id=key[1], run_id="r", prompt_hash="h",
+                               text=f"answer {key}", error=None).response_hash for key in items}
+    raw, rows = [], []
+    for q, m in items:
+        item = {"model_id": m, "language": cataract.query(q).language}
+        for metric in METRICS:
+            score = int(rng.integers(0, 3)) if rng.random() > 0.1 else None
+            item[metric] = np.nan if score is None else float(score)
+            rows.append(judgment(q, m, metric, 0, score, hashes[(q, m)]))
+        raw.append(item)
+    store.write(rows)
+    raw = pd.DataFrame(raw)
+    w = weights_tuple(DEFAULT_WEIGHTS)
+    base = lb.leaderboard_base(tmp_path / "r.duckdb", Filters(dataset="cataract"), "j")
+    weights = normalised_weights(DEFAULT_WEIGHTS)
+    for lang in ("en", "hi"):
+        board = lb.leaderboard(base, w, lang).set_index("model_id")
+        for model, g in raw[raw.language == lang].groupby("model_id"):
+            row = board.loc[model]
+            for m in METRICS:
+                assert row[m] == pytest.approx(g[m].mean())
+                assert row[f"n_{m}"] == g[m].notna().sum()
+                assert row[f"{m}_lo"] <= row[m] + 1e-9 and row[m] <= row[f"{m}_hi"] + 1e-9
+            complete = g.dropna(subset=list(METRICS))
+            assert row["n_AGG"] == len(complete)
+            assert row["AGG"] == pytest.approx(sum(weights[m] * g[m].mean() for m in METRICS))
+        assert board["AGG"].is_monotonic_decreasing and list(board["rank"]) == list(range(1, len(board) + 1))
+    means = lb.model_means(base, w)
+    assert set(zip(means.language, means.model_id, strict=True)) == {("en", "a"), ("en", "b"), ("hi", "a")}
+
+
+# -- self-consistency ----------------------------------------------------------------------------------
+def test_self_consistency_std_and_flip_rate(tmp_path, cataract):
+    responses = {(q, "m"): f"answer {q}" for q in ("en-001", "en-002", "en-003")}
+    store = small_db(tmp_path / "r.duckdb", cataract, responses)
+    hashes = dict(store.fetch("SELECT query_id, response_hash FROM responses"))
+    first, second = METRICS[0], METRICS[1]
+    rows = [judgment(q, "m", first, s, score, hashes[q]) for q, scores in
+            {"en-001": [2, 2, 2], "en-002": [0, 2, 1], "en-003": [1, 1, None]}.items()
+            for s, score in enumerate(scores)]
+    rows.append(judgment("en-001", "m", second, 0, 2, hashes["en-001"]))  # one sample: nothing to compare
+    store.write(rows)
+    out = judge_trust.judge_consistency(tmp_path / "r.duckdb", Filters(dataset="cataract"), "j")
+    assert list(out.metric) == [first]
+    row = out.iloc[0]
+    assert row.multi_items == 3 and row.samples == pytest.approx(8 / 3)
+    assert row.flip_rate == pytest.approx(1 / 3)
+    assert row.mean_std == pytest.approx(np.std([0, 2, 1]) / 3)  # population std, as the leaderboard shows
+    base = lb.leaderboard_base(tmp_path / "r.duckdb", Filters(dataset="cataract"), "j")
+    board = lb.leaderboard(base, weights_tuple(DEFAULT_WEIGHTS), "en")
+    assert board.flip_rate.iloc[0] == pytest.approx(1 / 3)  # one implementation for both
+
+
+# -- safety ----------------------------------------------------------------------------------------------
+def test_safety_summary_counts_unclear_apart(tmp_path, cataract):
+    responses = {(q, m): f"{q} {m}" for q in ("en-001", "en-002", "en-003", "en-004") for m in ("a", "b")}
+    store = small_db(tmp_path / "r.duckdb", cataract, responses)
+    hashes = {(q, m): h for q, m, h in store.fetch("SELECT query_id, model_id, response_hash FROM responses")}
+    checks = [("en-001", "a", True), ("en-002", "a", False), ("en-003", "a", None), ("en-004", "a", True),
+              ("en-001", "b", False)]
+    store.write([SafetyCheckRow(dataset="cataract", query_id=q, model_id=m, check_name="update_adherence",
+                                passed=p, detail="", response_hash=hashes[(q, m)]) for q, m, p in checks])
+    store.write([SafetyCheckRow(dataset="cataract", query_id="en-002", model_id="b", check_name="update_adherence",
+                                passed=True, detail="", response_hash="stale")])  # of an earlier text
+    out = lb.safety_summary(tmp_path / "r.duckdb", Filters(dataset="cataract"))
+    a, b = _one(out, model_id="a"), _one(out, model_id="b")
+    assert (a.n, a.passed, a.failed, a.unclear) == (4, 2, 1, 1) and a.pass_rate == pytest.approx(2 / 3)
+    assert (b.n, b.passed, b.pass_rate) == (1, 0, 0.0)
+    assert lb.safety_summary(tmp_path / "r.duckdb", Filters(dataset="none")).empty
+
+
+# -- agreement -----------------------------------------------------------------------------------------
+def test_agreement_from_a_confusion_table_equals_item_level_figures():
+    pairs = pd.DataFrame({
+        "language": ["en"] * 6 + ["hi"] * 3, "model_id": ["a", "a", "a", "b", "b", "b", "a", "a", "a"],
+        "human": [2, 1, 0, 2, 2, 1, 0, 1, 2], "llm": [2, 1, 1, 0, 2, 1, 0, 1, 2],
+    })
+    confusion = pairs.value_counts().rename("n").reset_index()
+    out = agreement.agreement_from_confusion(confusion, ["language", "model_id"]).set_index(["language", "model_id"])
+    assert out.loc[("en", "a"), "agreement"] == pytest.approx(2 / 3)
+    assert out.loc[("en", "a"), "kappa"] == pytest.approx(
+        cohen_kappa_score([2, 1, 0], [2, 1, 1], weights="linear", labels=[0, 1, 2]))
+    assert out.loc[("en", "a"), "n"] == 3 and out.loc[("hi", "a"), "agreement"] == 1.0
+    pooled = agreement.agreement_from_confusion(confusion.assign(model_id=agreement.ALL_MODELS),
+                                                ["language", "model_id"]).set_index("language")
+    en = pairs[pairs.language == "en"]
+    assert pooled.loc["en", "n"] == 6
+    assert pooled.loc["en", "kappa"] == pytest.approx(weighted_kappa(en.human, en.llm))
+    assert agreement.agreement_from_confusion(confusion.iloc[0:0], ["language"]).empty
+
+
+def test_agreement_pairs_use_the_rounded_mean_of_parsed_samples(tmp_path, cataract):
+    store = small_db(tmp_path / "r.duckdb", cataract, {("en-001", "m"): "t", ("en-002", "m"): "u"})
+    from pipeline.dataset.human_labels import save_label
+
+    hashes = dict(store.fetch("SELECT query_id, response_hash FROM responses"))
+    metric = METRICS[0]
+    store.write([judgment("en-001", "m", metric, s, score, hashes["en-001"]) for s, score in enumerate([1, 2, 2])]
+                + [judgment("en-002", "m", metric, s, score, hashes["en-002"]) for s, score in enumerate([0, None])])
+    for q, score in (("en-001", 2), ("en-002", 0)):  # en-001: sample 0 says 1, the mean of its samples 2
+        save_label(tmp_path / "r.duckdb", dataset="cataract", query_id=q, model_id="m", metric=metric,
+                   annotator="dr", score=score, comment=None)
+    view = agreement.agreement_view(tmp_path / "r.duckdb", Filters(dataset="cataract"), "j", metric)
+    row = _one(view["table"], model_id="m")
+    assert row.n == 2 and row.agreement == 1.0  # round(mean(1, 2, 2)) = 2; an unparsed sample is left out
+    ranks = view["ranks"].iloc[0]
+    assert ranks.human_mean == 1.0 and ranks.llm_mean == 1.0
+    with pytest.raises(ValueError):
+        save_label(tmp_path / "r.duckdb", dataset="cataract", query_id="en-001", model_id="m", metric="XX",
+                   annotator="a", score=1, comment=None)
