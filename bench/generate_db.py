@@ -143,7 +143,7 @@ class Generator:
             hit = len(set(refs) & set(raw + upd))
             rows.append({"dataset": "synthetic", "query_id": q["query_id"], "search_text": q["query_en"] or q["query"],
                          "raw_ids": raw, "update_ids": upd, "recall": hit / len(refs) if refs else None,
-                         "settings": '{"top_k_raw":3,"top_k_updates":2,"hybrid":true}', "created_at": T0})
+                         "settings": '{"top_k":3,"split":"by_kind","top_k_updates":2,"hybrid":true}', "created_at": T0})
         self.write("retrievals", rows)
 
     # -- runs ------------------------------------------------------------------------------------

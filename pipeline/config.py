@@ -11,7 +11,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from pipeline.errors import UserError
-from pipeline.metrics import DEFAULT_WEIGHTS, METRICS
+from pipeline.metrics import DEFAULT_WEIGHTS, METRICS, WEIGHT_PRESETS
 
 SAFETY_CHECKS = ("refusal", "over_refusal", "update_adherence")  # pipeline/steps/safety.py
 STAGES = ("retrieve", "generate", "judge", "lexical", "medcode", "safety", "sanity")
@@ -60,8 +60,16 @@ class ModelConfig(_Frozen):
 
 
 class RetrievalConfig(_Frozen):
-    top_k_raw: int = Field(3, ge=0, le=50)
-    top_k_updates: int = Field(2, ge=0, le=50)
+    """How each query's chunks are chosen (once, stored: every model and the judge see the same chunks).
+
+    ``split: by_kind`` is Health-Pariksha's (§3.2, §3.4): one ranked top-``top_k`` over the whole KB,
+    then split into raw chunks (by rank) and KB updates (latest first). ``split: separate`` retrieves
+    ``top_k`` raw chunks and ``top_k_updates`` updates on their own (up to top_k + top_k_updates).
+    """
+
+    top_k: int = Field(3, ge=1, le=50)
+    split: Literal["by_kind", "separate"] = "by_kind"
+    top_k_updates: int = Field(2, ge=0, le=50, description="split: separate only")
     hybrid: bool = True
 
 
@@ -117,6 +125,7 @@ class RunConfig(_Frozen):
     models: tuple[ModelConfig, ...]
     judge: JudgeConfig | None = None
     weights: dict[str, float] = Field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
+    weights_preset: str | None = Field(None, description="set when `weights:` names a preset (e.g. paper-fit)")
     medcode: MedcodeConfig | None = None
     concurrency: int = Field(8, ge=1, le=1024)
     limit: int | None = Field(None, ge=1, description="evaluate only the first N queries")
@@ -127,6 +136,16 @@ class RunConfig(_Frozen):
     @classmethod
     def _ids_or_dicts(cls, v):
         return [{"id": m} if isinstance(m, str) else m for m in (v or [])]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _weights_preset(cls, raw):
+        if isinstance(raw, dict) and isinstance(raw.get("weights"), str):
+            name = raw["weights"]
+            if name not in WEIGHT_PRESETS:
+                raise ValueError(f"weights: unknown preset {name!r}; presets: {', '.join(WEIGHT_PRESETS)}")
+            raw = {**raw, "weights": dict(WEIGHT_PRESETS[name]), "weights_preset": name}
+        return raw
 
     @field_validator("judge", mode="before")
     @classmethod

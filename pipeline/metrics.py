@@ -102,3 +102,25 @@ def rubric(name: str) -> dict:
 METRICS: tuple[str, ...] = tuple(registry())
 LABELS: dict[str, str] = {m.name: m.label for m in registry().values()}
 DEFAULT_WEIGHTS: dict[str, float] = {m.name: m.weight for m in registry().values()}
+
+
+# AGG weight presets. ``paper-fit``: Health-Pariksha does not print its AGG weights; a non-negative
+# least-squares fit (no intercept) of its Tables 2-6 (data/reference/health_pariksha_leaderboards.csv,
+# 82 rows; re-derived in tests/test_stats.py) gives these, summing to 0.90. They are used as given,
+# not scaled to sum 1, so that AGG has the printed AGG's scale (max error 0.008 over the 82 rows).
+WEIGHT_PRESETS: dict[str, dict[str, float]] = {
+    "paper-fit": {"FC": 0.4415, "SS": 0.2575, "COH": 0.1514, "CON": 0.0503},
+}
+UNSCALED_PRESETS = frozenset({"paper-fit"})
+
+
+def agg_weights(weights: dict[str, float], preset: str | None = None) -> dict[str, float]:
+    """What AGG multiplies each metric by: a paper-fit preset as given (its scale is the printed AGG's);
+    any other weights scaled to sum to 1. Metrics without a weight weigh 0."""
+    values = {m: max(0.0, float(weights.get(m, 0.0))) for m in METRICS}
+    if preset in UNSCALED_PRESETS:
+        return values
+    total = sum(values.values())
+    if total <= 0:
+        raise ValueError("AGG weights must not all be zero")
+    return {m: v / total for m, v in values.items()}

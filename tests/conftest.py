@@ -48,7 +48,8 @@ def pipeline_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
         return db
     config = RunConfig.model_validate({
         "name": "app-tests", "dataset": str(REPO / "data" / "cataract"), "db": str(db),
-        "languages": ["en", "hi"], "per_language": 1, "retrieval": {"top_k_raw": 1, "top_k_updates": 1},
+        "languages": ["en", "hi"], "per_language": 1,
+        "retrieval": {"top_k": 1, "split": "separate", "top_k_updates": 1},
         "models": [{"id": SMOLLM2, "max_tokens": 24}, {"id": "extractive/top-sentences"}],
         "judge": {"id": SMOLLM2, "max_tokens": 24},
         "medcode": {"critic": SMOLLM2, "classifier": "logprobs"},

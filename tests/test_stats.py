@@ -146,3 +146,21 @@ def test_no_weights_reproduce_every_row_within_half_a_cent(printed):
     assert 0.006 < res.x[-1] < 0.007  # 0.0067 > 0.005
     # the rounded weights 0.45/0.24/0.15/0.05 miss by more than that
     assert agg_error(printed, {"FC": 0.45, "SS": 0.24, "COH": 0.15, "CON": 0.05}) > 0.015
+
+
+def test_paper_fit_preset_reproduces_every_printed_agg_within_a_cent(printed):
+    """With `weights: paper-fit` (not normalised) the published FC/SS/COH/CON give the printed AGG."""
+    from pipeline.config import RunConfig
+    from pipeline.metrics import agg_weights
+
+    config = RunConfig.model_validate({"name": "x", "dataset": "d", "models": ["extractive/x"],
+                                       "weights": "paper-fit"})
+    assert config.weights_preset == "paper-fit"
+    assert sum(agg_weights(config.weights, config.weights_preset).values()) == pytest.approx(0.9007)
+    ours = [weighted_agg(row._asdict(), config.weights, config.weights_preset) for row in
+            printed[list(METRICS)].itertuples(index=False)]
+    errors = np.abs(np.array(ours) - printed["AGG"].to_numpy(float))
+    assert errors.max() < 0.01, printed.iloc[int(errors.argmax())]
+    # normalised to sum 1, the same weights would not: AGG is scaled up by about 11 %
+    assert max(abs(weighted_agg(r._asdict(), config.weights) - agg) for r, agg in
+               zip(printed[list(METRICS)].itertuples(index=False), printed["AGG"], strict=True)) > 0.1

@@ -24,7 +24,7 @@ from statistics import NormalDist
 
 import numpy as np
 
-from pipeline.metrics import METRICS
+from pipeline.metrics import METRICS, agg_weights
 
 N_RESAMPLES = 2000
 # Where the Cornish–Fisher quantiles replace resampling: enough items, and a mean whose skewness is
@@ -104,9 +104,11 @@ def normalised_weights(weights: Mapping[str, float]) -> dict[str, float]:
     return {m: max(0.0, float(weights.get(m, 0.0))) / total for m in METRICS}
 
 
-def weighted_agg(metric_means: Mapping[str, float | None], weights: Mapping[str, float]) -> float | None:
-    """AGG: the weighted mean of the four metric means; None when a weighted metric is missing."""
-    w = normalised_weights(weights)
+def weighted_agg(metric_means: Mapping[str, float | None], weights: Mapping[str, float],
+                 preset: str | None = None) -> float | None:
+    """AGG of metric means (``pipeline.metrics.agg_weights``: normalised weights, or a paper-fit preset as
+    given); None when a weighted metric is missing."""
+    w = agg_weights(dict(weights), preset)
     if any(w[m] > 0 and (metric_means.get(m) is None or np.isnan(metric_means[m])) for m in METRICS):
         return None
     return float(sum(w[m] * metric_means[m] for m in METRICS if w[m] > 0))

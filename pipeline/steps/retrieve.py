@@ -2,8 +2,9 @@
 
 Every query is retrieved once and the chunk ids are stored, so every model sees identical
 chunks (Health-Pariksha §3.4). Non-English queries search with their English rendering, as the
-HealthBot translated before RAG. Raw chunks and KB updates are retrieved separately; updates
-are then ordered latest first.
+HealthBot translated before RAG. As the paper (§3.2, §3.4): the top 3 chunks over the whole KB,
+then split into raw chunks and KB updates, updates latest first (``RetrievalConfig``); a query
+with ``asked_on`` sees the KB as it stood that day (later updates are invisible to it).
 """
 
 from __future__ import annotations
@@ -101,29 +102,54 @@ class KBIndex:
         table.create_index("text", config=FTS())
         return table
 
-    def search(self, text: str, *, kind: str, k: int, hybrid: bool = True) -> list[str]:
-        """Top-``k`` chunk ids of ``kind`` for ``text``: hybrid (vector + BM25, RRF) or vector only."""
+    def search(self, text: str, *, k: int, kind: str | None = None, hidden: frozenset[str] = frozenset(),
+               hybrid: bool = True) -> list[str]:
+        """Top-``k`` chunk ids for ``text`` (of ``kind`` if given, never one in ``hidden``): hybrid (vector +
+        BM25, fused by reciprocal rank) or vector only."""
         if k <= 0:
             return []
         vector = get_embedder().encode([text])[0].tolist()
-        kind_filter = "kind = 'update'" if kind == "update" else "kind = 'raw'"
+        preds = [] if kind is None else [f"kind = {_sql_literal(kind)}"]
+        if hidden:
+            preds.append(f"chunk_id NOT IN ({', '.join(_sql_literal(c) for c in sorted(hidden))})")
         if hybrid:
             query = self.table.search(query_type="hybrid").vector(vector).text(text)
         else:
             query = self.table.search(vector, query_type="vector")
-        rows = query.where(kind_filter, prefilter=True).limit(k).to_list()
-        return [r["chunk_id"] for r in rows]
+        if preds:
+            query = query.where(" AND ".join(preds), prefilter=True)
+        return [r["chunk_id"] for r in query.limit(k).to_list()]
+
+    def hidden_for(self, query: Query) -> frozenset[str]:
+        """Chunks the query cannot see: KB updates written after the patient asked (``asked_on``)."""
+        asked_on = getattr(query, "asked_on", None)
+        if asked_on is None:
+            return frozenset()
+        return frozenset(c.chunk_id for c in self.chunks.values() if c.updated is not None and c.updated > asked_on)
 
     def retrieve(self, query: Query, settings: RetrievalConfig) -> Retrieval:
-        """Raw chunks by relevance, then updates by relevance re-ordered latest first."""
+        """The query's chunks under ``settings`` (see RetrievalConfig), with the KB as of the query's date;
+        raw chunks in rank order, updates latest first."""
         text = query.search_text
-        raw = self.search(text, kind="raw", k=settings.top_k_raw, hybrid=settings.hybrid)
-        updates = self.search(text, kind="update", k=settings.top_k_updates, hybrid=settings.hybrid)
+        hidden = self.hidden_for(query)
+        if settings.split == "by_kind":
+            ranked = self.search(text, k=settings.top_k, hidden=hidden, hybrid=settings.hybrid)
+            raw = [c for c in ranked if self.chunks[c].kind == "raw"]
+            updates = [c for c in ranked if self.chunks[c].kind == "update"]
+        else:
+            raw = self.search(text, kind="raw", k=settings.top_k, hidden=hidden, hybrid=settings.hybrid)
+            updates = self.search(text, kind="update", k=settings.top_k_updates, hidden=hidden,
+                                  hybrid=settings.hybrid)
         updates.sort(key=lambda cid: self.chunks[cid].updated.isoformat() if self.chunks[cid].updated else "",
                      reverse=True)
         refs = set(query.kb_refs)
         recall = len(refs & (set(raw) | set(updates))) / len(refs) if refs else None
         return Retrieval(query.query_id, text, tuple(raw), tuple(updates), recall)
+
+
+def _sql_literal(value: str) -> str:
+    """A string literal for LanceDB's filter SQL (single quotes doubled)."""
+    return "'" + value.replace("'", "''") + "'"
 
 
 # -- the step ---------------------------------------------------------------------------------------
@@ -137,7 +163,7 @@ async def step_retrieve(ctx: RunContext) -> None:
     todo = [q for q in ctx.queries if q.query_id not in done]
     started = time.perf_counter()
     if todo:
-        task = ctx.progress.add_task("retrieve (LanceDB hybrid)", total=len(todo))
+        task = ctx.progress.add_task(f"retrieve (LanceDB, {ctx.config.retrieval.split})", total=len(todo))
         index = await asyncio.to_thread(KBIndex, index_dir_for(ctx.store.path), ctx.dataset)
         rows = []
         for q in todo:
