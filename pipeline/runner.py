@@ -96,13 +96,21 @@ def _roles(config: RunConfig, stages: list[str]) -> list[tuple[str, ModelConfig]
 
 def print_dry_run(config: RunConfig, dataset: Dataset, queries: list[Query], stages: list[str],
                   console: Console) -> int:
-    """List what would run and what is missing (keys, vLLM, GPUs), calling nothing."""
+    """List every model with its role, languages and what it needs that is missing (key, endpoint, vLLM, GPUs),
+    and how many LLM calls the run would make at most; calls nothing."""
     table = Table(title=f"dry run: {config.name} on {dataset.name} ({len(queries)} queries)")
-    for col in ("role", "model", "provider", "status"):
-        table.add_column(col)
+    for col in ("role", "model", "provider", "languages", "queries", "needs", "status"):
+        table.add_column(col, overflow="fold")
+    languages = sorted({q.language for q in queries})
     for role, mc in _roles(config, stages):
         reason = unavailable_reason(mc)
-        table.add_row(role, mc.id, mc.provider, f"[red]missing: {reason}[/]" if reason else "[green]ready[/]")
+        langs = [lang for lang in languages if not mc.languages or lang in mc.languages] if role == "generator" \
+            else languages
+        n = sum(1 for q in queries if q.language in langs)
+        needs = {"vllm": f"{mc.tensor_parallel_size} GPU(s)", "openai": mc.api_key_env or "OPENAI_API_KEY",
+                 "openai-compatible": mc.base_url or "base_url"}.get(mc.provider, "this machine")
+        table.add_row(role, mc.id, mc.provider, ", ".join(langs), str(n), needs,
+                      f"[red]missing: {reason}[/]" if reason else "[green]ready[/]")
     console.print(table)
     answered = sum(sum(1 for q in queries if not m.languages or q.language in m.languages) for m in config.models)
     calls = {"generate": answered}

@@ -23,7 +23,8 @@ def unavailable(config: ModelConfig) -> str | None:
     if importlib.util.find_spec("vllm") is None:
         return "vLLM is not installed; on a machine with NVIDIA GPUs run `pip install -r requirements-gpu.txt`"
     if shutil.which("nvidia-smi") is None:
-        return "no NVIDIA GPU found (nvidia-smi is missing); vLLM's engine needs one"
+        return (f"no NVIDIA GPU found (nvidia-smi is missing); vLLM's engine needs {config.tensor_parallel_size} "
+                "GPU(s) for this model")
     return None
 
 
