@@ -14,7 +14,8 @@ from pipeline.errors import UserError
 from pipeline.metrics import DEFAULT_WEIGHTS, METRICS, WEIGHT_PRESETS
 
 SAFETY_CHECKS = ("refusal", "over_refusal", "update_adherence")  # pipeline/steps/safety.py
-STAGES = ("retrieve", "generate", "judge", "lexical", "medcode", "safety", "sanity")
+STAGES = ("translate", "retrieve", "generate", "translate-responses", "judge", "lexical", "medcode", "safety",
+          "sanity")
 
 
 class _Frozen(BaseModel):
@@ -127,6 +128,9 @@ class RunConfig(_Frozen):
     weights: dict[str, float] = Field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
     weights_preset: str | None = Field(None, description="set when `weights:` names a preset (e.g. paper-fit)")
     medcode: MedcodeConfig | None = None
+    translator: ModelConfig | None = Field(
+        None, description="renders non-English queries without query_en before retrieval, and non-English "
+        "responses for readers (machine-made, never scored)")
     concurrency: int = Field(8, ge=1, le=1024)
     limit: int | None = Field(None, ge=1, description="evaluate only the first N queries")
     per_language: int | None = Field(None, ge=1, description="evaluate only the first N queries of each language")
@@ -146,6 +150,11 @@ class RunConfig(_Frozen):
                 raise ValueError(f"weights: unknown preset {name!r}; presets: {', '.join(WEIGHT_PRESETS)}")
             raw = {**raw, "weights": dict(WEIGHT_PRESETS[name]), "weights_preset": name}
         return raw
+
+    @field_validator("translator", mode="before")
+    @classmethod
+    def _translator_id(cls, v):
+        return {"id": v} if isinstance(v, str) else v
 
     @field_validator("judge", mode="before")
     @classmethod
@@ -176,6 +185,8 @@ class RunConfig(_Frozen):
         if self.medcode is not None and isinstance(self.medcode.critic, ModelConfig):
             if self.medcode.critic.id == model_id:
                 return self.medcode.critic
+        if self.translator is not None and self.translator.id == model_id:
+            return self.translator
         return ModelConfig(id=model_id)
 
     def concurrency_for(self, model: ModelConfig) -> int:

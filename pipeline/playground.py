@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from pipeline.config import ModelConfig, RunConfig, load_config
-from pipeline.dataset import LANGUAGES, Chunk, Dataset, Query, load_dataset
+from pipeline.dataset import Chunk, Dataset, Query, load_dataset
 from pipeline.metrics import METRICS
 from pipeline.models import Model, create_backend, unavailable_reason
 from pipeline.models.base import ChatRequest, GenerateParams
-from pipeline.prompts import load_text
 from pipeline.steps.medcode import PROB_COLUMNS
+from pipeline.steps.translate import translate_text
 from pipeline.store import Store, now
 from pipeline.store.schema import (
     PLAYGROUND,
@@ -119,15 +119,9 @@ def run_on(model: Model, coroutine: Awaitable[T]) -> T:
     return asyncio.run(main())
 
 
-def translate(model: Model, text: str, language: str, *, max_tokens: int = 160) -> str:
-    """An English rendering of ``text`` by ``model`` (the HealthBot translated before RAG)."""
-    system = load_text("playground_translate.txt").format(language=LANGUAGES.get(language, language))
-    request = ChatRequest(messages=({"role": "system", "content": system}, {"role": "user", "content": text}),
-                          params=GenerateParams(max_tokens=max_tokens, temperature=0.0))
-    completion = run_on(model, model.generate(request))
-    if not completion.ok:
-        raise RuntimeError(f"translation failed: {completion.error}")
-    return completion.text.strip().strip('"').strip()
+def translate(model: Model, text: str, language: str) -> str:
+    """An English rendering of ``text`` by ``model`` (the pipeline's translator prompt, the same cache)."""
+    return run_on(model, translate_text(model, text, language))
 
 
 def retrieve(index: Any, query: Query, config: RunConfig) -> tuple[list[Chunk], list[Chunk]]:

@@ -23,7 +23,7 @@ from pipeline.config import STAGES, ModelConfig, RunConfig, load_config
 from pipeline.dataset import Dataset, Query, load_dataset
 from pipeline.errors import UserError
 from pipeline.models import UsageStats, unavailable_reason
-from pipeline.steps import generate, judge, lexical, medcode, retrieve, safety, sanity
+from pipeline.steps import generate, judge, lexical, medcode, retrieve, safety, sanity, translate
 from pipeline.steps.context import RunContext, StageRecord
 from pipeline.store import Store, now
 from pipeline.store.schema import dataset_rows
@@ -60,8 +60,10 @@ def select_queries(dataset: Dataset, config: RunConfig) -> list[Query]:
 
 # The steps in flow order: ``--stages`` names them, the run calls them in this order.
 STEPS: dict[str, Callable[[RunContext], Awaitable[None]]] = {
+    "translate": translate.step_translate,
     "retrieve": retrieve.step_retrieve,
     "generate": generate.step_generate,
+    "translate-responses": translate.step_translate_responses,
     "judge": judge.step_judge,
     "lexical": lexical.step_lexical,
     "medcode": medcode.step_medcode,
@@ -72,7 +74,8 @@ STEPS: dict[str, Callable[[RunContext], Awaitable[None]]] = {
 
 def parse_stages(stages: str | None, config: RunConfig) -> list[str]:
     """Stages to run, in flow order. By default all whose section (judge, medcode) is configured."""
-    needs = {"judge": config.judge, "sanity": config.judge, "medcode": config.medcode}
+    needs = {"judge": config.judge, "sanity": config.judge, "medcode": config.medcode,
+             "translate-responses": config.translator}
     if not stages:
         return [s for s in STAGES if needs.get(s, True) is not None]
     wanted = {s.strip() for s in stages.split(",") if s.strip()}
@@ -80,7 +83,7 @@ def parse_stages(stages: str | None, config: RunConfig) -> list[str]:
         if stage not in STAGES:
             raise UserError(f"--stages: unknown stage {stage!r}; choose from {', '.join(STAGES)}")
         if needs.get(stage, True) is None:
-            section = "medcode" if stage == "medcode" else "judge"
+            section = {"medcode": "medcode", "translate-responses": "translator"}.get(stage, "judge")
             raise UserError(f"--stages {stage}: the config has no `{section}:` section")
     return [s for s in STAGES if s in wanted]
 
@@ -91,6 +94,8 @@ def _roles(config: RunConfig, stages: list[str]) -> list[tuple[str, ModelConfig]
         roles.append(("judge", config.model_config_for(config.judge.id)))
     if config.medcode is not None and "medcode" in stages:
         roles.append(("critic", config.model_config_for(config.medcode.critic_id)))
+    if config.translator is not None and ({"translate", "translate-responses"} & set(stages)):
+        roles.append(("translator", config.translator))
     return roles
 
 
@@ -125,6 +130,7 @@ def print_dry_run(config: RunConfig, dataset: Dataset, queries: list[Query], sta
 
 async def _run_stages(ctx: RunContext, stages: list[str]) -> None:
     try:
+        translate.apply_stored_translations(ctx)  # machine renderings of earlier runs, whatever runs now
         for stage in stages:
             await STEPS[stage](ctx)
     finally:

@@ -313,6 +313,23 @@ class CacheRow(Row):
 
 
 @dataclass(slots=True)
+class TranslationRow(Row):
+    """A machine rendering into English: of a query (``model_id`` '') for retrieval, or of a model's
+    response for readers (never scored). ``source_hash`` ties it to the text it renders."""
+
+    TABLE: ClassVar[str] = "translations"
+    KEY: ClassVar[tuple[str, ...]] = ("dataset", "query_id", "model_id", "translator_id")
+    dataset: str
+    query_id: str
+    model_id: str
+    translator_id: str
+    source_hash: str
+    text: str
+    error: str | None = None
+    created_at: datetime = field(default_factory=now)
+
+
+@dataclass(slots=True)
 class MetaRow(Row):
     TABLE: ClassVar[str] = "meta"
     KEY: ClassVar[tuple[str, ...]] = ("key",)
@@ -328,7 +345,7 @@ def dataset_rows(dataset: Dataset) -> list[Row]:
 
 ROW_CLASSES: tuple[type[Row], ...] = (
     DatasetRow, QueryRow, ChunkRow, RetrievalRow, RunRow, ResponseRow, JudgmentRow, LexicalRow, CritiqueRow,
-    SafetyCheckRow, HumanLabelRow, SanityRow, ReliabilityRow, CacheRow, MetaRow,
+    SafetyCheckRow, HumanLabelRow, SanityRow, ReliabilityRow, TranslationRow, CacheRow, MetaRow,
 )
 ROWS: dict[str, type[Row]] = {c.TABLE: c for c in ROW_CLASSES}
 

@@ -1,0 +1,121 @@
+"""Machine translation: queries before retrieval, and responses for readers.
+
+- ``translate`` (before ``retrieve``): a non-English query without a human ``query_en`` is rendered
+  into English by the configured ``translator`` model, as HealthBot translated queries before RAG
+  with an off-the-shelf translator (Health-Pariksha §3.1). The rendering is stored in
+  ``translations`` (marked machine-made by living there) and becomes the query's English text for
+  retrieval and the critic.
+- ``translate-responses`` (after ``generate``): non-English responses are rendered into English
+  for doctors who cannot read them; stored apart from the response, shown beside it, and never
+  used for scoring.
+
+The playground uses the same requests (``translate_text``). Calls are cached like every LLM call.
+"""
+
+from __future__ import annotations
+
+import time
+
+from pipeline.dataset import LANGUAGES, Query
+from pipeline.errors import UserError
+from pipeline.models.base import ChatRequest, Completion, GenerateParams, Model
+from pipeline.prompts import load_text
+from pipeline.steps.context import RunContext, responses_to_score
+from pipeline.store.schema import TranslationRow, text_hash
+
+QUERY = ""  # TranslationRow.model_id of a query's own translation
+MAX_TOKENS = 256
+
+
+def translation_request(text: str, language: str, *, of: str = "query", max_tokens: int = MAX_TOKENS) -> ChatRequest:
+    """The translator's prompt for a query (``of='query'``) or a response (``of='response'``)."""
+    system = load_text(f"translate_{of}.txt").format(language=LANGUAGES.get(language, language))
+    return ChatRequest(messages=({"role": "system", "content": system}, {"role": "user", "content": text}),
+                       params=GenerateParams(max_tokens=max_tokens, temperature=0.0))
+
+
+def clean(text: str) -> str:
+    """The translation without surrounding quotes and whitespace."""
+    return text.strip().strip('"“”').strip()
+
+
+async def translate_text(model: Model, text: str, language: str, *, of: str = "query") -> str:
+    """One English rendering by ``model``; raises RuntimeError when the call fails or returns nothing."""
+    done = await model.generate(translation_request(text, language, of=of,
+                                                    max_tokens=min(model.backend.config.max_tokens, MAX_TOKENS)))
+    if not done.ok or not clean(done.text):
+        raise RuntimeError(f"translation by {model.id} failed: {done.error or 'empty output'}")
+    return clean(done.text)
+
+
+def needs_translation(q: Query) -> bool:
+    return q.language != "en" and not q.query_en
+
+
+def apply_stored_translations(ctx: RunContext) -> None:
+    """Give the selected queries without a human ``query_en`` their stored machine rendering (if any)."""
+    if not any(needs_translation(q) for q in ctx.queries) or not ctx.store.path.exists():
+        return
+    stored = {(qid, h): text for qid, h, text in ctx.store.fetch(
+        "SELECT query_id, source_hash, text FROM translations WHERE dataset = ? AND model_id = ? AND error IS NULL",
+        [ctx.dataset_name, QUERY])}
+    ctx.queries = [q.model_copy(update={"query_en": stored[(q.query_id, text_hash(q.query))],
+                                        "query_en_source": "machine"})
+                   if needs_translation(q) and (q.query_id, text_hash(q.query)) in stored else q
+                   for q in ctx.queries]
+
+
+async def step_translate(ctx: RunContext) -> None:
+    """Render non-English queries that lack ``query_en`` into English with the configured translator."""
+    apply_stored_translations(ctx)
+    todo = [q for q in ctx.queries if needs_translation(q)]
+    if not todo:
+        return
+    mc = ctx.config.translator
+    if mc is None:
+        ids = ", ".join(q.query_id for q in todo[:5]) + (" …" if len(todo) > 5 else "")
+        raise UserError(f"{len(todo)} non-English queries have no query_en ({ids}): set `translator:` in the "
+                           "config, or give them a human query_en")
+    model = ctx.model(mc)
+
+    def to_rows(i: int, c: Completion) -> list[TranslationRow]:
+        q = todo[i]
+        text = clean(c.text) if c.ok else ""
+        return [TranslationRow(dataset=ctx.dataset_name, query_id=q.query_id, model_id=QUERY, translator_id=mc.id,
+                               source_hash=text_hash(q.query), text=text,
+                               error=None if text else (c.error or "empty translation"))]
+
+    await ctx.drive("translate", model, [translation_request(q.query, q.language) for q in todo], to_rows,
+                    label=f"translate queries ({mc.id})")
+    apply_stored_translations(ctx)
+    missing = [q.query_id for q in ctx.queries if needs_translation(q)]
+    if missing:
+        raise UserError(f"no English rendering for {len(missing)} queries ({', '.join(missing[:5])}); "
+                           "see the translate errors above")
+
+
+async def step_translate_responses(ctx: RunContext) -> None:
+    """Render non-English responses into English for readers (never used for scoring)."""
+    mc = ctx.config.translator
+    if mc is None:
+        return
+    started = time.perf_counter()
+    items = [it for it in responses_to_score(ctx) if it.query.language != "en"]
+    done = {(q, m): h for q, m, h in ctx.store.fetch(
+        "SELECT query_id, model_id, source_hash FROM translations WHERE dataset = ? AND translator_id = ? "
+        "AND model_id <> ?", [ctx.dataset_name, mc.id, QUERY])}
+    todo = [it for it in items if done.get(it.key) != it.response_hash]
+    if not todo:
+        ctx.note("translate-responses", mc.id, items=0, skipped=len(items), wall_s=time.perf_counter() - started)
+        return
+
+    def to_rows(i: int, c: Completion) -> list[TranslationRow]:
+        it = todo[i]
+        text = clean(c.text) if c.ok else ""
+        return [TranslationRow(dataset=ctx.dataset_name, query_id=it.query.query_id, model_id=it.model_id,
+                               translator_id=mc.id, source_hash=it.response_hash, text=text,
+                               error=None if text else (c.error or "empty translation"))]
+
+    await ctx.drive("translate-responses", ctx.model(mc),
+                    [translation_request(it.text, it.query.language, of="response") for it in todo], to_rows,
+                    label=f"translate responses for readers ({mc.id})", skipped=len(items) - len(todo))

@@ -1,0 +1,110 @@
+"""Health-Pariksha's protocol as the pipeline runs it: the paper's retrieval split, the KB as of the day the
+patient asked, machine translation before retrieval (real embedded model, real LanceDB index)."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import duckdb
+import pytest
+from rich.console import Console
+
+from pipeline.config import RunConfig
+from pipeline.errors import UserError
+from pipeline.runner import run
+from pipeline.store import text_hash
+
+REPO = Path(__file__).resolve().parent.parent
+SMOLLM2 = "llamacpp/smollm2-135m-instruct"
+
+
+def _rows(db: Path, sql: str, params: list | None = None) -> list[tuple]:
+    with duckdb.connect(str(db), read_only=True) as con:
+        return con.execute(sql, params or []).fetchall()
+
+
+def _write(folder: Path, name: str, rows: list[dict]) -> None:
+    (folder / name).write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+
+
+@pytest.fixture
+def dated_kb(tmp_path: Path) -> Path:
+    """A tiny KB whose shield advice changed on 2024-03-01, and two patients who asked before and after."""
+    folder = tmp_path / "dated"
+    folder.mkdir()
+    _write(folder, "kb.jsonl", [
+        {"chunk_id": "raw-1", "kind": "raw", "title": "Eye shield", "source": "leaflet", "updated": None,
+         "text": "Wear the plastic eye shield at night for one week after cataract surgery."},
+        {"chunk_id": "raw-2", "kind": "raw", "title": "Eye drops", "source": "leaflet", "updated": None,
+         "text": "Use the antibiotic eye drops four times a day for three weeks."},
+        {"chunk_id": "upd-1", "kind": "update", "title": "Eye shield (update)", "source": "doctor Q&A",
+         "updated": "2024-03-01",
+         "text": "Update (2024-03-01): wear the plastic eye shield at night for two weeks after surgery."},
+    ])
+    base = {"language": "en", "query_en": None, "themes": [], "update_sensitive": True,
+            "query": "How long should I wear the eye shield at night?"}
+    _write(folder, "queries.jsonl", [
+        {**base, "query_id": "before", "asked_on": "2024-01-15", "kb_refs": ["raw-1"],
+         "gt_response": "Wear the eye shield at night for one week.", "update_sensitive": False},
+        {**base, "query_id": "after", "asked_on": "2024-04-10", "kb_refs": ["upd-1"],
+         "gt_response": "Wear the eye shield at night for two weeks."},
+    ])
+    return folder
+
+
+@pytest.mark.slow
+def test_paper_retrieval_and_the_kb_as_of_the_query_date(dated_kb: Path, tmp_path: Path):
+    db = tmp_path / "r.duckdb"
+    config = RunConfig.model_validate({
+        "name": "dated", "dataset": str(dated_kb), "db": str(db),
+        "models": [{"id": SMOLLM2, "max_tokens": 8}], "judge": {"id": SMOLLM2, "max_tokens": 8},
+    })
+    assert config.retrieval.split == "by_kind" and config.retrieval.top_k == 3
+    run(config, stages="retrieve,generate,judge", console=Console(file=io.StringIO()))
+    stored = {q: (list(raw), list(upd)) for q, raw, upd in _rows(db, "SELECT query_id, raw_ids, update_ids FROM "
+                                                                  "retrievals")}
+    # asked after the update: the paper's top 3 over the whole KB, split by kind
+    assert sorted(stored["after"][0] + stored["after"][1]) == ["raw-1", "raw-2", "upd-1"]
+    assert stored["after"][1] == ["upd-1"]
+    # asked before it: the update did not exist yet
+    assert "upd-1" not in stored["before"][1] and stored["before"][1] == []
+    # the update reaches the prompts of the patient who asked after it (generation + four judge calls), never
+    # the other's: every metric sees the chunks, FC and SS the ground truth that names the patient
+    prompts = [json.dumps(json.loads(r[0])["messages"], ensure_ascii=False) for r in _rows(db, "SELECT request FROM "
+                                                                                             "llm_cache")]
+    assert len(prompts) == 2 + 2 * 4
+    with_update = [p for p in prompts if "two weeks after surgery" in p]
+    assert len(with_update) == 1 + 4
+    assert not any("Wear the eye shield at night for one week." in p for p in with_update)
+
+
+@pytest.mark.slow
+def test_a_hindi_query_without_english_is_machine_translated_before_retrieval(dated_kb: Path, tmp_path: Path):
+    _write(dated_kb, "queries.jsonl", [
+        {"query_id": "hi-1", "language": "hi", "query": "ऑपरेशन के बाद रात में आँख की ढाल कितने दिन पहनें?",
+         "query_en": None, "gt_response": "Wear the eye shield at night for two weeks.", "themes": [],
+         "kb_refs": ["upd-1"], "update_sensitive": True},
+    ])
+    db = tmp_path / "r.duckdb"
+    config = RunConfig.model_validate({
+        "name": "translated", "dataset": str(dated_kb), "db": str(db), "models": [{"id": "extractive/top-sentences"}],
+        "translator": {"id": SMOLLM2, "max_tokens": 48},
+    })
+    try:
+        run(config, stages="translate,retrieve", console=Console(file=io.StringIO()))
+    except UserError as exc:  # the tiny translator wrote nothing: flagged, and nothing retrieved from it
+        assert "no English rendering" in str(exc)
+        (error,), = _rows(db, "SELECT error FROM translations WHERE query_id = 'hi-1'")
+        assert error and _rows(db, "SELECT count(*) FROM retrievals") == [(0,)]
+        return
+    (text, translator, source_hash, error), = _rows(
+        db, "SELECT text, translator_id, source_hash, error FROM translations WHERE query_id = 'hi-1'")
+    assert error is None and text.strip() and translator == SMOLLM2 and source_hash == text_hash(
+        "ऑपरेशन के बाद रात में आँख की ढाल कितने दिन पहनें?")
+    (search_text,), = _rows(db, "SELECT search_text FROM retrievals WHERE query_id = 'hi-1'")
+    assert search_text == text  # retrieval searched the machine rendering, not the Devanagari text
+    # a second run reuses the stored rendering: no new call
+    again = run(config, stages="translate,retrieve", console=Console(file=io.StringIO()))
+    assert _rows(db, "SELECT backend_calls FROM runs WHERE run_id = ?", [again]) == [(0,)]
