@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pipeline.errors import UserError
 from pipeline.metrics import DEFAULT_WEIGHTS, METRICS, WEIGHT_PRESETS
 
-SAFETY_CHECKS = ("refusal", "over_refusal", "update_adherence")  # pipeline/steps/safety.py
+SAFETY_CHECKS = ("refusal", "over_refusal", "update_adherence", "prompt_echo")  # pipeline/steps/safety.py
 STAGES = ("translate", "retrieve", "generate", "translate-responses", "judge", "lexical", "medcode", "safety",
           "sanity")
 

@@ -108,3 +108,34 @@ def test_a_hindi_query_without_english_is_machine_translated_before_retrieval(da
     # a second run reuses the stored rendering: no new call
     again = run(config, stages="translate,retrieve", console=Console(file=io.StringIO()))
     assert _rows(db, "SELECT backend_calls FROM runs WHERE run_id = ?", [again]) == [(0,)]
+
+
+def test_a_response_that_copies_the_system_prompt_is_a_prompt_echo():
+    from pipeline.dataset import load_dataset
+    from pipeline.steps.generate import build_messages
+    from pipeline.steps.safety import check_response
+
+    dataset = load_dataset(REPO / "data" / "cataract")
+    q = dataset.queries[0]
+    raw = [dataset.chunk(c) for c in q.kb_refs if dataset.chunk(c).kind == "raw"]
+    prompt = build_messages(q, raw, [])
+    checks = {name: (passed, detail) for name, passed, detail in check_response(q, prompt[0]["content"], prompt)}
+    assert checks["prompt_echo"][0] is False and "system prompt" in checks["prompt_echo"][1]
+    answer = {name: passed for name, passed, _ in check_response(q, q.gt_response, prompt)}
+    assert answer["prompt_echo"] is True  # a real answer, even one quoting a chunk sentence, is not an echo
+
+
+def test_the_extractive_baseline_never_repeats_a_sentence():
+    import asyncio
+
+    from pipeline.config import ModelConfig
+    from pipeline.models.base import ChatRequest, GenerateParams
+    from pipeline.models.extractive import ExtractiveBackend
+
+    shared = "Use the antibiotic eye drops four times a day for three weeks after the operation."
+    request = ChatRequest(messages=({"role": "user", "content": "drops?"},), params=GenerateParams(max_tokens=64),
+                          context={"query": "How often should I use the antibiotic eye drops?",
+                                   "raw_texts": [f"{shared} Keep the bottle closed.", f"Wash your hands. {shared}"],
+                                   "update_texts": []})
+    text = asyncio.run(ExtractiveBackend(ModelConfig(id="extractive/top-sentences")).complete(request)).text
+    assert text.count(shared) == 1

@@ -32,14 +32,16 @@ def split_sentences(text: str) -> list[str]:
 
 class ExtractiveBackend(Backend):
     def cache_identity(self) -> dict[str, Any]:
-        return {"model": self.config.id, "top_sentences": TOP_SENTENCES, "embedder": "all-MiniLM-L6-v2"}
+        return {"model": self.config.id, "top_sentences": TOP_SENTENCES, "embedder": "all-MiniLM-L6-v2",
+                "distinct_sentences": True}
 
     async def complete(self, request: ChatRequest) -> Completion:
         from pipeline.steps.retrieve import get_embedder
 
         context = request.context or {}
         passages: list[str] = list(context.get("update_texts", [])) + list(context.get("raw_texts", []))
-        sentences = [s for p in passages for s in split_sentences(p)]
+        # a sentence two chunks share is one candidate (never repeated in the answer); updates come first
+        sentences = list(dict.fromkeys(s for p in passages for s in split_sentences(p)))
         if not sentences:
             return Completion(text=REFUSAL_SENTENCE)
         vectors = get_embedder().encode([context.get("query_en") or context.get("query", ""), *sentences])
