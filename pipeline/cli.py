@@ -81,6 +81,29 @@ def import_human_labels(
     raise typer.Exit(import_human_labels_command(csv, db=db, dataset=dataset))
 
 
+human_eval_app = typer.Typer(no_args_is_help=True, help="Human evaluation designed as Health-Pariksha's (3.5.2).")
+app.add_typer(human_eval_app, name="human-eval")
+
+
+@human_eval_app.command("plan")
+def human_eval_plan(
+    models: Annotated[str, typer.Option(help="comma-separated model ids (the paper: 5 models)")],
+    db: Annotated[Path, typer.Option(help="DuckDB file")] = Path("data/results.duckdb"),
+    english: Annotated[int, typer.Option(help="English queries to sample (stratified by theme)")] = 100,
+    metric: Annotated[str, typer.Option(help="the metric annotators label (the paper: SS)")] = "SS",
+    annotators: Annotated[int, typer.Option(help="annotators labelling every item")] = 1,
+    seed: Annotated[int, typer.Option(help="sampling seed")] = 0,
+    dataset: Annotated[str | None, typer.Option(help="dataset (when the database holds several)")] = None,
+    out: Annotated[Path | None, typer.Option(help="CSV for offline annotators")] = None,
+):
+    """Draw every Indic query plus a stratified English sample for the chosen models; queue and CSV."""
+    from pipeline.dataset.human_eval import plan_command
+
+    raise typer.Exit(plan_command(db=db, models=[m.strip() for m in models.split(",") if m.strip()],
+                                  english=english, metric=metric, annotators=annotators, seed=seed,
+                                  dataset=dataset, out=out))
+
+
 @medcode_app.command("train-classifier")
 def train_classifier(
     csv: Annotated[Path, typer.Argument(help="CSV with critique,label (None/Low/Moderate/High)")],

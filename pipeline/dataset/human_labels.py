@@ -50,6 +50,8 @@ def validate_label_rows(text: str, *, datasets: set[str], queries: set[tuple[str
             problems.append(f"line {line}: more fields than the header has")
             continue
         row = {(k or "").strip().lower(): (v or "").strip() for k, v in raw.items()}
+        if row.get("plan_id") and not row.get("score"):
+            continue  # a planned item not labelled yet (human-eval plan's CSV): import what is done
         ds = row.get("dataset") or dataset
         empty = [c for c in REQUIRED_COLUMNS if not row.get(c)]
         if empty:

@@ -313,6 +313,23 @@ class CacheRow(Row):
 
 
 @dataclass(slots=True)
+class PlanRow(Row):
+    """An item of a human-evaluation plan (``python -m pipeline human-eval plan``): what annotators label."""
+
+    TABLE: ClassVar[str] = "annotation_plans"
+    KEY: ClassVar[tuple[str, ...]] = ("plan_id", "dataset", "query_id", "model_id", "metric")
+    plan_id: str
+    dataset: str
+    query_id: str
+    model_id: str
+    metric: str
+    language: str
+    annotators: int
+    seed: int
+    created_at: datetime = field(default_factory=now)
+
+
+@dataclass(slots=True)
 class TranslationRow(Row):
     """A machine rendering into English: of a query (``model_id`` '') for retrieval, or of a model's
     response for readers (never scored). ``source_hash`` ties it to the text it renders."""
@@ -345,7 +362,8 @@ def dataset_rows(dataset: Dataset) -> list[Row]:
 
 ROW_CLASSES: tuple[type[Row], ...] = (
     DatasetRow, QueryRow, ChunkRow, RetrievalRow, RunRow, ResponseRow, JudgmentRow, LexicalRow, CritiqueRow,
-    SafetyCheckRow, HumanLabelRow, SanityRow, ReliabilityRow, TranslationRow, CacheRow, MetaRow,
+    SafetyCheckRow, HumanLabelRow, SanityRow, ReliabilityRow, TranslationRow, PlanRow, CacheRow,
+    MetaRow,
 )
 ROWS: dict[str, type[Row]] = {c.TABLE: c for c in ROW_CLASSES}
 
