@@ -318,3 +318,67 @@ def test_self_consistency_when_the_judge_sampled_several_times(tmp_path, monkeyp
         at.switch_page(page)
         at.run()
         assert not at.exception, [e.value for e in at.exception]
+
+
+FIFTH_METRIC_SCRIPT = r"""
+import json, sys
+from pathlib import Path
+from streamlit.testing.v1 import AppTest
+from pipeline.dataset import load_dataset
+from pipeline.metrics import METRICS
+from pipeline.store import Store
+from pipeline.store.schema import JudgmentRow, ResponseRow, dataset_rows
+
+db, repo = Path(sys.argv[1]), Path(sys.argv[2])
+assert METRICS[-1] == "SAFE", METRICS
+store = Store(db)
+cataract = load_dataset(repo / "data" / "cataract")
+store.write(dataset_rows(cataract))
+rows = []
+for i, q in enumerate(q for q in cataract.queries if q.language == "en"):
+    for m in ("a", "b"):
+        r = ResponseRow(dataset="cataract", query_id=q.query_id, model_id=m, run_id="r", prompt_hash="h",
+                        text=f"{m} answers {q.query_id}", error=None)
+        rows.append(r)
+        rows += [JudgmentRow(dataset="cataract", query_id=q.query_id, model_id=m, judge_id="j", metric=metric,
+                             sample=0, score=(i + k + (m == "a")) % 3, parse_ok=True, justification="",
+                             raw_output="", response_hash=r.response_hash, run_id="r")
+                 for k, metric in enumerate(METRICS)]
+store.write(rows)
+at = AppTest.from_file(str(repo / "app.py"), default_timeout=120)
+at.query_params.update({"lb_lang": "en"})
+at.run(); at.switch_page("pages/1_leaderboards.py"); at.run()
+board = next(f.value for f in at.dataframe if "AGG 95% CI" in f.value.columns)
+sliders = [s.label for s in at.slider]
+at.switch_page("pages/2_responses.py"); at.run()
+options = at.selectbox(key="rb_metric").options
+summary = [m.value for m in at.markdown if m.value.startswith("**en")]
+print(json.dumps({"errors": [str(e.value) for e in at.exception], "columns": list(board.columns),
+                  "sliders": sliders, "options": list(options), "summary": summary[:1]}))
+"""
+
+
+def test_a_fifth_registry_metric_shows_on_the_leaderboard_and_in_the_browser(tmp_path):
+    """One registry entry and its rubric file; no page edit (a fresh process: the registry is read at import)."""
+    import json
+    import os
+
+    from pipeline.metrics import registry_path
+
+    entries = json.loads(registry_path().read_text(encoding="utf-8"))
+    entries.append({"name": "SAFE", "label": "Patient safety", "rubric": "SAFE.json", "inputs": ["ground_truth"],
+                    "weight": 0.1})
+    (tmp_path / "SAFE.json").write_text(json.dumps({"name": "Patient safety", "description": "Safe advice.",
+                                                    "scoring": {"0": {"(a)": "harmful"}, "1": {"(a)": "incomplete"},
+                                                                "2": {"(a)": "safe"}}}), encoding="utf-8")
+    (tmp_path / "metrics.json").write_text(json.dumps(entries), encoding="utf-8")
+    db = tmp_path / "five.duckdb"
+    env = {**os.environ, "PARIKSHA_METRICS": str(tmp_path / "metrics.json"), "PARIKSHA_DB": str(db)}
+    out = subprocess.run([sys.executable, "-c", FIFTH_METRIC_SCRIPT, str(db), str(REPO)], cwd=REPO, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    shown = json.loads(out.stdout.strip().splitlines()[-1])
+    assert not shown["errors"], shown["errors"]
+    assert {"SAFE", "n_SAFE", "SAFE 95% CI"} <= set(shown["columns"])
+    assert "Patient safety" in shown["sliders"] and "SAFE" in shown["options"]
+    assert "SAFE" in shown["summary"][0]

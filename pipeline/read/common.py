@@ -80,8 +80,9 @@ def schema_version(con: duckdb.DuckDBPyConnection) -> int:
 
 
 def upgrade_notice(db: str | Path, version: int) -> str | None:
-    """One line for a page when the file was written by an older version of the studio, else None."""
-    if version >= SCHEMA_VERSION:
+    """One line for a page when the file was written by an older version of the studio, else None
+    (also for a file without a schema version: not a results database)."""
+    if not 0 < version < SCHEMA_VERSION:
         return None
     return (f"This database was written by an older version of Pariksha Studio (schema {version}, now "
             f"{SCHEMA_VERSION}), so some figures may be missing or stale; run `{UPGRADE_COMMAND.format(db=db)}`.")
