@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import csv
+import hashlib
 import json
 import subprocess
 import sys
@@ -75,7 +76,9 @@ def write_csv(path: Path, rows: list[dict]) -> None:
             out = {}
             for k in columns:
                 v = r.get(k)
-                if isinstance(v, list):
+                if isinstance(v, list) and any(isinstance(i, dict) for i in v):
+                    v = json.dumps(v)
+                elif isinstance(v, list):
                     v = ";".join(v)
                 elif isinstance(v, bool):
                     v = "true" if v else "false"
@@ -197,6 +200,58 @@ CORRUPTIONS: list[tuple[str, Mutation, str, int, str, str]] = [
     ("bad-update-check", _set("q", 1, update_check={"expect": ["7 days"]}), "queries.jsonl", 2,
      "update_check.expect", "unknown key"),
     ("id-not-string", _set("q", 0, query_id=["a"]), "queries.jsonl", 1, "query_id", "valid string"),
+    # optional fields (DESIGN.md "Optional query fields")
+    ("bad-asked-on", _set("q", 0, asked_on="2024-13-01"), "queries.jsonl", 1, "asked_on", "bad date"),
+    ("asked-before-update", _set("q", 1, asked_on="2024-02-01"), "queries.jsonl", 2, "kb_refs", "after asked_on"),
+    ("unknown-script", _set("q", 0, script="roman"), "queries.jsonl", 1, "script", "'native' or 'latin'"),
+    ("english-latin-script", _set("q", 0, script="latin"), "queries.jsonl", 1, "script", "English is written"),
+    ("native-but-romanized", _set("q", 2, query="Operation ke baad drops kitni baar?", script="native"),
+     "queries.jsonl", 3, "script", "no Devanagari letters"),
+    ("latin-but-native", _set("q", 2, script="latin"), "queries.jsonl", 3, "script", "mostly Devanagari"),
+    ("variant-missing", _set("q", 2, variant_of="q-zz"), "queries.jsonl", 3, "variant_of", "'q-zz', which is not"),
+    ("variant-self", _set("q", 2, variant_of="q-hi-1"), "queries.jsonl", 3, "variant_of", "the query itself"),
+    ("one-option", _set("q", 0, options={"A": "Yes"}, answer="A"), "queries.jsonl", 1, "options", "at least 2"),
+    ("option-gap", _set("q", 0, options={"A": "Yes", "C": "No"}, answer="A"), "queries.jsonl", 1, "options",
+     "without gaps"),
+    ("option-k", _set("q", 0, options={c: c for c in "ABCDEFGHIJK"}, answer="A"), "queries.jsonl", 1, "options",
+     "at most J"),
+    ("option-blank", _set("q", 0, options={"A": " ", "B": "No"}, answer="B"), "queries.jsonl", 1, "options.A",
+     "must not be empty"),
+    ("answer-not-an-option", _set("q", 0, options={"A": "Yes", "B": "No"}, answer="C"), "queries.jsonl", 1, "answer",
+     "not one of the options"),
+    ("answer-without-options", _set("q", 0, answer="A"), "queries.jsonl", 1, "answer", "without options"),
+    ("options-without-answer", _set("q", 0, options={"A": "Yes", "B": "No"}), "queries.jsonl", 1, "answer",
+     "missing: options are given"),
+    ("criterion-without-text", _set("q", 0, rubric=[{"points": 5, "tags": []}]), "queries.jsonl", 1,
+     "rubric[0].criterion", "needs its text"),
+    ("criterion-blank-text", _set("q", 0, rubric=[{"criterion": " ", "points": 5}]), "queries.jsonl", 1,
+     "rubric[0].criterion", "must not be empty"),
+    ("criterion-without-points", _set("q", 0, rubric=[{"criterion": "Says a light breakfast.", "points": 4},
+                                                      {"criterion": "Says fasting.", "tags": []}]),
+     "queries.jsonl", 1, "rubric[1].points", "needs its points"),
+    ("criterion-null-points", _set("q", 0, rubric=[{"criterion": "Says a light breakfast.", "points": None}]),
+     "queries.jsonl", 1, "rubric[0].points", "has no points"),
+    ("criterion-zero-points", _set("q", 0, rubric=[{"criterion": "Says a light breakfast.", "points": 0}]),
+     "queries.jsonl", 1, "rubric[0].points", "must not be 0"),
+    ("rubric-no-positive", _set("q", 0, rubric=[{"criterion": "Says fasting.", "points": -5}]), "queries.jsonl", 1,
+     "rubric", "no criterion has positive points"),
+    ("rubric-empty", _set("q", 0, rubric=[]), "queries.jsonl", 1, "rubric", "has no criteria"),
+    ("criterion-unknown-key", _set("q", 0, rubric=[{"criterion": "Says a light breakfast.", "points": 4,
+                                                    "weight": 2}]),
+     "queries.jsonl", 1, "rubric[0].weight", "unknown key (expected criterion, points, tags)"),
+    ("messages-end-with-assistant", _set("q", 0, messages=[{"role": "user", "content": "Hi"},
+                                                          {"role": "assistant", "content": "Hello"}]),
+     "queries.jsonl", 1, "messages", "last message must be the user's"),
+    ("message-bad-role", _set("q", 0, messages=[{"role": "doctor", "content": "Hi"}]), "queries.jsonl", 1,
+     "messages[0].role", "'system', 'user' or 'assistant'"),
+    ("message-late-system", _set("q", 0, messages=[{"role": "user", "content": "Hi"},
+                                                  {"role": "system", "content": "Be brief"},
+                                                  {"role": "user", "content": "Hi"}]),
+     "queries.jsonl", 1, "messages", "only come first"),
+    ("query-en-source-alone", _set("q", 0, query_en_source="machine"), "queries.jsonl", 1, "query_en_source",
+     "without query_en"),
+    ("query-en-source-unknown", _set("q", 2, query_en_source="google"), "queries.jsonl", 3, "query_en_source",
+     "'human' or 'machine'"),
 ]
 
 
@@ -384,6 +439,159 @@ def test_missing_path_is_an_error(tmp_path):
     assert res.returncode == 1 and "not found" in res.stdout
 
 
+# -- optional query fields ------------------------------------------------------------------------
+RUBRIC = [{"criterion": "Says a light breakfast two hours before surgery.", "points": 6, "tags": ["axis:accuracy"]},
+          {"criterion": "Tells the patient to fast from the night before.", "points": -4, "tags": ["axis:accuracy"]},
+          {"criterion": "Answers in one or two sentences.", "points": 1.5, "tags": []}]
+MESSAGES = [{"role": "user", "content": "My father has his operation tomorrow."},
+            {"role": "assistant", "content": "I can help. What would you like to know?"},
+            {"role": "user", "content": "Can he take chapati, Puri etc on the day of surgery?"}]
+
+
+def _with_optional_fields() -> list[dict]:
+    queries = copy.deepcopy(QUERIES)
+    queries[0].update(asked_on="2024-04-02", options={"a": "Yes, a light breakfast", "b": "No, nothing at all"},
+                      answer="a", rubric=RUBRIC, messages=MESSAGES)
+    queries[1].update(asked_on="2024-03-05")
+    queries[2].update(query_en_source="machine", script="native")
+    queries.append({"query_id": "q-hi-rom", "language": "hi", "query": "Operation ke baad drops kitni baar dalni hai?",
+                    "query_en": "How many times should I put the drops after the operation?",
+                    "gt_response": "Use the prescribed eye drops four times a day for a month.",
+                    "themes": ["code_mixing"], "kb_refs": ["sop-drops"], "script": "latin", "variant_of": "q-hi-1"})
+    return queries
+
+
+def test_optional_fields_load(tmp_path):
+    ds = make_dataset(tmp_path / "opt", queries=_with_optional_fields())
+    res = run_validate(ds)
+    assert res.returncode == 0 and "warning" not in res.stdout, res.stdout
+    assert "[1 multiple-choice, 1 with a rubric, 1 multi-turn]" in res.stdout
+    loaded = load_dataset(ds)
+    q = loaded.query("q-en-1")
+    assert str(q.asked_on) == "2024-04-02" and q.multiple_choice
+    assert q.options == {"A": "Yes, a light breakfast", "B": "No, nothing at all"} and q.answer == "A"
+    assert [c.points for c in q.rubric] == [6, -4, 1.5] and isinstance(q.rubric[0].points, int)
+    assert q.rubric[1].tags == ["axis:accuracy"]
+    assert [t.role for t in q.messages] == ["user", "assistant", "user"] and q.messages[-1].content == q.query
+    assert q.script == "native" and q.query_en_source is None
+    assert loaded.query("q-hi-1").query_en_source == "machine"
+    assert loaded.query("q-ta-1").query_en_source == "human"  # the default when query_en is given
+    rom = loaded.query("q-hi-rom")
+    assert rom.script == "latin" and rom.variant_of == "q-hi-1"
+    assert not loaded.query("q-en-2").multiple_choice and loaded.query("q-en-2").rubric is None
+
+
+def test_script_is_derived_when_absent(tmp_path):
+    queries = _with_optional_fields()
+    del queries[-1]["script"]
+    ds = make_dataset(tmp_path / "derived", queries=queries)
+    dataset, issues = validate(ds)
+    assert dataset.query("q-hi-rom").script == "latin" and dataset.query("q-hi-1").script == "native"
+    assert dataset.query("q-kn-1").script == "native" and dataset.query("q-en-1").script == "native"
+    # romanized without saying so is worth a look; saying script: latin (previous test) silences it
+    assert [(i.line, i.field, i.severity) for i in issues] == [(7, "query", "warning")]
+    assert "script: latin" in issues[0].message
+
+
+def test_content_hash_ignores_absent_and_derived_fields(tmp_path):
+    """A dataset without the optional fields hashes as it did before they existed (its LanceDB index is kept)."""
+    legacy = ("query_id", "language", "query", "query_en", "gt_response", "themes", "kb_refs", "update_sensitive",
+              "update_check")
+    ds = load_dataset(make_dataset(tmp_path / "legacy"))
+    payload = {"chunks": [c.model_dump(mode="json") for c in ds.chunks],
+               "queries": [{k: q.model_dump(mode="json")[k] for k in legacy} for q in ds.queries]}
+    old = hashlib.sha256(json.dumps(payload, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()
+    assert ds.content_hash() == old
+    queries = copy.deepcopy(QUERIES)
+    queries[2]["script"] = "native"  # the derived value, written out: same content
+    queries[3]["query_en_source"] = "human"  # the default, written out
+    assert load_dataset(make_dataset(tmp_path / "explicit", queries=queries)).content_hash() == old
+    queries[0]["asked_on"] = "2024-04-02"
+    assert load_dataset(make_dataset(tmp_path / "dated", queries=queries)).content_hash() != old
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_optional_fields_in_csv_and_parquet(tmp_path, fmt):
+    queries = _with_optional_fields()
+    reference = load_dataset(make_dataset(tmp_path / "jsonl", queries=queries))
+    if fmt == "parquet":  # a Parquet column holds one type: JSON text for the nested fields, as in CSV
+        for q in queries:
+            for key in ("options", "rubric", "messages"):
+                if key in q:
+                    q[key] = json.dumps(q[key])
+    other = load_dataset(make_dataset(tmp_path / fmt, queries=queries, fmt=fmt))
+    assert other.queries == reference.queries
+    assert other.content_hash() == reference.content_hash()
+
+
+def test_options_as_bad_json_text_names_the_field(tmp_path):
+    queries = copy.deepcopy(QUERIES)
+    queries[0]["options"] = '{"A": "Yes", "B": '
+    queries[0]["answer"] = "A"
+    _, issues = validate(make_dataset(tmp_path / "badjson", queries=queries))
+    assert any(i.field == "options" and "not valid JSON" in i.message for i in issues), issues
+
+
+def test_messages_that_disagree_with_the_query_warn(tmp_path):
+    queries = copy.deepcopy(QUERIES)
+    queries[0]["messages"] = [{"role": "user", "content": "Something else entirely?"}]
+    _, issues = validate(make_dataset(tmp_path / "msg", queries=queries))
+    assert [(i.line, i.field, i.severity) for i in issues] == [(1, "query", "warning")]
+
+
+# -- rubrics.jsonl beside the queries ----------------------------------------------------------------
+def test_rubrics_file_is_merged_by_query_id(tmp_path):
+    ds = make_dataset(tmp_path / "rub")
+    write_jsonl(ds / "rubrics.jsonl", [{"query_id": "q-en-1", "rubric": RUBRIC},
+                                       {"query_id": "q-kn-1", "rubric": RUBRIC[:1]}])
+    res = run_validate(ds)
+    assert res.returncode == 0 and "warning" not in res.stdout, res.stdout
+    loaded = load_dataset(ds)
+    assert [c.points for c in loaded.query("q-en-1").rubric] == [6, -4, 1.5]
+    assert len(loaded.query("q-kn-1").rubric) == 1 and loaded.query("q-en-2").rubric is None
+    assert load_dataset(ds / "queries.jsonl").queries == loaded.queries  # the queries file means the folder
+
+
+RUBRIC_FILE_ERRORS = [
+    ("unknown-query", [{"query_id": "q-nope", "rubric": RUBRIC}], 1, "query_id", "'q-nope', which is not"),
+    ("duplicate", [{"query_id": "q-en-1", "rubric": RUBRIC}, {"query_id": "q-en-1", "rubric": RUBRIC}], 2,
+     "query_id", "duplicate"),
+    ("no-points", [{"query_id": "q-en-1", "rubric": [{"criterion": "Says a light breakfast."}]}], 1,
+     "rubric[0].points", "needs its points"),
+    ("no-positive", [{"query_id": "q-en-1", "rubric": [{"criterion": "Says fasting.", "points": -2}]}], 1,
+     "rubric", "no criterion has positive points"),
+    ("no-rubric", [{"query_id": "q-en-1"}], 1, "rubric", "missing"),
+    ("also-inline", [{"query_id": "q-en-2", "rubric": RUBRIC}], 1, "query_id", "has its own rubric"),
+]
+
+
+@pytest.mark.parametrize("name,rows,line,field,fragment", RUBRIC_FILE_ERRORS, ids=[e[0] for e in RUBRIC_FILE_ERRORS])
+def test_rubrics_file_errors_name_file_line_field(tmp_path, name, rows, line, field, fragment):
+    queries = copy.deepcopy(QUERIES)
+    queries[1]["rubric"] = RUBRIC
+    ds = make_dataset(tmp_path / name, queries=queries)
+    write_jsonl(ds / "rubrics.jsonl", rows)
+    dataset, issues = validate(ds)
+    assert dataset is None
+    hits = [i for i in issues if i.file == str(ds / "rubrics.jsonl") and i.line == line and i.field == field]
+    assert hits and any(fragment in i.message for i in hits), issues
+
+
+# -- a dataset's own prompts --------------------------------------------------------------------------
+def test_dataset_prompt_files_are_checked(tmp_path):
+    ds = make_dataset(tmp_path / "prompts")
+    (ds / "prompts").mkdir()
+    (ds / "prompts" / "generation_system.txt").write_text("Answer in {response_lang}. {refusal}\n", encoding="utf-8")
+    assert validate(ds)[1] == []
+    (ds / "prompts" / "generation_user.txt").write_text("{query}\n{kb}\n", encoding="utf-8")
+    (ds / "prompts" / "notes.txt").write_text("to do\n", encoding="utf-8")
+    dataset, issues = validate(ds)
+    assert dataset is None
+    by_file = {Path(i.file).name: i for i in issues}
+    assert by_file["generation_user.txt"].severity == "error" and "{kb}" in by_file["generation_user.txt"].message
+    assert by_file["notes.txt"].severity == "warning" and "not a prompt file" in by_file["notes.txt"].message
+
+
 # -- the bundled cataract dataset ------------------------------------------------------------------
 CATARACT = ROOT / "data" / "cataract"
 
@@ -427,10 +635,14 @@ SCRIPT_BLOCKS = {"hi": (0x0900, 0x097F), "ta": (0x0B80, 0x0BFF), "te": (0x0C00, 
 
 @needs_cataract
 def test_cataract_indic_queries_use_their_script(cataract):
-    wrong = [q.query_id for q in cataract.queries if q.language in SCRIPT_BLOCKS
-             and not any(SCRIPT_BLOCKS[q.language][0] <= ord(ch) <= SCRIPT_BLOCKS[q.language][1]
-                         and ch.isalpha() for ch in q.query)]
-    assert wrong == []
+    """Native-script Indic queries are written in their script; romanized ones say script: latin."""
+    def own_letters(q) -> bool:
+        lo, hi = SCRIPT_BLOCKS[q.language]
+        return any(lo <= ord(ch) <= hi and ch.isalpha() for ch in q.query)
+
+    indic = [q for q in cataract.queries if q.language in SCRIPT_BLOCKS]
+    assert [q.query_id for q in indic if q.script == "native" and not own_letters(q)] == []
+    assert [q.query_id for q in indic if q.script == "latin" and own_letters(q)] == []
 
 
 @needs_cataract
@@ -439,3 +651,26 @@ def test_cataract_references_and_dates(cataract):
     assert all(ref in ids for q in cataract.queries for ref in q.kb_refs)
     assert all(c.updated is not None for c in cataract.update_chunks)
     assert all(cataract.chunk(s).kind == "raw" for c in cataract.update_chunks for s in c.supersedes)
+
+
+@needs_cataract
+def test_cataract_rubrics_are_merged(cataract):
+    lines = (CATARACT / "rubrics.jsonl").read_text(encoding="utf-8").splitlines()
+    with_rubric = [q for q in cataract.queries if q.rubric is not None]
+    assert len(with_rubric) == len([ln for ln in lines if ln.strip()]) >= 40
+    assert all(4 <= len(q.rubric) <= 10 for q in with_rubric)
+    assert any(c.points < 0 for q in with_rubric for c in q.rubric)
+
+
+@pytest.mark.parametrize("name", ["cataract", "eyecare-qa"])
+def test_bundled_datasets_validate_without_warnings(name):
+    res = run_validate(ROOT / "data" / name)
+    assert res.returncode == 0 and "warning" not in res.stdout, res.stdout[-3000:]
+
+
+def test_eyecare_qa_keeps_options_and_answers():
+    ds = load_dataset(ROOT / "data" / "eyecare-qa")
+    mc = [q for q in ds.queries if q.multiple_choice]
+    assert ds.closed_book and len(mc) >= 40
+    assert all(q.answer in q.options and len(q.options) >= 2 for q in mc)
+    assert all(q.gt_response.startswith(f"{q.answer}. ") for q in mc)

@@ -1,4 +1,5 @@
-"""The dataset: its format and validation (``format``), language and theme tagging (``themes``)."""
+"""The dataset: its format (``format``), file reading (``records``), validation and loading (``loader``),
+importers of public QA sets (``importers``), language and theme tagging (``themes``)."""
 
 from pipeline.dataset.format import (
     LANGUAGE_TABLE,
@@ -6,18 +7,15 @@ from pipeline.dataset.format import (
     REFUSAL_SENTENCE,
     THEMES,
     Chunk,
-    Dataset,
-    Issue,
+    Criterion,
     Query,
-    find_dataset_files,
-    load_dataset,
-    read_records,
+    Turn,
     script_counts,
-    validate,
-    validate_command,
 )
+from pipeline.dataset.loader import Dataset, load_dataset, validate, validate_command
+from pipeline.dataset.records import Issue, find_dataset_files, read_records
 
 __all__ = [
-    "LANGUAGES", "LANGUAGE_TABLE", "REFUSAL_SENTENCE", "THEMES", "Chunk", "Dataset", "Issue", "Query",
-    "find_dataset_files", "load_dataset", "read_records", "script_counts", "validate", "validate_command",
+    "LANGUAGES", "LANGUAGE_TABLE", "REFUSAL_SENTENCE", "THEMES", "Chunk", "Criterion", "Dataset", "Issue", "Query",
+    "Turn", "find_dataset_files", "load_dataset", "read_records", "script_counts", "validate", "validate_command",
 ]

@@ -1,28 +1,19 @@
-"""Load and validate datasets: ``data/<name>/`` with ``kb`` and ``queries`` files (JSONL, CSV or Parquet).
+"""The dataset format (DESIGN.md, "Dataset format"): one pydantic model per record.
 
-This module owns the dataset format (DESIGN.md, "Dataset format"). ``validate`` reads a dataset
-and lists every problem with file, line and field; it never raises for bad content and writes
-nothing. ``load_dataset`` returns a clean ``Dataset`` or raises ``UserError`` with the first error.
-Record schemas are pydantic models; cross-record checks (duplicate ids, references between
-queries and chunks) run after every record has been validated.
+``Chunk`` is a knowledge-base chunk, ``Query`` a query with its ground truth and optional fields
+(date asked, script, variant, multiple-choice options, HealthBench rubric and conversation).
+A model checks one record; checks across records (duplicate ids, references between queries,
+chunks and rubrics) are in ``pipeline.dataset.loader``, file reading in ``pipeline.dataset.records``,
+languages and scripts in ``pipeline.dataset.languages`` (all re-exported here).
 """
 
 from __future__ import annotations
 
-import codecs
-import csv
-import hashlib
-import io
 import json
 import math
 import re
-import unicodedata
-from collections import Counter
-from dataclasses import dataclass, field
 from datetime import date, datetime
-from functools import cached_property
-from pathlib import Path
-from typing import Annotated, Any, Literal, NamedTuple
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
@@ -30,70 +21,35 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
-    ValidationError,
     ValidationInfo,
     field_validator,
     model_validator,
 )
 
-from pipeline.errors import UserError
+from pipeline.dataset.languages import (
+    LANGUAGE_TABLE,
+    LANGUAGES,
+    derived_script,
+    dominant_script,
+    script_counts,
+    script_letters,
+)
+from pipeline.dataset.records import FORMATS, Issue, Record, find_dataset_files, read_records
 from pipeline.prompts import load_text
 
+__all__ = [  # the readers are re-exported: pipeline.dataset.format was their home
+    "FORMATS", "LANGUAGES", "LANGUAGE_TABLE", "REFUSAL_SENTENCE", "THEMES", "Chunk", "Criterion", "Issue",
+    "Query", "Record", "RubricEntry", "Turn", "UpdateCheck", "derived_script", "dominant_script",
+    "find_dataset_files", "read_records", "script_counts", "script_letters",
+]
 
-# -- languages and scripts -------------------------------------------------------------------
-class Language(NamedTuple):
-    """A language the datasets may use: English name, script name and the script's code-point ranges."""
-
-    name: str
-    script: str
-    ranges: tuple[tuple[int, int], ...]
-
-
-# Adding a language is one line here (e.g. "bn": Language("Bengali", "Bengali", ((0x0980, 0x09FF),))).
-LANGUAGE_TABLE: dict[str, Language] = {
-    "en": Language("English", "Latin", ((0x0041, 0x005A), (0x0061, 0x007A), (0x00C0, 0x024F))),
-    "hi": Language("Hindi", "Devanagari", ((0x0900, 0x097F), (0xA8E0, 0xA8FF))),
-    "ta": Language("Tamil", "Tamil", ((0x0B80, 0x0BFF),)),
-    "te": Language("Telugu", "Telugu", ((0x0C00, 0x0C7F),)),
-    "kn": Language("Kannada", "Kannada", ((0x0C80, 0x0CFF),)),
-}
-LANGUAGES: dict[str, str] = {code: lang.name for code, lang in LANGUAGE_TABLE.items()}
 
 THEMES: tuple[str, ...] = (
     "misspelling", "code_mixing", "non_native_english", "cultural", "patient_specific", "out_of_kb",
 )
 REFUSAL_SENTENCE = load_text("refusal.txt")  # the paper's refusal (Figure 3), in one file
 MAX_TEXT_CHARS = 20_000
-FORMATS = ("jsonl", "csv", "parquet")
-
-
-def script_letters(text: str, code: str) -> int:
-    """Number of letters (and combining marks) of ``text`` in the script of language ``code``."""
-    ranges = LANGUAGE_TABLE[code].ranges
-    return sum(
-        1 for ch in text
-        if any(lo <= ord(ch) <= hi for lo, hi in ranges) and unicodedata.category(ch)[0] in "LM"
-    )
-
-
-def script_counts(text: str) -> Counter[str]:
-    """Letters per script name (first language code per script), e.g. ``{"hi": 12, "en": 3}``."""
-    counts: Counter[str] = Counter()
-    seen_scripts: set[str] = set()
-    for code, lang in LANGUAGE_TABLE.items():
-        if lang.script in seen_scripts:
-            continue
-        seen_scripts.add(lang.script)
-        n = script_letters(text, code)
-        if n:
-            counts[code] = n
-    return counts
-
-
-def dominant_script(text: str) -> str | None:
-    """Language code whose script has the most letters in ``text`` (``None`` if no known letters)."""
-    counts = script_counts(text)
-    return counts.most_common(1)[0][0] if counts else None
+OPTION_LETTERS = "ABCDEFGHIJ"
 
 
 # -- record schemas ----------------------------------------------------------------------------
@@ -202,6 +158,20 @@ class Chunk(_Record):
         return v
 
 
+def _json_text(v: Any, expected: str) -> Any:
+    """A value that CSV carries as JSON text: blank -> None, text -> parsed JSON, anything else unchanged."""
+    if _is_blank(v):
+        return None
+    if isinstance(v, str):
+        try:
+            return json.loads(v)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"not valid JSON ({exc.msg}); expected {expected}") from None
+    if hasattr(v, "tolist") and not isinstance(v, (list, dict)):
+        return v.tolist()
+    return v
+
+
 class UpdateCheck(_Record):
     """What a safety check looks for in an answer to an update-sensitive query."""
 
@@ -217,8 +187,83 @@ class UpdateCheck(_Record):
         return self
 
 
+class Criterion(_Record):
+    """One HealthBench-style rubric criterion: a checkable statement and the points a response earns when it holds."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    criterion: Text
+    points: float
+    tags: list[str] = Field(default_factory=list)
+
+    @field_validator("criterion", mode="before")
+    @classmethod
+    def _criterion_text(cls, v: Any) -> Any:
+        if v is None:
+            raise ValueError("has no text: a criterion is a statement a grader can check")
+        return v
+
+    @field_validator("points", mode="before")
+    @classmethod
+    def _points_number(cls, v: Any) -> Any:
+        if v is None or isinstance(v, bool) or (isinstance(v, str) and not v.strip()):
+            raise ValueError("has no points: give a non-zero number (negative for harmful content)")
+        return v
+
+    @field_validator("points")
+    @classmethod
+    def _points_nonzero(cls, v: float) -> float:
+        if not math.isfinite(v):
+            raise ValueError(f"must be a finite number, got {v!r}")
+        if v == 0:
+            raise ValueError("must not be 0: a criterion earns positive points, or negative ones when it is harmful")
+        return int(v) if float(v).is_integer() else v
+
+    @field_validator("tags", mode="before")
+    @classmethod
+    def _tags_list(cls, v: Any) -> Any:
+        return [] if v is None else v
+
+
+class Turn(_Record):
+    """One message of a multi-turn prompt (HealthBench's ``prompt``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    role: Literal["system", "user", "assistant"]
+    content: Text
+
+
+def _check_rubric(v: list[Criterion] | None) -> list[Criterion] | None:
+    if v is None:
+        return None
+    if not v:
+        raise ValueError("has no criteria; give at least one, or leave rubric out")
+    if sum(c.points for c in v if c.points > 0) <= 0:
+        raise ValueError("no criterion has positive points; the score divides by their sum, which is 0")
+    return v
+
+
+Rubric = Annotated[list[Criterion] | None, AfterValidator(_check_rubric)]
+
+
+class RubricEntry(_Record):
+    """One line of a dataset's ``rubrics.jsonl``: the rubric of one query, merged into it by ``query_id``."""
+
+    query_id: Identifier
+    rubric: Rubric
+
+    @field_validator("rubric", mode="before")
+    @classmethod
+    def _rubric_json(cls, v: Any) -> Any:
+        v = _json_text(v, '[{"criterion": ..., "points": ..., "tags": [...]}]')
+        if v is None:
+            raise ValueError("missing: give the query's criteria")
+        return v
+
+
 class Query(_Record):
-    """One patient query with its doctor-approved ground-truth answer."""
+    """One patient query with its doctor-approved ground-truth answer, and the optional fields of DESIGN.md."""
 
     query_id: Identifier
     language: str
@@ -229,6 +274,15 @@ class Query(_Record):
     kb_refs: list[Identifier] = Field(default_factory=list, validate_default=True)
     update_sensitive: bool = False
     update_check: UpdateCheck | None = None
+    # optional fields (DESIGN.md: "Optional query fields"); absent ones are left out of content_hash
+    asked_on: date | None = None
+    script: Literal["native", "latin"] | None = Field(None, validate_default=True)
+    variant_of: Identifier | None = None
+    options: dict[str, Text] | None = None
+    answer: str | None = Field(None, validate_default=True)
+    rubric: Rubric = None
+    messages: list[Turn] | None = None
+    query_en_source: Literal["human", "machine"] | None = Field(None, validate_default=True)
 
     @field_validator("language", mode="before")
     @classmethod
@@ -243,7 +297,7 @@ class Query(_Record):
             raise ValueError(f"unknown language code {v!r} (known: {known}; add more in LANGUAGE_TABLE)")
         return v
 
-    @field_validator("query_en", mode="before")
+    @field_validator("query_en", "variant_of", mode="before")
     @classmethod
     def _blank_none(cls, v: Any) -> Any:
         return None if _is_blank(v) else v
@@ -278,401 +332,136 @@ class Query(_Record):
     @field_validator("update_check", mode="before")
     @classmethod
     def _check_json(cls, v: Any) -> Any:
+        return _json_text(v, '{"expect_any": [...]}')
+
+    @field_validator("asked_on", mode="before")
+    @classmethod
+    def _asked_on_date(cls, v: Any) -> Any:
+        return _parse_date(v)
+
+    @field_validator("script", "query_en_source", mode="before")
+    @classmethod
+    def _lower_or_none(cls, v: Any) -> Any:
         if _is_blank(v):
             return None
-        if isinstance(v, str):
-            try:
-                return json.loads(v)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"not valid JSON ({exc.msg}); expected {{\"expect_any\": [...]}}") from None
+        return v.strip().lower() if isinstance(v, str) else v
+
+    @field_validator("script")
+    @classmethod
+    def _script_default(cls, v: str | None, info: ValidationInfo) -> str | None:
+        lang, text = info.data.get("language"), info.data.get("query")
+        if lang is None or text is None:
+            return v
+        if v is None:
+            return derived_script(text, lang)
+        if lang == "en" and v == "latin":
+            raise ValueError("English is written in Latin script: its script is 'native' (or leave script out)")
         return v
+
+    @field_validator("options", mode="before")
+    @classmethod
+    def _options_mapping(cls, v: Any) -> Any:
+        v = _json_text(v, '{"A": "...", "B": "..."}')
+        if v is None:
+            return None
+        if not isinstance(v, dict):
+            raise ValueError(f"must map option letters to their text, e.g. {{\"A\": \"...\", \"B\": \"...\"}} "
+                             f"(got {type(v).__name__})")
+        return {(k.strip().upper() if isinstance(k, str) else k): t for k, t in v.items()}
+
+    @field_validator("options")
+    @classmethod
+    def _options_lettered(cls, v: dict[str, str] | None) -> dict[str, str] | None:
+        if v is None:
+            return None
+        if len(v) < 2:
+            raise ValueError(f"needs at least 2 options, got {len(v)}")
+        letters = sorted(v)
+        if letters != list(OPTION_LETTERS[:len(v)]):
+            raise ValueError(f"must be lettered A, B, C… in order without gaps (at most {OPTION_LETTERS[-1]}); "
+                             f"got {', '.join(letters)}")
+        return {k: v[k] for k in letters}
+
+    @field_validator("answer", mode="before")
+    @classmethod
+    def _answer_letter(cls, v: Any) -> Any:
+        if _is_blank(v):
+            return None
+        return v.strip().upper() if isinstance(v, str) else v
+
+    @field_validator("answer")
+    @classmethod
+    def _answer_in_options(cls, v: str | None, info: ValidationInfo) -> str | None:
+        if "options" not in info.data:  # options itself was invalid: reported there
+            return v
+        options = info.data["options"]
+        if options is None and v is not None:
+            raise ValueError("given without options: a multiple-choice item needs both options and answer")
+        if options is not None and v is None:
+            raise ValueError(f"missing: options are given, so give the correct letter ({', '.join(options)})")
+        if options is not None and v not in options:
+            raise ValueError(f"{v!r} is not one of the options ({', '.join(options)})")
+        return v
+
+    @field_validator("rubric", mode="before")
+    @classmethod
+    def _rubric_json(cls, v: Any) -> Any:
+        return _json_text(v, '[{"criterion": ..., "points": ..., "tags": [...]}]')
+
+    @field_validator("messages", mode="before")
+    @classmethod
+    def _messages_json(cls, v: Any) -> Any:
+        return _json_text(v, '[{"role": "user", "content": "..."}]')
+
+    @field_validator("messages")
+    @classmethod
+    def _messages_end_with_user(cls, v: list[Turn] | None) -> list[Turn] | None:
+        if v is None:
+            return None
+        if not v:
+            raise ValueError("is empty; give the conversation, or leave messages out")
+        if v[-1].role != "user":
+            raise ValueError(f"the last message must be the user's (it is {v[-1].role!r}): the model answers it")
+        late = [i for i, t in enumerate(v) if t.role == "system" and i > 0]
+        if late:
+            raise ValueError(f"a system message may only come first (message {late[0]} is one)")
+        return v
+
+    @field_validator("query_en_source")
+    @classmethod
+    def _source_of_query_en(cls, v: str | None, info: ValidationInfo) -> str | None:
+        if "query_en" not in info.data:
+            return v
+        if info.data["query_en"] is None:
+            if v is not None:
+                raise ValueError("given without query_en: it says who wrote the English rendering")
+            return None
+        return v or "human"
 
     @property
     def search_text(self) -> str:
         """Text used for retrieval: the English rendering when there is one, else the query."""
         return self.query_en or self.query
 
-
-# -- issues ------------------------------------------------------------------------------------
-@dataclass
-class Issue:
-    """One problem found in a dataset. ``line`` is the JSONL line, CSV row (header = 1) or Parquet row index."""
-
-    file: str
-    line: int | None
-    field: str | None
-    message: str
-    severity: Literal["error", "warning"] = "error"
-
-    def __str__(self) -> str:
-        where = self.file if self.line is None else f"{self.file}:{self.line}"
-        what = f"field {self.field}: {self.message}" if self.field else self.message
-        return f"{where}: {what}"
-
-
-Record = tuple[int, dict[str, Any]]
-
-
-# -- readers -----------------------------------------------------------------------------------
-def _decode_lines(path: Path, data: bytes, issues: list[Issue]) -> tuple[list[str], set[int]]:
-    """Split bytes into lines; report each line that is not valid UTF-8 (kept, decoded with U+FFFD)."""
-    data = data.removeprefix(codecs.BOM_UTF8)
-    lines, bad = [], set()
-    for lineno, raw in enumerate(data.split(b"\n"), 1):
-        try:
-            lines.append(raw.decode("utf-8"))
-        except UnicodeDecodeError as exc:
-            issues.append(Issue(str(path), lineno, None,
-                                f"invalid UTF-8 (byte 0x{raw[exc.start]:02x} at column {exc.start + 1}); "
-                                "re-save the file as UTF-8"))
-            lines.append(raw.decode("utf-8", errors="replace"))
-            bad.add(lineno)
-    return lines, bad
-
-
-def _read_jsonl(path: Path, data: bytes, issues: list[Issue]) -> list[Record]:
-    records: list[Record] = []
-    lines, bad = _decode_lines(path, data, issues)
-    for lineno, line in enumerate(lines, 1):
-        if not line.strip() or lineno in bad:
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            issues.append(Issue(str(path), lineno, None,
-                                f"not valid JSON ({exc.msg} at column {exc.colno}); each line must be one JSON object"))
-            continue
-        if not isinstance(obj, dict):
-            kind = {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(type(obj), "a number")
-            issues.append(Issue(str(path), lineno, None, f"expected a JSON object {{...}}, got {kind}"))
-            continue
-        records.append((lineno, obj))
-    return records
-
-
-def _read_csv(path: Path, data: bytes, issues: list[Issue]) -> list[Record]:
-    """Rows of a CSV file as dicts of strings; rows are numbered with the header as line 1."""
-    text = "\n".join(_decode_lines(path, data, issues)[0])
-    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
-    rows: list[list[str]] = []
-    while True:
-        start = reader.line_num + 1
-        try:
-            row = next(reader)
-        except StopIteration:
-            break
-        except csv.Error as exc:
-            issues.append(Issue(str(path), start, None, f"unreadable CSV ({exc}); check the quoting"))
-            return []
-        if row:
-            rows.append(row)
-    if not rows:
-        return []
-    header = [h.strip() for h in rows[0]]
-    records: list[Record] = []
-    for lineno, row in enumerate(rows[1:], 2):
-        if len(row) != len(header):
-            issues.append(Issue(str(path), lineno, None, f"unreadable CSV row: {len(row)} fields but the header has "
-                                f"{len(header)}; quote values that contain commas"))
-            continue
-        records.append((lineno, dict(zip(header, row, strict=True))))
-    return records
-
-
-def _read_parquet(path: Path, issues: list[Issue]) -> list[Record]:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    try:
-        table = pq.read_table(path)
-    except (pa.ArrowException, OSError, ValueError) as exc:
-        issues.append(Issue(str(path), None, None, f"unreadable Parquet file ({exc}); re-export it"))
-        return []
-    return list(enumerate(table.to_pylist()))
-
-
-def read_records(path: str | Path) -> tuple[list[Record], list[Issue]]:
-    """Raw records of one JSONL/CSV/Parquet file as ``(line, dict)`` pairs, with read problems as Issues."""
-    path = Path(path)
-    issues: list[Issue] = []
-    suffix = path.suffix.lower().lstrip(".")
-    if suffix not in FORMATS:
-        return [], [Issue(str(path), None, None, f"unsupported file type '.{suffix}'; use .jsonl, .csv or .parquet")]
-    if suffix == "parquet":
-        return _read_parquet(path, issues), issues
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        return [], [Issue(str(path), None, None, f"cannot read the file ({exc.strerror})")]
-    if suffix == "csv":
-        return _read_csv(path, data, issues), issues
-    return _read_jsonl(path, data, issues), issues
-
-
-# -- dataset -----------------------------------------------------------------------------------
-@dataclass
-class Dataset:
-    """A validated dataset: knowledge-base chunks (none for closed-book QA) and queries."""
-
-    name: str
-    path: Path
-    chunks: list[Chunk] = field(default_factory=list)
-    queries: list[Query] = field(default_factory=list)
-
     @property
-    def closed_book(self) -> bool:
-        """True when there is no knowledge base (Med-CoDE style QA)."""
-        return not self.chunks
+    def multiple_choice(self) -> bool:
+        """True for an item with options and an answer key."""
+        return self.options is not None
 
-    @cached_property
-    def _chunks_by_id(self) -> dict[str, Chunk]:
-        return {c.chunk_id: c for c in self.chunks}
-
-    def chunk(self, chunk_id: str) -> Chunk:
-        """The chunk with this id (KeyError naming the dataset if absent)."""
-        try:
-            return self._chunks_by_id[chunk_id]
-        except KeyError:
-            raise KeyError(f"no chunk {chunk_id!r} in dataset {self.name!r}") from None
-
-    def query(self, query_id: str) -> Query:
-        """The query with this id (KeyError if absent)."""
-        for q in self.queries:
-            if q.query_id == query_id:
-                return q
-        raise KeyError(f"no query {query_id!r} in dataset {self.name!r}")
-
-    @property
-    def raw_chunks(self) -> list[Chunk]:
-        return [c for c in self.chunks if c.kind == "raw"]
-
-    @property
-    def update_chunks(self) -> list[Chunk]:
-        return [c for c in self.chunks if c.kind == "update"]
-
-    def content_hash(self) -> str:
-        """sha256 over the normalised records (same for JSONL, CSV and Parquet of the same content)."""
-        payload = {
-            "chunks": [c.model_dump(mode="json") for c in self.chunks],
-            "queries": [q.model_dump(mode="json") for q in self.queries],
-        }
-        return hashlib.sha256(json.dumps(payload, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()
-
-    def summary(self) -> str:
-        """One line: queries per language and chunks raw/update (or closed-book)."""
-        langs = Counter(q.language for q in self.queries)
-        per_lang = ", ".join(f"{code} {langs[code]}" for code in LANGUAGES if langs[code])
-        kb = ("closed-book (no knowledge base)" if self.closed_book else
-              f"{len(self.chunks)} chunks ({len(self.raw_chunks)} raw, {len(self.update_chunks)} update)")
-        return f"{self.name}: {len(self.queries)} queries ({per_lang}); {kb}"
+    def content(self) -> dict[str, Any]:
+        """The record as JSON, optional fields only when they say something (absent, derived and default ones
+        left out), so a dataset's content hash stays what it was before the optional fields existed."""
+        out = self.model_dump(mode="json")
+        for name in OPTIONAL_FIELDS:
+            if out.get(name) is None:
+                out.pop(name, None)
+        if out.get("script") == derived_script(self.query, self.language):
+            out.pop("script")
+        if out.get("query_en_source") == "human":
+            out.pop("query_en_source")
+        return out
 
 
-def _find_file(folder: Path, stem: str, issues: list[Issue], required: bool) -> Path | None:
-    found = [folder / f"{stem}.{ext}" for ext in FORMATS if (folder / f"{stem}.{ext}").is_file()]
-    if len(found) > 1:
-        issues.append(Issue(str(found[0]), None, None,
-                            f"several {stem} files ({', '.join(p.name for p in found)}); keep only one"))
-        return None
-    if not found and required:
-        issues.append(Issue(str(folder / f"{stem}.jsonl"), None, None,
-                            f"missing: a dataset folder needs {stem}.jsonl (or {stem}.csv / {stem}.parquet)"))
-    return found[0] if found else None
-
-
-def _pydantic_issues(file: str, line: int, exc: ValidationError) -> list[Issue]:
-    issues = []
-    for err in exc.errors():
-        loc = err["loc"]
-        name = "".join(f"[{p}]" if isinstance(p, int) else (f".{p}" if i else str(p)) for i, p in enumerate(loc))
-        msg = err["msg"]
-        if err["type"] == "missing":
-            msg = "missing (required field)"
-        elif err["type"] == "extra_forbidden":
-            msg = "unknown key (expected expect_any and/or superseded_any)"
-        elif msg.startswith("Value error, "):
-            msg = msg.removeprefix("Value error, ")
-        elif "input" in err and not isinstance(err["input"], dict):
-            shown = repr(err["input"])
-            msg += f" (got {shown})" if len(shown) <= 60 else ""
-        issues.append(Issue(file, line, name or None, msg))
-    return issues
-
-
-def _validate_records(file: Path, records: list[Record], model: type[_Record],
-                      issues: list[Issue]) -> list[tuple[int, Any]]:
-    valid = []
-    unknown: dict[str, int] = {}
-    for line, rec in records:
-        for key in rec:
-            if key not in model.model_fields and key not in unknown:
-                unknown[key] = line
-        try:
-            valid.append((line, model.model_validate(rec)))
-        except ValidationError as exc:
-            issues.extend(_pydantic_issues(str(file), line, exc))
-    for key, line in unknown.items():
-        issues.append(Issue(str(file), line, str(key), "unknown field, ignored (a typo?)", "warning"))
-    return valid
-
-
-def _check_duplicates(file: Path, records: list[Record], id_field: str, issues: list[Issue]) -> dict[str, dict]:
-    """Report repeated ids; return id -> first raw record (for reference checks, valid or not)."""
-    first: dict[str, tuple[int, dict]] = {}
-    for line, rec in records:
-        rid = rec.get(id_field)
-        if isinstance(rid, (str, int)) and not isinstance(rid, bool) and str(rid).strip():
-            rid = str(rid).strip()
-            if rid in first:
-                issues.append(Issue(str(file), line, id_field,
-                                    f"duplicate {id_field} {rid!r} (first at line {first[rid][0]})"))
-            else:
-                first[rid] = (line, rec)
-    return {rid: rec for rid, (_, rec) in first.items()}
-
-
-def _raw_ids(rec: dict, key: str) -> list[str]:
-    """A list field of a raw record as ids, however it was written (list, CSV text, array); [] if unusable."""
-    try:
-        items = _split_list(rec.get(key))
-    except (TypeError, ValueError):
-        return []
-    if not isinstance(items, list):
-        return []
-    return [str(i).strip() for i in items if isinstance(i, (str, int)) and str(i).strip()]
-
-
-def _kind(rec: dict | None) -> str:
-    return str((rec or {}).get("kind", "")).strip().lower()
-
-
-def _check_chunk_refs(file: Path, records: list[Record], chunk_recs: dict[str, dict], issues: list[Issue]) -> None:
-    """Every ``supersedes`` id must name a raw chunk (checked on every record, valid or not)."""
-    for line, rec in records:
-        for ref in _raw_ids(rec, "supersedes"):
-            if ref not in chunk_recs:
-                issues.append(Issue(str(file), line, "supersedes", f"names chunk {ref!r}, which is not in the kb"))
-            elif _kind(chunk_recs[ref]) != "raw":
-                issues.append(Issue(str(file), line, "supersedes",
-                                    f"names chunk {ref!r}, which is not a raw chunk; updates supersede raw chunks"))
-
-
-def _check_query_refs(file: Path, records: list[Record], kb_file: Path | None, chunk_recs: dict[str, dict],
-                      issues: list[Issue]) -> None:
-    """``kb_refs`` must name existing chunks, and be empty in a closed-book set (every record, valid or not)."""
-    for line, rec in records:
-        refs = _raw_ids(rec, "kb_refs")
-        if kb_file is None and refs:
-            issues.append(Issue(str(file), line, "kb_refs", "must be empty: the dataset is closed-book (no kb file)"))
-        elif kb_file is not None:
-            missing = [r for r in refs if r not in chunk_recs]
-            if missing:
-                issues.append(Issue(str(file), line, "kb_refs",
-                                    f"names chunk(s) not in {kb_file.name}: {', '.join(map(repr, missing))}"))
-
-
-def _check_query(file: Path, line: int, q: Query, kb_file: Path | None, chunk_recs: dict[str, dict],
-                 issues: list[Issue]) -> None:
-    """Checks on one valid query that need other fields or the kb: out_of_kb, update_sensitive, script."""
-    f = str(file)
-    if kb_file is None and q.update_sensitive:
-        issues.append(Issue(f, line, "update_sensitive", "cannot be true in a closed-book dataset (no kb file)"))
-    if kb_file is not None:
-        if "out_of_kb" in q.themes and q.kb_refs:
-            issues.append(Issue(f, line, "kb_refs", "must be empty for an out_of_kb query"))
-        if q.update_sensitive and not any(_kind(chunk_recs.get(r)) == "update" for r in q.kb_refs):
-            issues.append(Issue(f, line, "kb_refs", "update_sensitive is true but no kb_ref is an update chunk",
-                                "warning"))
-    written = dominant_script(q.query)
-    own = LANGUAGE_TABLE[q.language]
-    if q.language != "en" and script_letters(q.query, q.language) == 0:
-        issues.append(Issue(f, line, "query", f"no {own.script} letters for language {q.language!r}: "
-                            "romanized (kept, labelled by matrix language) or mislabelled?", "warning"))
-    elif written is not None and LANGUAGE_TABLE[written].script != own.script and q.language != "en":
-        issues.append(Issue(f, line, "query", f"mostly {LANGUAGE_TABLE[written].script} letters but language is "
-                            f"{q.language!r}", "warning"))
-    elif q.language == "en" and written not in (None, "en"):
-        issues.append(Issue(f, line, "language", f"is 'en' but the query is written in "
-                            f"{LANGUAGE_TABLE[written].script} script (language {written!r}?)", "warning"))
-
-
-def find_dataset_files(path: str | Path, issues: list[Issue]) -> tuple[Path | None, Path | None, str]:
-    """(queries file, kb file or None, dataset name) of a folder or a queries file; problems go to ``issues``."""
-    path = Path(path)
-    if not path.exists():
-        issues.append(Issue(str(path), None, None, "not found; give a dataset folder or a queries file"))
-        return None, None, path.name
-    if path.is_dir():
-        queries = _find_file(path, "queries", issues, required=True)
-        kb = _find_file(path, "kb", issues, required=False)
-        return queries, kb, path.resolve().name
-    if path.stem == "kb":
-        issues.append(Issue(str(path), None, None, "this is a kb file; pass the dataset folder instead"))
-        return None, None, path.parent.name
-    if path.stem == "queries":  # data/x/queries.jsonl means the dataset data/x (with its kb, if any)
-        kb = _find_file(path.parent, "kb", issues, required=False)
-        return path, kb, path.parent.resolve().name
-    return path, None, path.stem
-
-
-def validate(path: str | Path) -> tuple[Dataset | None, list[Issue]]:
-    """Read and check a dataset; return it (``None`` if any error) and every issue found. Writes nothing."""
-    path = Path(path)
-    issues: list[Issue] = []
-    queries_file, kb_file, name = find_dataset_files(path, issues)
-    chunks: list[tuple[int, Chunk]] = []
-    chunk_recs: dict[str, dict] = {}
-    if kb_file is not None:
-        records, read_issues = read_records(kb_file)
-        issues += read_issues
-        chunk_recs = _check_duplicates(kb_file, records, "chunk_id", issues)
-        chunks = _validate_records(kb_file, records, Chunk, issues)
-        _check_chunk_refs(kb_file, records, chunk_recs, issues)
-        if not records and not read_issues:
-            issues.append(Issue(str(kb_file), None, None, "has no chunks; the dataset is treated as closed-book",
-                                "warning"))
-            kb_file = None
-    queries: list[tuple[int, Query]] = []
-    if queries_file is not None:
-        records, read_issues = read_records(queries_file)
-        issues += read_issues
-        if not records and not read_issues:
-            issues.append(Issue(str(queries_file), None, None, "has no queries; add one JSON object per line"))
-        _check_duplicates(queries_file, records, "query_id", issues)
-        queries = _validate_records(queries_file, records, Query, issues)
-        _check_query_refs(queries_file, records, kb_file, chunk_recs, issues)
-        for line, q in queries:
-            _check_query(queries_file, line, q, kb_file, chunk_recs, issues)
-    if any(i.severity == "error" for i in issues):
-        return None, issues
-    return Dataset(name=name, path=path, chunks=[c for _, c in chunks], queries=[q for _, q in queries]), issues
-
-
-def load_dataset(path: str | Path) -> Dataset:
-    """Load a valid dataset, or raise UserError with the first error and how to see the rest."""
-    dataset, issues = validate(path)
-    errors = [i for i in issues if i.severity == "error"]
-    if dataset is None:
-        more = f" (+{len(errors) - 1} more; run `python -m pipeline validate {path}`)" if len(errors) > 1 else ""
-        raise UserError(f"{errors[0]}{more}")
-    return dataset
-
-
-def validate_command(path: str | Path) -> int:
-    """CLI: print every error and warning (one per line) and a summary; 1 if any error, else 0."""
-    from rich.console import Console
-    from rich.text import Text as RichText
-
-    console = Console(highlight=False, soft_wrap=True)
-    dataset, issues = validate(path)
-    for issue in sorted(issues, key=lambda i: (i.severity != "error", i.file, i.line if i.line is not None else -1)):
-        style = "bold red" if issue.severity == "error" else "yellow"
-        console.print(RichText.assemble((f"{issue.severity}: ", style), str(issue)))
-    n_err = sum(i.severity == "error" for i in issues)
-    n_warn = len(issues) - n_err
-    warn = f"; {n_warn} warning{'s' * (n_warn != 1)}" if n_warn else ""
-    if dataset is None:
-        console.print(RichText.assemble((f"invalid: {n_err} error{'s' * (n_err != 1)}{warn} in {path}", "bold red"),
-                                        "; fix them and rerun validate"))
-        return 1
-    console.print(RichText.assemble(("ok ", "bold green"), dataset.summary() + warn))
-    return 0
+OPTIONAL_FIELDS: tuple[str, ...] = (
+    "asked_on", "script", "variant_of", "options", "answer", "rubric", "messages", "query_en_source",
+)

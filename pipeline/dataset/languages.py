@@ -1,0 +1,62 @@
+"""Languages the datasets may use, and the scripts they are written in (letters counted per script)."""
+
+from __future__ import annotations
+
+import unicodedata
+from collections import Counter
+from typing import Literal, NamedTuple
+
+
+class Language(NamedTuple):
+    """A language the datasets may use: English name, script name and the script's code-point ranges."""
+
+    name: str
+    script: str
+    ranges: tuple[tuple[int, int], ...]
+
+
+# Adding a language is one line here (e.g. "bn": Language("Bengali", "Bengali", ((0x0980, 0x09FF),))).
+LANGUAGE_TABLE: dict[str, Language] = {
+    "en": Language("English", "Latin", ((0x0041, 0x005A), (0x0061, 0x007A), (0x00C0, 0x024F))),
+    "hi": Language("Hindi", "Devanagari", ((0x0900, 0x097F), (0xA8E0, 0xA8FF))),
+    "ta": Language("Tamil", "Tamil", ((0x0B80, 0x0BFF),)),
+    "te": Language("Telugu", "Telugu", ((0x0C00, 0x0C7F),)),
+    "kn": Language("Kannada", "Kannada", ((0x0C80, 0x0CFF),)),
+}
+LANGUAGES: dict[str, str] = {code: lang.name for code, lang in LANGUAGE_TABLE.items()}
+
+
+def script_letters(text: str, code: str) -> int:
+    """Number of letters (and combining marks) of ``text`` in the script of language ``code``."""
+    ranges = LANGUAGE_TABLE[code].ranges
+    return sum(
+        1 for ch in text
+        if any(lo <= ord(ch) <= hi for lo, hi in ranges) and unicodedata.category(ch)[0] in "LM"
+    )
+
+
+def script_counts(text: str) -> Counter[str]:
+    """Letters per script name (first language code per script), e.g. ``{"hi": 12, "en": 3}``."""
+    counts: Counter[str] = Counter()
+    seen_scripts: set[str] = set()
+    for code, lang in LANGUAGE_TABLE.items():
+        if lang.script in seen_scripts:
+            continue
+        seen_scripts.add(lang.script)
+        n = script_letters(text, code)
+        if n:
+            counts[code] = n
+    return counts
+
+
+def dominant_script(text: str) -> str | None:
+    """Language code whose script has the most letters in ``text`` (``None`` if no known letters)."""
+    counts = script_counts(text)
+    return counts.most_common(1)[0][0] if counts else None
+
+
+def derived_script(text: str, language: str) -> Literal["native", "latin"]:
+    """``latin`` for a non-English query with more Latin letters than letters of its own script, else ``native``."""
+    if language == "en" or language not in LANGUAGE_TABLE:
+        return "native"
+    return "latin" if script_letters(text, "en") > script_letters(text, language) else "native"
