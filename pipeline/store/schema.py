@@ -91,12 +91,32 @@ class QueryRow(Row):
     themes: list[str]
     kb_refs: list[str]
     update_sensitive: bool
+    # optional query fields (DESIGN.md); options, rubric and messages as JSON text
+    asked_on: date | None = None
+    script: str | None = None
+    variant_of: str | None = None
+    options: str | None = None
+    answer: str | None = None
+    rubric: str | None = None
+    messages: str | None = None
+    query_en_source: str | None = None
 
     @classmethod
     def of(cls, dataset: str, q: Query) -> QueryRow:
+        import json
+
+        def as_json(value: Any) -> str | None:
+            if value is None:
+                return None
+            if isinstance(value, list):
+                value = [v.model_dump(mode="json") for v in value]
+            return json.dumps(value, ensure_ascii=False)
+
         return cls(dataset=dataset, query_id=q.query_id, language=q.language, query=q.query, query_en=q.query_en,
                    gt_response=q.gt_response, themes=list(q.themes), kb_refs=list(q.kb_refs),
-                   update_sensitive=q.update_sensitive)
+                   update_sensitive=q.update_sensitive, asked_on=q.asked_on, script=q.script,
+                   variant_of=q.variant_of, options=as_json(q.options), answer=q.answer, rubric=as_json(q.rubric),
+                   messages=as_json(q.messages), query_en_source=q.query_en_source)
 
 
 @dataclass(slots=True)
