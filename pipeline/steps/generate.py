@@ -1,8 +1,10 @@
-"""Generation: the paper's uniform RAG prompt, the same retrieved chunks for every model.
+"""Generation: one uniform prompt per dataset, the same retrieved chunks for every model.
 
-The system prompt is Health-Pariksha's Figure 3 (``prompts/generation_system.txt``); raw chunks
-and KB-update chunks are given separately (§3.4), ``{query_lang}`` is the query's language and
-``{response_lang}`` the same. A closed-book dataset gets the same prompt with empty knowledge.
+The prompt files are the dataset's own (``data/<name>/prompts/``) where it has them, else the
+studio's (``pipeline/prompts/``): the bundled cataract set carries Health-Pariksha's Figure 3;
+other datasets get a generic health-assistant RAG prompt. Raw chunks and KB-update chunks are
+given separately (§3.4), ``{query_lang}`` is the query's language and ``{response_lang}`` the same.
+A closed-book dataset gets the closed-book prompt, with no knowledge-base sections.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import json
 from collections.abc import Sequence
 
 from pipeline.config import ModelConfig
-from pipeline.dataset import LANGUAGES, REFUSAL_SENTENCE, Chunk, Query
+from pipeline.dataset import LANGUAGES, REFUSAL_SENTENCE, Chunk, Dataset, Query
 from pipeline.models import Completion, is_exclusive
 from pipeline.models.base import ChatRequest, GenerateParams, Message
 from pipeline.prompts import load_text
@@ -34,25 +36,48 @@ def format_chunks(chunks: Sequence[Chunk]) -> str:
     return "\n\n".join(blocks)
 
 
-def build_messages(query: Query, raw: Sequence[Chunk], updates: Sequence[Chunk]) -> tuple[Message, ...]:
-    """System + user messages of the uniform RAG prompt for one query."""
+def build_messages(query: Query, raw: Sequence[Chunk], updates: Sequence[Chunk],
+                   dataset: Dataset | None = None) -> tuple[Message, ...]:
+    """The generation prompt of one query, from ``dataset``'s prompt files (the studio's without a dataset).
+
+    With a knowledge base: the system prompt, then a user turn with the raw chunks, the KB updates
+    and the query. Closed-book: the closed-book system prompt and the query, no knowledge-base
+    sections. A multiple-choice item lists its options and asks for one letter and a one-line
+    reason. A query with ``messages`` (HealthBench) is sent as its conversation after the system
+    prompt (a system message of its own is appended to ours); with a knowledge base, its last
+    turn carries the chunks.
+    """
+    text = dataset.prompt_text if dataset is not None else load_text
+    closed = dataset is not None and dataset.closed_book
     language = LANGUAGES.get(query.language, query.language)
-    system = load_text("generation_system.txt").format(query_lang=language, response_lang=language,
-                                                       refusal=REFUSAL_SENTENCE)
-    user = load_text("generation_user.txt").format(
-        raw_chunks=format_chunks(raw), update_chunks=format_chunks(updates), query=query.query,
-    )
-    return ({"role": "system", "content": system}, {"role": "user", "content": user})
+    system = text("closed_book_system.txt" if closed else "generation_system.txt").format(
+        query_lang=language, response_lang=language, refusal=REFUSAL_SENTENCE)
+    history = [{"role": t.role, "content": t.content} for t in query.messages or ()]
+    asked = history.pop()["content"] if history else query.query
+    if history and history[0]["role"] == "system":
+        system = f"{system}\n\n{history.pop(0)['content']}"
+    if query.options:
+        letters = list(query.options)
+        asked = text("multiple_choice.txt").format(
+            query=asked, options="\n".join(f"{k}. {v}" for k, v in query.options.items()),
+            letters=", ".join(letters[:-1]) + f" or {letters[-1]}")
+    if not closed:
+        user = text("generation_user.txt").format(raw_chunks=format_chunks(raw), update_chunks=format_chunks(updates),
+                                                  query=asked)
+    else:
+        user = asked if query.messages else text("closed_book_user.txt").format(query=asked)
+    return ({"role": "system", "content": system}, *history, {"role": "user", "content": user})
 
 
 def build_request(query: Query, raw: Sequence[Chunk], updates: Sequence[Chunk],
-                  params: GenerateParams) -> ChatRequest:
-    """The generation request; carries the structured inputs for non-LLM baselines too."""
+                  params: GenerateParams, dataset: Dataset | None = None) -> ChatRequest:
+    """The generation request (``dataset`` chooses the prompt files); carries the structured inputs for
+    non-LLM baselines too."""
     context = {
         "query": query.query, "query_en": query.search_text, "language": query.language,
         "raw_texts": [c.text for c in raw], "update_texts": [c.text for c in updates],
     }
-    return ChatRequest(messages=build_messages(query, raw, updates), params=params, context=context)
+    return ChatRequest(messages=build_messages(query, raw, updates, dataset), params=params, context=context)
 
 
 def prompt_hash(messages: Sequence[Message]) -> str:
@@ -75,7 +100,7 @@ async def step_generate(ctx: RunContext) -> None:
         queries = [q for q in ctx.queries if not mc.languages or q.language in mc.languages]
         for q in queries:
             raw, updates = chunks[q.query_id]
-            request = build_request(q, raw, updates, params)
+            request = build_request(q, raw, updates, params, ctx.dataset)
             phash = prompt_hash(request.messages)
             if done.get((q.query_id, mc.id)) != phash:
                 todo.append((q, request, phash))
