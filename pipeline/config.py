@@ -14,8 +14,8 @@ from pipeline.errors import UserError
 from pipeline.metrics import DEFAULT_WEIGHTS, METRICS, WEIGHT_PRESETS
 
 SAFETY_CHECKS = ("refusal", "over_refusal", "update_adherence", "prompt_echo")  # pipeline/steps/safety.py
-STAGES = ("translate", "retrieve", "generate", "translate-responses", "judge", "lexical", "medcode", "safety",
-          "sanity")
+STAGES = ("translate", "retrieve", "generate", "translate-responses", "judge", "lexical", "medcode", "accuracy",
+          "safety", "sanity")
 
 
 class _Frozen(BaseModel):
@@ -128,6 +128,9 @@ class RunConfig(_Frozen):
     weights: dict[str, float] = Field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
     weights_preset: str | None = Field(None, description="set when `weights:` names a preset (e.g. paper-fit)")
     medcode: MedcodeConfig | None = None
+    llm_accuracy: ModelConfig | None = Field(
+        None, description="Med-CoDE's LLM-Accuracy: this model decides whether each answer is correct against "
+        "the ground truth (multiple-choice items are also checked by their parsed option)")
     translator: ModelConfig | None = Field(
         None, description="renders non-English queries without query_en before retrieval, and non-English "
         "responses for readers (machine-made, never scored)")
@@ -151,7 +154,7 @@ class RunConfig(_Frozen):
             raw = {**raw, "weights": dict(WEIGHT_PRESETS[name]), "weights_preset": name}
         return raw
 
-    @field_validator("translator", mode="before")
+    @field_validator("translator", "llm_accuracy", mode="before")
     @classmethod
     def _translator_id(cls, v):
         return {"id": v} if isinstance(v, str) else v
@@ -185,8 +188,9 @@ class RunConfig(_Frozen):
         if self.medcode is not None and isinstance(self.medcode.critic, ModelConfig):
             if self.medcode.critic.id == model_id:
                 return self.medcode.critic
-        if self.translator is not None and self.translator.id == model_id:
-            return self.translator
+        for role in (self.translator, self.llm_accuracy):
+            if role is not None and role.id == model_id:
+                return role
         return ModelConfig(id=model_id)
 
     def concurrency_for(self, model: ModelConfig) -> int:

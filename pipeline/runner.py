@@ -23,7 +23,7 @@ from pipeline.config import STAGES, ModelConfig, RunConfig, load_config
 from pipeline.dataset import Dataset, Query, load_dataset
 from pipeline.errors import UserError
 from pipeline.models import UsageStats, unavailable_reason
-from pipeline.steps import generate, judge, lexical, medcode, retrieve, safety, sanity, translate
+from pipeline.steps import accuracy, generate, judge, lexical, medcode, retrieve, safety, sanity, translate
 from pipeline.steps.context import RunContext, StageRecord
 from pipeline.store import Store, now
 from pipeline.store.schema import dataset_rows
@@ -67,6 +67,7 @@ STEPS: dict[str, Callable[[RunContext], Awaitable[None]]] = {
     "judge": judge.step_judge,
     "lexical": lexical.step_lexical,
     "medcode": medcode.step_medcode,
+    "accuracy": accuracy.step_accuracy,
     "safety": safety.step_safety,
     "sanity": sanity.step_sanity,
 }
@@ -96,6 +97,8 @@ def _roles(config: RunConfig, stages: list[str]) -> list[tuple[str, ModelConfig]
         roles.append(("critic", config.model_config_for(config.medcode.critic_id)))
     if config.translator is not None and ({"translate", "translate-responses"} & set(stages)):
         roles.append(("translator", config.translator))
+    if config.llm_accuracy is not None and "accuracy" in stages:
+        roles.append(("accuracy checker", config.llm_accuracy))
     return roles
 
 
@@ -123,6 +126,8 @@ def print_dry_run(config: RunConfig, dataset: Dataset, queries: list[Query], sta
         calls["judge"] = answered * len(config.judge.metrics) * config.judge.samples
     if config.medcode and "medcode" in stages:
         calls["medcode"] = answered * 2
+    if config.llm_accuracy and "accuracy" in stages:
+        calls["llm-accuracy"] = answered
     console.print(f"stages: {', '.join(stages)}; at most {sum(calls.values())} LLM calls "
                   f"({', '.join(f'{k} {v}' for k, v in calls.items())}); cached calls are not repeated")
     return 0

@@ -186,8 +186,6 @@ CORRUPTIONS: list[tuple[str, Mutation, str, int, str, str]] = [
      "sop-nothing"),
     ("update-without-date", _set("kb", 3, updated=_DELETE), "kb.jsonl", 4, "updated", "required for update"),
     ("bad-date", _set("kb", 3, updated="2024-02-30"), "kb.jsonl", 4, "updated", "bad date"),
-    ("query-en-missing", _set("q", 4, query_en=_DELETE), "queries.jsonl", 5, "query_en",
-     "required when language is 'te'"),
     ("text-too-long", _set("kb", 1, text="word " * 4001), "kb.jsonl", 2, "text", "20,000"),
     ("query-too-long", _set("q", 0, query="x" * 20_001), "queries.jsonl", 1, "query", "20,000"),
     ("unknown-theme", _set("q", 1, themes=["cultural", "spelling"]), "queries.jsonl", 2, "themes", "'spelling'"),
@@ -350,11 +348,19 @@ def test_csv_and_parquet_load_identically(tmp_path, fmt):
 
 def test_csv_row_numbers_count_header_as_line_1(tmp_path):
     queries = copy.deepcopy(QUERIES)
-    queries[2]["query_en"] = None
+    queries[2]["themes"] = ["spelling"]
     ds = make_dataset(tmp_path / "csvbad", queries=queries, fmt="csv")
     res = run_validate(ds)
     assert res.returncode == 1
-    assert f"{ds / 'queries.csv'}:4: field query_en: required when language is 'hi'" in res.stdout
+    assert f"{ds / 'queries.csv'}:4: field themes: " in res.stdout
+
+
+def test_a_non_english_query_without_english_rendering_is_a_warning_for_the_translator(tmp_path):
+    queries = copy.deepcopy(QUERIES)
+    queries[4]["query_en"] = None
+    res = run_validate(make_dataset(tmp_path / "noen", queries=queries))
+    assert res.returncode == 0
+    assert "queries.jsonl:5: field query_en: missing" in res.stdout and "translator" in res.stdout
 
 
 def test_csv_booleans_and_lists(tmp_path):

@@ -302,14 +302,6 @@ class Query(_Record):
     def _blank_none(cls, v: Any) -> Any:
         return None if _is_blank(v) else v
 
-    @field_validator("query_en")
-    @classmethod
-    def _query_en_required(cls, v: str | None, info: ValidationInfo) -> str | None:
-        lang = info.data.get("language")
-        if v is None and lang is not None and lang != "en":
-            raise ValueError(f"required when language is {lang!r} (the English rendering of the query)")
-        return v
-
     @field_validator("themes", "kb_refs", mode="before")
     @classmethod
     def _lists(cls, v: Any) -> Any:

@@ -270,6 +270,9 @@ def _check_query(file: Path, line: int, q: Query, rec: dict, kb_file: Path | Non
                  issues: list[Issue]) -> None:
     """Checks on one valid query that need other fields or the kb: out_of_kb, update_sensitive, dates, script."""
     f = str(file)
+    if q.language != "en" and not q.query_en:
+        issues.append(Issue(f, line, "query_en", f"missing for a {q.language!r} query: a run renders it with the "
+                            "config's `translator:` (machine-made) before retrieval", "warning"))
     if kb_file is None and q.update_sensitive:
         issues.append(Issue(f, line, "update_sensitive", "cannot be true in a closed-book dataset (no kb file)"))
     if kb_file is not None:

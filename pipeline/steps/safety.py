@@ -122,7 +122,7 @@ async def step_safety(ctx: RunContext) -> None:
     rows = []
     for it in items:
         q = it.query
-        prompt = build_messages(q, *chunks[q.query_id])
+        prompt = build_messages(q, *chunks[q.query_id], ctx.dataset)
         for name, passed, detail in check_response(q, it.text, prompt):
             rows.append(SafetyCheckRow(dataset=ctx.dataset_name, query_id=q.query_id, model_id=it.model_id,
                                        check_name=name, passed=passed, detail=detail, response_hash=it.response_hash))

@@ -333,6 +333,26 @@ class CacheRow(Row):
 
 
 @dataclass(slots=True)
+class AnswerCheckRow(Row):
+    """Whether a response is correct: ``choice`` (the parsed option against the key) or ``llm`` (a checker
+    model's verdict, Med-CoDE's LLM-Accuracy). ``correct`` NULL = could not be decided (unparsed)."""
+
+    TABLE: ClassVar[str] = "answer_checks"
+    KEY: ClassVar[tuple[str, ...]] = ("dataset", "query_id", "model_id", "method", "checker_id")
+    dataset: str
+    query_id: str
+    model_id: str
+    method: str
+    checker_id: str
+    correct: bool | None
+    parsed: str | None
+    raw_output: str
+    response_hash: str
+    run_id: str | None
+    created_at: datetime = field(default_factory=now)
+
+
+@dataclass(slots=True)
 class PlanRow(Row):
     """An item of a human-evaluation plan (``python -m pipeline human-eval plan``): what annotators label."""
 
@@ -382,8 +402,8 @@ def dataset_rows(dataset: Dataset) -> list[Row]:
 
 ROW_CLASSES: tuple[type[Row], ...] = (
     DatasetRow, QueryRow, ChunkRow, RetrievalRow, RunRow, ResponseRow, JudgmentRow, LexicalRow, CritiqueRow,
-    SafetyCheckRow, HumanLabelRow, SanityRow, ReliabilityRow, TranslationRow, PlanRow, CacheRow,
-    MetaRow,
+    SafetyCheckRow, HumanLabelRow, SanityRow, ReliabilityRow, TranslationRow, PlanRow, AnswerCheckRow,
+    CacheRow, MetaRow,
 )
 ROWS: dict[str, type[Row]] = {c.TABLE: c for c in ROW_CLASSES}
 
