@@ -61,7 +61,7 @@ def _write_sources(store: Store) -> None:
         *(_lexical(i, "a", i / 10) for i in (0, 1, 3)),
         *(SafetyCheckRow(dataset="d", query_id="q1", model_id=m, check_name=c, passed=passed, detail="",
                          response_hash=text_hash("t"))
-          for m in ("a", "b") for c, passed in zip(SAFETY_CHECKS, (True, None, False), strict=True)),
+          for m in ("a", "b") for c, passed in zip(SAFETY_CHECKS, (True, None, False, True), strict=True)),
         # q2 errored: its judgment (left from an earlier, successful text) must not count
         *(_judgment(i, m, s, None if (i, m) == (1, "SS") else (i + s) % 3)
           for i in (0, 1, 2, 3) for m in METRICS for s in range(1 + (i == 3))),

@@ -507,11 +507,12 @@ def refresh_sql(derived: str, keys_from: str | None = None, key_columns: tuple[s
 
     ``key_columns`` are the columns of the derived key that ``keys_from`` has (a response key for a
     write to ``responses``, the whole key for ``judgments``). Rows of touched keys are deleted first,
-    so a key whose sources no longer qualify (a regenerated response) loses its derived row.
+    so a key whose sources no longer qualify (a regenerated response) loses its derived row. Rows are
+    inserted BY NAME: a column added to an older database (a new metric) sits last in the table.
     """
     d = DERIVED[derived]
     if keys_from is None:
-        return [f"DELETE FROM {derived}", f"INSERT INTO {derived} " + d.select.format(touched="", touched_s="")]
+        return [f"DELETE FROM {derived}", f"INSERT INTO {derived} BY NAME " + d.select.format(touched="", touched_s="")]
     cols = ", ".join(key_columns)
     keys = f"(SELECT DISTINCT {cols} FROM {keys_from})"
 
@@ -519,4 +520,4 @@ def refresh_sql(derived: str, keys_from: str | None = None, key_columns: tuple[s
         return f"JOIN {keys} k ON {_on('k', alias, key_columns)}"
 
     return [f"DELETE FROM {derived} USING {keys} k WHERE {_on('k', derived, key_columns)}",
-            f"INSERT INTO {derived} " + d.select.format(touched=touched(d.alias), touched_s=touched("s"))]
+            f"INSERT INTO {derived} BY NAME " + d.select.format(touched=touched(d.alias), touched_s=touched("s"))]
