@@ -125,6 +125,9 @@ class RunConfig(_Frozen):
     retrieval: RetrievalConfig = RetrievalConfig()
     models: tuple[ModelConfig, ...]
     judge: JudgeConfig | None = None
+    jury: tuple[JudgeConfig, ...] = Field((), description="further judges (MedHELM-style jury): give `judge:` a list; "
+                                          "every judge scores every item")
+    jury_aggregate: Literal["mean", "median"] = "mean"
     weights: dict[str, float] = Field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
     weights_preset: str | None = Field(None, description="set when `weights:` names a preset (e.g. paper-fit)")
     medcode: MedcodeConfig | None = None
@@ -159,10 +162,31 @@ class RunConfig(_Frozen):
     def _translator_id(cls, v):
         return {"id": v} if isinstance(v, str) else v
 
+    @model_validator(mode="before")
+    @classmethod
+    def _judge_list(cls, raw):
+        """``judge:`` may be a list of judges: the first is the primary judge, the rest the jury."""
+        if isinstance(raw, dict) and isinstance(raw.get("judge"), list | tuple):
+            judges = list(raw["judge"])
+            if not judges:
+                raise ValueError("judge: an empty list; give one judge or several")
+            raw = {**raw, "judge": judges[0], "jury": judges[1:]}
+        return raw
+
     @field_validator("judge", mode="before")
     @classmethod
     def _judge_id(cls, v):
         return {"id": v} if isinstance(v, str) else v
+
+    @field_validator("jury", mode="before")
+    @classmethod
+    def _jury_ids(cls, v):
+        return [{"id": j} if isinstance(j, str) else j for j in (v or [])]
+
+    @property
+    def judges(self) -> tuple[JudgeConfig, ...]:
+        """Every judge: the primary one first, then the jury."""
+        return () if self.judge is None else (self.judge, *self.jury)
 
     @model_validator(mode="after")
     def _check(self) -> RunConfig:
@@ -170,6 +194,9 @@ class RunConfig(_Frozen):
         dupes = sorted({i for i in ids if ids.count(i) > 1})
         if dupes:
             raise ValueError(f"model ids listed twice: {', '.join(dupes)}")
+        judge_ids = [j.id for j in self.judges]
+        if len(set(judge_ids)) != len(judge_ids):
+            raise ValueError(f"judge: a judge is listed twice ({', '.join(judge_ids)})")
         if self.weights:
             unknown = set(self.weights) - set(METRICS)
             if unknown:
@@ -183,8 +210,9 @@ class RunConfig(_Frozen):
         for m in self.models:
             if m.id == model_id:
                 return m
-        if self.judge is not None and self.judge.id == model_id:
-            return ModelConfig(**self.judge.model_dump(exclude=JUDGE_ONLY_FIELDS))
+        for judge in self.judges:
+            if judge.id == model_id:
+                return ModelConfig(**judge.model_dump(exclude=JUDGE_ONLY_FIELDS))
         if self.medcode is not None and isinstance(self.medcode.critic, ModelConfig):
             if self.medcode.critic.id == model_id:
                 return self.medcode.critic

@@ -91,8 +91,9 @@ def parse_stages(stages: str | None, config: RunConfig) -> list[str]:
 
 def _roles(config: RunConfig, stages: list[str]) -> list[tuple[str, ModelConfig]]:
     roles = [("generator", m) for m in config.models] if "generate" in stages else []
-    if config.judge is not None and ({"judge", "sanity"} & set(stages)):
-        roles.append(("judge", config.model_config_for(config.judge.id)))
+    if {"judge", "sanity"} & set(stages):
+        roles += [("judge" if i == 0 else "jury judge", config.model_config_for(j.id))
+                  for i, j in enumerate(config.judges)]
     if config.medcode is not None and "medcode" in stages:
         roles.append(("critic", config.model_config_for(config.medcode.critic_id)))
     if config.translator is not None and ({"translate", "translate-responses"} & set(stages)):
@@ -123,7 +124,7 @@ def print_dry_run(config: RunConfig, dataset: Dataset, queries: list[Query], sta
     answered = sum(sum(1 for q in queries if not m.languages or q.language in m.languages) for m in config.models)
     calls = {"generate": answered}
     if config.judge and "judge" in stages:
-        calls["judge"] = answered * len(config.judge.metrics) * config.judge.samples
+        calls["judge"] = answered * sum(len(j.metrics) * j.samples for j in config.judges)
     if config.medcode and "medcode" in stages:
         calls["medcode"] = answered * 2
     if config.llm_accuracy and "accuracy" in stages:

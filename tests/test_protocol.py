@@ -139,3 +139,18 @@ def test_the_extractive_baseline_never_repeats_a_sentence():
                                    "update_texts": []})
     text = asyncio.run(ExtractiveBackend(ModelConfig(id="extractive/top-sentences")).complete(request)).text
     assert text.count(shared) == 1
+
+
+@pytest.mark.slow
+def test_a_jury_of_two_embedded_judges_scores_every_item(tmp_path: Path):
+    """MedHELM-style jury: `judge:` a list; every judge scores every item and both are stored apart."""
+    db = tmp_path / "r.duckdb"
+    config = RunConfig.model_validate({
+        "name": "jury", "dataset": str(REPO / "data" / "cataract"), "db": str(db), "languages": ["en"],
+        "per_language": 1, "models": [{"id": "extractive/top-sentences"}],
+        "judge": [{"id": SMOLLM2, "max_tokens": 16}, {"id": "llamacpp/gemma-3-270m", "max_tokens": 16}],
+    })
+    run(config, stages="retrieve,generate,judge", console=Console(file=io.StringIO()))
+    per_judge = dict(_rows(db, "SELECT judge_id, count(*) FROM judgments GROUP BY ALL"))
+    assert per_judge == {SMOLLM2: 4, "llamacpp/gemma-3-270m": 4}
+    assert _rows(db, "SELECT count(DISTINCT judge_id), count(*) FROM item_scores") == [(2, 2)]

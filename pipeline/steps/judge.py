@@ -25,11 +25,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pipeline.config import JudgeConfig
 from pipeline.dataset import Chunk, Query
 from pipeline.metrics import METRICS, registry, rubric
 from pipeline.models.base import ChatRequest, Completion, GenerateParams, Message, Model
 from pipeline.prompts import load_text
-from pipeline.steps.context import RunContext, finished, responses_to_score, still_to_do, stored_chunks
+from pipeline.steps.context import (
+    ResponseItem,
+    RunContext,
+    finished,
+    responses_to_score,
+    still_to_do,
+    stored_chunks,
+)
 from pipeline.steps.generate import format_chunks
 from pipeline.store.schema import JudgmentRow
 
@@ -289,11 +297,18 @@ async def judge_response(judge: Model, *, query: Query, response: str, raw: list
 
 
 async def step_judge(ctx: RunContext) -> None:
-    """Judge every selected response (not yet judged for its current text) on every metric."""
-    jc = ctx.config.judge
-    judge = ctx.model(jc.id)
+    """Every judge (the jury when there are several) scores every selected response, not yet judged for its
+    current text, on its metrics."""
     chunks = stored_chunks(ctx)
-    candidates = [(item, call) for item in responses_to_score(ctx)
+    items = responses_to_score(ctx)
+    for jc in ctx.config.judges:
+        await _judge_with(ctx, jc, items, chunks)
+
+
+async def _judge_with(ctx: RunContext, jc: JudgeConfig, items: list[ResponseItem],
+                      chunks: dict[str, tuple[list[Chunk], list[Chunk]]]) -> None:
+    judge = ctx.model(jc.id)
+    candidates = [(item, call) for item in items
                   for call in judge_calls(item.query, item.text, *chunks[item.query.query_id], metrics=jc.metrics,
                                           samples=jc.samples, temperature=jc.temperature, max_tokens=jc.max_tokens)]
     done = finished(ctx, "judgments", ("query_id", "model_id", "metric", "sample"), where={"judge_id": jc.id})

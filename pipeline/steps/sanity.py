@@ -19,6 +19,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from pipeline.analysis.reliability import discrimination_auc
+from pipeline.config import JudgeConfig
 from pipeline.dataset import REFUSAL_SENTENCE, Dataset, Query
 from pipeline.models.base import Completion
 from pipeline.steps.context import RunContext, stored_chunks
@@ -63,9 +64,13 @@ def sanity_variants(query: Query, dataset: Dataset) -> list[tuple[str, str, str]
 
 async def step_sanity(ctx: RunContext) -> None:
     """Judge the sanity set on every configured metric; store per-metric discrimination AUC."""
+    for jc in ctx.config.judges:
+        await _sanity_of(ctx, jc)
+
+
+async def _sanity_of(ctx: RunContext, jc: JudgeConfig) -> None:
     from pipeline.steps.judge import judge_calls, judgment_result
 
-    jc = ctx.config.judge
     judge = ctx.model(jc.id)
     queries = spread_across_languages(ctx.queries, jc.sanity_items)
     chunks = stored_chunks(ctx, queries, fallback_to_refs=True)
