@@ -81,6 +81,21 @@ def import_human_labels(
     raise typer.Exit(import_human_labels_command(csv, db=db, dataset=dataset))
 
 
+@app.command("import-qa")
+def import_qa(
+    fmt: Annotated[str, typer.Argument(metavar="FORMAT", help="medqa, medmcqa, pubmedqa, mmlu or healthbench")],
+    file: Annotated[Path, typer.Argument(help="the public file, in its published layout")],
+    out_dir: Annotated[Path, typer.Argument(help="dataset folder to write (queries.jsonl; kb.jsonl with --contexts)")],
+    contexts: Annotated[bool, typer.Option("--contexts", help="PubMedQA: keep the abstracts as KB chunks")] = False,
+    cop_base: Annotated[int, typer.Option(help="MedMCQA: 1 = original files (cop 1-4), 0 = Hugging Face copy")] = 1,
+    limit: Annotated[int | None, typer.Option(help="import only the first N items")] = None,
+):
+    """Import a public medical QA set (MedQA, MedMCQA, PubMedQA, MMLU, HealthBench) as a dataset folder."""
+    from pipeline.dataset.importers import import_qa_command
+
+    raise typer.Exit(import_qa_command(fmt, file, out_dir, contexts=contexts, cop_base=cop_base, limit=limit))
+
+
 human_eval_app = typer.Typer(no_args_is_help=True, help="Human evaluation designed as Health-Pariksha's (3.5.2).")
 app.add_typer(human_eval_app, name="human-eval")
 

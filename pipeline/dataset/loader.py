@@ -116,7 +116,7 @@ class Dataset:
         extras = [f"{n} {what}" for n, what in (
             (sum(q.multiple_choice for q in self.queries), "multiple-choice"),
             (sum(q.rubric is not None for q in self.queries), "with a rubric"),
-            (sum(q.messages is not None for q in self.queries), "multi-turn"),
+            (sum(len(q.messages or ()) > 1 for q in self.queries), "multi-turn"),
         ) if n]
         more = f" [{', '.join(extras)}]" if extras else ""
         return f"{self.name}: {len(self.queries)} queries ({per_lang}){more}; {kb}"
