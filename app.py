@@ -10,7 +10,6 @@ import streamlit as st
 from pages import _data as data
 from pages import _ui as ui
 from pipeline.metrics import METRICS
-from pipeline.store import SHARED_READERS
 
 ui.ensure_navigation()
 st.set_page_config(page_title="Pariksha Studio", page_icon=":material/health_and_safety:", layout="wide")
@@ -122,6 +121,6 @@ PAGE_TEXT = [
 ]
 
 navigation = st.navigation(list(PAGES.values()))
-with SHARED_READERS.held(data.db_path()):  # the render's reads share one DuckDB instance
+with data.held(data.db_path()):  # the render's reads share one DuckDB instance
     st.session_state["_ctx"] = ui.sidebar()
     navigation.run()

@@ -73,7 +73,6 @@ def page_queries(db: str) -> dict[str, list[tuple[str, Callable[[], Any]]]]:
                          ("leaderboard en (CIs)", lambda: data.leaderboard(db, f, judge, weights, "en")),
                          ("  of which 120 CIs + table (SQL cached)",
                           lambda: lb.leaderboard(data.leaderboard_base(db, f, judge), weights, "en")),
-                         ("safety_summary en", lambda: data.safety_summary(db, f.with_(languages=("en",)))),
                          ("paper_leaderboard", lambda: data.paper_leaderboard("en"))],
         "responses": [("browse_view (count, page, details, chunks)", lambda: data.browse_view(db, browse, 10, 0)),
                       ("query_view (side by side)", lambda: data.query_view(db, dataset, "en-00001"))],

@@ -8,7 +8,6 @@ import streamlit as st
 
 from pages import _data as data
 from pages import _ui as ui
-from pipeline.analysis.stats import EXPANSION_MIN_N
 from pipeline.metrics import METRICS
 
 CHECK_LABELS = {
@@ -71,7 +70,7 @@ st.subheader(f"{ui.md_escape(ui.lang_label(language))}: {len(board)} models")
 parse_failures = int(board.parse_failures.fillna(0).sum())
 caption = (f"Judge {ui.md_escape(ctx.judge)}. Means over scored items; n per metric excludes "
            f"{parse_failures} unparseable judge outputs (never counted as 0). CIs: 95% percentile bootstrap over "
-           f"items, from the bootstrap distribution's cumulants (Cornish–Fisher) when n ≥ {EXPANSION_MIN_N} and "
+           f"items, from the bootstrap distribution's cumulants (Cornish–Fisher) when n ≥ {data.EXPANSION_MIN_N} and "
            f"the mean is not skewed, else {data.CI_RESAMPLES} resamples.")
 if "self_std" in board:
     caption += (" Self-consistency: mean std of a metric's samples per item, and the share of items whose "
@@ -112,9 +111,9 @@ st.download_button("Download CSV", board[shown].to_csv(index=False).encode("utf-
                    file_name=f"leaderboard-{ctx.filters.dataset}-{language}.csv", mime="text/csv",
                    icon=":material/download:")
 
-safety = data.safety_summary(ctx.db, ctx.filters.with_(languages=(language,)))
-if not safety.empty:
-    with st.expander("Safety checks: passed, failed and unclear per model"):
+if any(c.startswith("check_") for c in board.columns):  # counts on request: they scan every check
+    if st.toggle("Safety checks: passed, failed and unclear per model", key="lb_safety", bind="query-params"):
+        safety = data.safety_summary(ctx.db, ctx.filters.with_(languages=(language,)))
         st.dataframe(safety.assign(check_name=safety.check_name.map(lambda c: CHECK_LABELS.get(c, (c,))[0]))
                      .drop(columns=["language"]), hide_index=True, column_config={
                          "check_name": "check", "pass_rate": number("pass rate", format="percent",

@@ -10,10 +10,9 @@ from pages import _data as data
 from pages import _ui as ui
 from pipeline.dataset.human_labels import save_label
 from pipeline.metrics import METRICS
-from pipeline.read.agreement import ALL_MODELS, PAPER_METRIC
 
 SCORE_LABELS = {0: "0 — bad", 1: "1 — medium", 2: "2 — good"}
-DEFAULT_METRIC = METRICS.index(PAPER_METRIC) if PAPER_METRIC in METRICS else 0
+DEFAULT_METRIC = METRICS.index(data.PAPER_METRIC) if data.PAPER_METRIC in METRICS else 0
 
 ctx = ui.context()
 st.title("Human vs LLM judge")
@@ -42,7 +41,7 @@ def agreement_view() -> None:
     st.dataframe(table, hide_index=True, column_config={
         "agreement": st.column_config.NumberColumn("% agreement", format="percent"),
         "kappa": st.column_config.NumberColumn("weighted κ", format="%.2f")})
-    per_model = table[table.model_id != ALL_MODELS]
+    per_model = table[table.model_id != data.ALL_MODELS]
     if not per_model.empty:
         per_model = per_model.assign(label=per_model.language + " · " + per_model.model_id)
         bars = alt.Chart(per_model).mark_bar(color="#0f766e").encode(

@@ -16,9 +16,11 @@ from typing import Any, TypeVar
 import pandas as pd
 import streamlit as st
 
+from pipeline.analysis.stats import EXPANSION_MIN_N  # noqa: F401
 from pipeline.read import agreement as agreement_read
 from pipeline.read import home, judge_trust, medcode, playground, responses, themes
 from pipeline.read import leaderboard as leaderboard_read
+from pipeline.read.agreement import ALL_MODELS, PAPER_METRIC  # noqa: F401
 from pipeline.read.common import (  # noqa: F401  (re-exported for the pages)
     DISAGREEMENT,
     DISAGREEMENT_LABELS,
@@ -37,7 +39,7 @@ from pipeline.read.leaderboard import CI_RESAMPLES, paper_leaderboard, short_nam
 from pipeline.read.medcode import ACCURACY_METRIC  # noqa: F401
 from pipeline.read.responses import Browse  # noqa: F401
 from pipeline.read.themes import theme_table  # noqa: F401
-from pipeline.store import LEXICAL  # noqa: F401
+from pipeline.store import LEXICAL, SHARED_READERS  # noqa: F401
 
 CACHE_TTL_S = 600
 F = TypeVar("F", bound=Callable[..., Any])
@@ -59,6 +61,11 @@ def cached(fn: F) -> F:
 
     _CACHED.append(cache)
     return wrapper  # type: ignore[return-value]
+
+
+def held(db: str | Path) -> Any:
+    """A context in which the reads of one render share one read-only DuckDB instance (app.py wraps each run)."""
+    return SHARED_READERS.held(db)
 
 
 def clear_caches() -> None:

@@ -42,6 +42,14 @@ def open_app(db: Path, monkeypatch: pytest.MonkeyPatch, page: str | None = None,
     return at
 
 
+def con_df(db: Path, sql: str) -> pd.DataFrame:
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return con.execute(sql).df()
+    finally:
+        con.close()
+
+
 def texts(at: AppTest) -> str:
     """Everything a user reads on the page (markdown, captions, text, alerts), joined."""
     parts = [e.value for kind in (at.markdown, at.caption, at.text, at.info, at.warning, at.error, at.success,
@@ -143,6 +151,13 @@ def test_leaderboard_matches_sql_and_excludes_parse_failures(synthetic_db, monke
     assert {"check_over_refusal", "rouge_l", "recall", "paper_AGG"} <= set(board.columns)
     assert board.paper_AGG.notna().any()  # matched to Health-Pariksha's Hindi table by model name
     assert at.download_button, "CSV download"
+    at.toggle(key="lb_safety").set_value(True).run()
+    safety = next(f.value for f in at.dataframe if "unclear" in f.value.columns)
+    checks = con_df(synthetic_db, "SELECT s.model_id, count(*) AS n FROM safety_checks s JOIN queries q "
+                                  "USING (dataset, query_id) WHERE s.dataset = 'synthetic' AND q.language = 'hi' "
+                                  "GROUP BY ALL").set_index("model_id").n
+    assert (safety.groupby("model_id").n.sum() == checks.loc[safety.model_id.unique()]).all()
+    assert (safety.n == safety.passed + safety.failed + safety.unclear).all()
 
 
 def test_weight_slider_changes_agg(synthetic_db, monkeypatch):

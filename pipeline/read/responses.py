@@ -2,8 +2,8 @@
 
 A score filter reads ``item_scores`` (the item's mean over its parsed samples, of the current
 response text). An item's judgments and critiques carry ``current``: whether they scored the text
-now stored (older ones are kept in the store, never counted); its safety checks and lexical scores
-are the current ones only.
+now stored (``pipeline.store.text_hash``; older ones are kept in the store, never counted); its
+safety checks and lexical scores are the current ones only.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import duckdb
 import pandas as pd
 
 from pipeline.metrics import METRICS
-from pipeline.read.common import Filters, current_hash, current_join
-from pipeline.store import LEXICAL, SHARED_READERS
+from pipeline.read.common import Filters, current_hash
+from pipeline.store import LEXICAL, SHARED_READERS, text_hash
 
 
 @dataclass(frozen=True)
@@ -116,9 +116,8 @@ def browse_view(db: str | Path, b: Browse, limit: int, offset: int) -> dict[str,
         if page.empty and total > 0:
             offset = 0
             page = _page(con, db, b, limit, offset)
-        keys = tuple(zip(page.query_id, page.model_id, strict=True))
         dataset = b.filters.dataset or ""
-        return {"total": total, "offset": offset, "page": page, "details": _item_details(con, db, dataset, keys),
+        return {"total": total, "offset": offset, "page": page, "details": _item_details(con, dataset, page),
                 "chunks": _retrieved_chunks(con, dataset, tuple(dict.fromkeys(page.query_id)))}
 
 
@@ -127,29 +126,39 @@ def _keys_join(alias: str) -> str:
             f"ON k.query_id = {alias}.query_id AND k.model_id = {alias}.model_id")
 
 
-def _item_details(con: duckdb.DuckDBPyConnection, db: str | Path, dataset: str,
-                  keys: tuple[tuple[str, str], ...]) -> dict[str, pd.DataFrame]:
-    qids, mids = [k[0] for k in keys], [k[1] for k in keys]
-    rhash = current_hash(db, "r")
+def _current_hashes(responses: pd.DataFrame) -> dict[tuple[str, str], str]:
+    """(query_id, model_id) → the hash of the text now stored, for responses without an error."""
+    return {(q, m): text_hash(t) for q, m, t, e in zip(responses.query_id, responses.model_id, responses.text,
+                                                     responses.error, strict=True)
+            if isinstance(t, str) and not (isinstance(e, str) and e)}
 
-    def is_current(alias: str) -> str:
-        return (f"coalesce({alias}.response_hash = {rhash} AND r.error IS NULL, FALSE) AS current FROM responses r "
-                f"JOIN {{table}} {alias} ON {alias}.dataset = r.dataset AND {alias}.query_id = r.query_id "
-                f"AND {alias}.model_id = r.model_id {_keys_join(alias)}")
 
+def _mark_current(frame: pd.DataFrame, current: dict[tuple[str, str], str]) -> pd.DataFrame:
+    """``frame`` (with query_id, model_id, response_hash) with ``current``: it scored the text now stored."""
+    hits = [current.get((q, m)) == h for q, m, h in zip(frame.query_id, frame.model_id, frame.response_hash,
+                                                         strict=True)]
+    return frame.drop(columns=["response_hash"]).assign(current=pd.Series(hits, index=frame.index, dtype=bool))
+
+
+def _item_details(con: duckdb.DuckDBPyConnection, dataset: str, page: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    params = [list(page.query_id), list(page.model_id), dataset]
     statements = {
         "judgments": ("SELECT j.query_id, j.model_id, j.judge_id, j.metric, j.sample, j.score, j.parse_ok, "
-                      f"j.justification, j.raw_output, {is_current('j').format(table='judgments')} "
-                      "WHERE r.dataset = ? ORDER BY j.judge_id, j.metric, j.sample"),
+                      f"j.justification, j.raw_output, j.response_hash FROM judgments j {_keys_join('j')} "
+                      "WHERE j.dataset = ? ORDER BY j.judge_id, j.metric, j.sample"),
         "critiques": ("SELECT c.query_id, c.model_id, c.critic_id, c.classifier, c.critique, c.p_none, c.p_low, "
-                      f"c.p_moderate, c.p_high, c.label, {is_current('c').format(table='critiques')} "
-                      "WHERE r.dataset = ?"),
-        "safety": ("SELECT s.query_id, s.model_id, s.check_name, s.passed, s.detail FROM safety_checks s "
-                   f"{_keys_join('s')} {current_join(db, 's')} WHERE s.dataset = ? ORDER BY s.check_name"),
-        "lexical": (f"SELECT l.query_id, l.model_id, {', '.join('l.' + c for c in LEXICAL)} FROM lexical_scores l "
-                    f"{_keys_join('l')} {current_join(db, 'l')} WHERE l.dataset = ?"),
+                      f"c.p_moderate, c.p_high, c.label, c.response_hash FROM critiques c {_keys_join('c')} "
+                      "WHERE c.dataset = ?"),
+        "safety": ("SELECT s.query_id, s.model_id, s.check_name, s.passed, s.detail, s.response_hash "
+                   f"FROM safety_checks s {_keys_join('s')} WHERE s.dataset = ? ORDER BY s.check_name"),
+        "lexical": (f"SELECT l.query_id, l.model_id, {', '.join('l.' + c for c in LEXICAL)}, l.response_hash "
+                    f"FROM lexical_scores l {_keys_join('l')} WHERE l.dataset = ?"),
     }
-    return {name: con.execute(sql, [qids, mids, dataset]).df() for name, sql in statements.items()}
+    current = _current_hashes(page)
+    out = {name: _mark_current(con.execute(sql, params).df(), current) for name, sql in statements.items()}
+    for name in ("safety", "lexical"):  # only the current ones are shown
+        out[name] = out[name][out[name].current].drop(columns=["current"]).reset_index(drop=True)
+    return out
 
 
 def _retrieved_chunks(con: duckdb.DuckDBPyConnection, dataset: str, query_ids: tuple[str, ...]) -> pd.DataFrame:
@@ -168,15 +177,14 @@ def _retrieved_chunks(con: duckdb.DuckDBPyConnection, dataset: str, query_ids: t
 def query_view(db: str | Path, dataset: str, query_id: str) -> dict[str, pd.DataFrame]:
     """Every model's response to one query and the judgments of its current text (side-by-side comparison)."""
     with SHARED_READERS.cursor(db) as con:
-        return {
-            "responses": con.execute("SELECT r.model_id, r.text, r.error, r.latency_s FROM responses r "
-                                     "WHERE r.dataset = ? AND r.query_id = ? ORDER BY r.model_id",
-                                     [dataset, query_id]).df(),
-            "judgments": con.execute("SELECT j.model_id, j.judge_id, j.metric, j.sample, j.score, j.parse_ok, "
-                                     f"j.justification FROM judgments j {current_join(db, 'j')} "
-                                     "WHERE j.dataset = ? AND j.query_id = ? ORDER BY j.judge_id, j.metric, "
-                                     "j.sample", [dataset, query_id]).df(),
-        }
+        answers = con.execute("SELECT r.query_id, r.model_id, r.text, r.error, r.latency_s FROM responses r "
+                              "WHERE r.dataset = ? AND r.query_id = ? ORDER BY r.model_id", [dataset, query_id]).df()
+        judgments = con.execute("SELECT query_id, model_id, judge_id, metric, sample, score, parse_ok, justification, "
+                                "response_hash FROM judgments WHERE dataset = ? AND query_id = ? "
+                                "ORDER BY judge_id, metric, sample", [dataset, query_id]).df()
+    judgments = _mark_current(judgments, _current_hashes(answers))
+    return {"responses": answers.drop(columns=["query_id"]),
+            "judgments": judgments[judgments.current].drop(columns=["query_id", "current"]).reset_index(drop=True)}
 
 
 def query_responses(db: str | Path, dataset: str, query_id: str) -> pd.DataFrame:
