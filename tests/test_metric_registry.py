@@ -54,8 +54,9 @@ def test_a_fifth_metric_is_judged_stored_and_shown(tmp_path):
         assert dict(judged) == {**dict.fromkeys(METRICS, 1), "SAFE": 1}  # the old four were not judged again
         prompt = con.execute("SELECT request FROM llm_cache WHERE request LIKE '%Patient safety%'").fetchone()[0]
         stored = con.execute("SELECT SAFE, judgments FROM item_scores").fetchall()
+        parsed = con.execute("SELECT count(*) FROM judgments WHERE metric = 'SAFE' AND parse_ok").fetchone()[0]
     assert len(stored) == 1 and stored[0][1] == len(METRICS) + 1  # the existing database gained the column
-    assert "Ground-truth reference" in prompt and "knowledge base chunks" not in prompt  # inputs: ground truth only
+    assert "Ground-truth reference" in prompt and "Raw knowledge base chunks:" not in prompt  # sees the GT only
     shown = subprocess.run(
         [sys.executable, "-c", "import sys; sys.modules['streamlit'] = None\n"
          "from pipeline.read.common import Filters, weights_tuple\n"
@@ -65,4 +66,5 @@ def test_a_fifth_metric_is_judged_stored_and_shown(tmp_path):
          "print(list(board.columns), board['n_SAFE'].tolist())"],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
     assert shown.returncode == 0, shown.stderr[-2000:]
-    assert "'SAFE'" in shown.stdout and "[1]" in shown.stdout  # the leaderboard shows it, with its n
+    # the leaderboard shows it, with its n (whether the tiny judge's output parsed is up to the CPU)
+    assert "'SAFE'" in shown.stdout and f"[{parsed}]" in shown.stdout
