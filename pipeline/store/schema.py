@@ -387,6 +387,49 @@ class TranslationRow(Row):
 
 
 @dataclass(slots=True)
+class RubricGradeRow(Row):
+    """A grader's verdict on one rubric criterion of one response (HealthBench): ``met`` NULL = unparsed, never
+    counted as met or not met. ``criterion``, ``points`` and ``tags`` are the criterion as graded."""
+
+    TABLE: ClassVar[str] = "rubric_grades"
+    KEY: ClassVar[tuple[str, ...]] = ("dataset", "query_id", "model_id", "grader_id", "criterion_index")
+    dataset: str
+    query_id: str
+    model_id: str
+    grader_id: str
+    criterion_index: int
+    criterion: str
+    points: float
+    tags: list[str]
+    met: bool | None
+    explanation: str
+    raw_output: str
+    response_hash: str
+    run_id: str | None
+    cached: bool = False
+    created_at: datetime = field(default_factory=now)
+
+
+@dataclass(slots=True)
+class CriterionLabelRow(Row):
+    """A physician's met / not met for one rubric criterion of one response (``import-criterion-labels``): what the
+    rubric grader is meta-evaluated against. ``response_hash`` is the response labelled."""
+
+    TABLE: ClassVar[str] = "criterion_labels"
+    KEY: ClassVar[tuple[str, ...]] = ("dataset", "query_id", "model_id", "criterion_index", "annotator")
+    dataset: str
+    query_id: str
+    model_id: str
+    criterion_index: int
+    criterion: str
+    annotator: str
+    met: bool
+    response_hash: str
+    source: str
+    created_at: datetime = field(default_factory=now)
+
+
+@dataclass(slots=True)
 class MetaRow(Row):
     TABLE: ClassVar[str] = "meta"
     KEY: ClassVar[tuple[str, ...]] = ("key",)
@@ -403,7 +446,7 @@ def dataset_rows(dataset: Dataset) -> list[Row]:
 ROW_CLASSES: tuple[type[Row], ...] = (
     DatasetRow, QueryRow, ChunkRow, RetrievalRow, RunRow, ResponseRow, JudgmentRow, LexicalRow, CritiqueRow,
     SafetyCheckRow, HumanLabelRow, SanityRow, ReliabilityRow, TranslationRow, PlanRow, AnswerCheckRow,
-    CacheRow, MetaRow,
+    CacheRow, MetaRow, RubricGradeRow, CriterionLabelRow,
 )
 ROWS: dict[str, type[Row]] = {c.TABLE: c for c in ROW_CLASSES}
 
