@@ -116,6 +116,13 @@ class MedcodeConfig(_Frozen):
 JUDGE_ONLY_FIELDS = {"metrics", "samples", "sanity_items"}
 
 
+class Price(_Frozen):
+    """A model's price in US dollars per million tokens (``pipeline.read.cost`` turns tokens into cost)."""
+
+    input: float = Field(ge=0, description="$ per 1M prompt tokens")
+    output: float = Field(ge=0, description="$ per 1M completion tokens")
+
+
 class RunConfig(_Frozen):
     """The whole run: dataset, retrieval, models, judge, weights, Med-CoDE, concurrency."""
 
@@ -141,6 +148,24 @@ class RunConfig(_Frozen):
     limit: int | None = Field(None, ge=1, description="evaluate only the first N queries")
     per_language: int | None = Field(None, ge=1, description="evaluate only the first N queries of each language")
     languages: tuple[str, ...] | None = Field(None, description="evaluate only these languages")
+    prices: dict[str, Price] = Field(
+        default_factory=dict, description="model id -> {input, output}: $ per 1M tokens; stored with the run, read "
+        "by pipeline.read.cost and the dry-run estimate (not part of config_hash: prices change no result)")
+
+    @field_validator("prices")
+    @classmethod
+    def _priced_models_are_used(cls, v: dict[str, Price], info) -> dict[str, Price]:
+        d = info.data
+        medcode, judge = d.get("medcode"), d.get("judge")
+        known = {m.id for m in d.get("models") or ()} | {j.id for j in (judge, *(d.get("jury") or ())) if j}
+        known |= {r.id for r in (d.get(k) for k in ("translator", "llm_accuracy", "rubric_grader")) if r}
+        if medcode is not None:
+            known.add(medcode.critic_id)
+        unknown = sorted(set(v) - known)
+        if unknown:
+            raise ValueError(f"no model of this config is called {', '.join(unknown)} (price only models the config "
+                             f"uses: {', '.join(sorted(known))})")
+        return v
 
     @field_validator("models", mode="before")
     @classmethod
@@ -228,7 +253,8 @@ class RunConfig(_Frozen):
         return self.model_dump_json()
 
     def config_hash(self) -> str:
-        return hashlib.sha256(json.dumps(self.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()[:16]
+        blob = json.dumps(self.model_dump(mode="json", exclude={"prices"}), sort_keys=True)
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
 def load_config(path: str | Path, **overrides) -> RunConfig:
