@@ -41,6 +41,9 @@ class StageRecord:
     errors: int = 0
     usage: UsageStats = field(default_factory=UsageStats)
     wall_s: float = 0.0
+    # tokens of the completions the backend made in this stage (cached ones cost nothing and are not counted)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
 
 
 class RunContext:
@@ -116,6 +119,9 @@ class RunContext:
             pending_rows += len(rows)
             if not completion.ok or any(getattr(r, "error", None) for r in rows):
                 record.errors += 1
+            if not completion.cached:
+                record.prompt_tokens += completion.prompt_tokens or 0
+                record.completion_tokens += completion.completion_tokens or 0
             self.progress.advance(task)
 
         async def flusher() -> None:
