@@ -69,6 +69,33 @@ def upgrade(db: Annotated[Path, typer.Option(help="DuckDB file")] = Path("data/r
     raise typer.Exit(upgrade_command(db))
 
 
+@app.command()
+def export(
+    out: Annotated[Path, typer.Option(help="folder to write (must not exist, or be empty)")],
+    db: Annotated[Path, typer.Option(help="DuckDB file")] = Path("data/results.duckdb"),
+    fmt: Annotated[str, typer.Option("--format", help="parquet or csv")] = "parquet",
+    tables: Annotated[str | None, typer.Option(help="comma-separated tables (default: all but llm_cache)")] = None,
+    with_cache: Annotated[bool, typer.Option("--with-cache", help="also export llm_cache (every prompt)")] = False,
+    force: Annotated[bool, typer.Option("--force", help="replace an earlier export in --out")] = False,
+):
+    """Export every results table, with its provenance, as Parquet or CSV files plus manifest.json and README.txt."""
+    from rich.table import Table
+
+    from pipeline.read.export import export as export_tables
+    from pipeline.read.export import parse_tables
+
+    manifest = export_tables(db, out, fmt=fmt, tables=parse_tables(tables, with_cache), with_cache=with_cache,
+                             force=force)
+    table = Table(title=f"{db} -> {out}")
+    for col in ("table", "rows", "file", "provenance added"):
+        table.add_column(col, justify="right" if col == "rows" else "left", overflow="fold")
+    for name, entry in manifest["tables"].items():
+        table.add_row(name, f"{entry['rows']:,}", entry["file"], ", ".join(entry["provenance_columns"]))
+    Console().print(table)
+    console.print(f"wrote {len(manifest['tables'])} {fmt} files, manifest.json and README.txt to {out}",
+                  highlight=False)
+
+
 @app.command("import-human-labels")
 def import_human_labels(
     csv: Annotated[Path, typer.Argument(help="CSV with query_id, model_id, metric, annotator, score")],
