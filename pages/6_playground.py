@@ -126,16 +126,17 @@ if st.button("Generate", type="primary", disabled=not selected, icon=":material/
     except (ValueError, RuntimeError, UserError) as exc:
         st.error(ui.md_escape(f"Cannot use this query: {exc}"))
         st.stop()
-    raw, updates = [], []
+    raw, updates, kb = [], [], None
     if dataset_dir is not None:
         from pipeline.steps.retrieve import index_dir_for
 
         with st.spinner("Retrieving chunks…"):
             index = cached_index(str(index_dir_for(ctx.db)), str(dataset_dir))
+            kb = index.dataset  # its own prompt files, if it has them
             if index.dataset.chunks:
                 raw, updates = pg.retrieve(index, query, config)
     result: dict[str, Any] = {
-        "query": query, "translated": needs_translation, "raw": raw, "updates": updates, "answers": {},
+        "query": query, "translated": needs_translation, "raw": raw, "updates": updates, "kb": kb, "answers": {},
         "scores": {}, "critiques": {}, "source": dataset_dir.name if dataset_dir else None,
         "picked": (ctx.filters.dataset, picked.query_id) if picked is not None else None, "saved": None,
     }
@@ -144,7 +145,7 @@ if st.button("Generate", type="primary", disabled=not selected, icon=":material/
         st.markdown(f"**{ui.md_escape(mc.id)}**")
         streamed = pg.Streamed()
         try:
-            pieces = streamed.wrap(model(mc).stream(pg.request_for(query, raw, updates, mc)))
+            pieces = streamed.wrap(model(mc).stream(pg.request_for(query, raw, updates, mc, result["kb"])))
             st.write_stream(ui.md_escape(piece) for piece in pieces)
         except Exception as exc:  # a backend failure is shown, never raised into the page
             st.error(ui.md_escape(f"{mc.id} failed: {type(exc).__name__}: {exc}"))

@@ -130,11 +130,13 @@ def retrieve(index: Any, query: Query, config: RunConfig) -> tuple[list[Chunk], 
     return [index.chunks[c] for c in found.raw_ids], [index.chunks[c] for c in found.update_ids]
 
 
-def request_for(query: Query, raw: list[Chunk], updates: list[Chunk], model_config: ModelConfig) -> ChatRequest:
+def request_for(query: Query, raw: list[Chunk], updates: list[Chunk], model_config: ModelConfig,
+                kb: Dataset | None = None) -> ChatRequest:
+    """The generation request the pipeline would send (the KB dataset's own prompt files when it has them)."""
     from pipeline.steps.generate import build_request
 
     params = GenerateParams(max_tokens=model_config.max_tokens, temperature=model_config.temperature)
-    return build_request(query, raw, updates, params)
+    return build_request(query, raw, updates, params, kb)
 
 
 @dataclass

@@ -21,7 +21,7 @@ from __future__ import annotations
 import ast
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,7 +78,8 @@ def metric_order(metrics: Sequence[str]) -> list[str]:
 
 
 def build_judge_messages(query: Query, response: str, raw: Sequence[Chunk], updates: Sequence[Chunk],
-                         metric: str, *, rubric_first: bool = False) -> tuple[Message, ...]:
+                         metric: str, *, rubric_first: bool = False,
+                         prompts: Callable[[str], str] = load_text) -> tuple[Message, ...]:
     """System + user messages for judging one response on one metric.
 
     The metric's registry entry says whether the chunks and the ground truth are shown; a
@@ -87,16 +88,16 @@ def build_judge_messages(query: Query, response: str, raw: Sequence[Chunk], upda
     benchmark (bench/bench_judge_prefix.py) as the no-shared-prefix baseline.
     """
     inputs = registry()[metric].inputs
-    parts = [load_text("judge_user_head.txt").format(query=query.query, response=response)]
+    parts = [prompts("judge_user_head.txt").format(query=query.query, response=response)]
     if "chunks" in inputs and (raw or updates):
-        parts.append(load_text("judge_user_chunks.txt").format(
+        parts.append(prompts("judge_user_chunks.txt").format(
             raw_chunks=format_chunks(raw), update_chunks=format_chunks(updates)))
     if "ground_truth" in inputs:
-        parts.append(load_text("judge_user_ground_truth.txt").format(ground_truth=query.gt_response))
-    metric_block = load_text("judge_user_metric.txt").format(
+        parts.append(prompts("judge_user_ground_truth.txt").format(ground_truth=query.gt_response))
+    metric_block = prompts("judge_user_metric.txt").format(
         metric=json.dumps(rubric(metric), indent=2, ensure_ascii=False))
     parts = [metric_block, *parts] if rubric_first else [*parts, metric_block]
-    return ({"role": "system", "content": load_text("judge_system.txt")},
+    return ({"role": "system", "content": prompts("judge_system.txt")},
             {"role": "user", "content": "\n\n".join(parts)})
 
 
@@ -111,7 +112,8 @@ class JudgeCall:
 
 def judge_calls(query: Query, response: str, raw: Sequence[Chunk], updates: Sequence[Chunk], *,
                 metrics: Sequence[str] = METRICS, samples: int = 1, temperature: float = 0.0,
-                max_tokens: int = 200, rubric_first: bool = False) -> list[JudgeCall]:
+                max_tokens: int = 200, rubric_first: bool = False,
+                prompts: Callable[[str], str] = load_text) -> list[JudgeCall]:
     """The calls for one response, in the order that shares the longest prompt prefix.
 
     With ``samples`` > 1 each metric is judged that many times; ``GenerateParams.sample`` keeps the
@@ -124,7 +126,8 @@ def judge_calls(query: Query, response: str, raw: Sequence[Chunk], updates: Sequ
     schema = judgment_schema(max_tokens)
     calls = []
     for metric in metric_order(metrics):
-        messages = build_judge_messages(query, response, raw, updates, metric, rubric_first=rubric_first)
+        messages = build_judge_messages(query, response, raw, updates, metric, rubric_first=rubric_first,
+                                        prompts=prompts)
         for s in range(samples):
             params = GenerateParams(max_tokens=max_tokens, temperature=temperature,
                                     json_schema=schema, sample=s)
@@ -310,7 +313,8 @@ async def _judge_with(ctx: RunContext, jc: JudgeConfig, items: list[ResponseItem
     judge = ctx.model(jc.id)
     candidates = [(item, call) for item in items
                   for call in judge_calls(item.query, item.text, *chunks[item.query.query_id], metrics=jc.metrics,
-                                          samples=jc.samples, temperature=jc.temperature, max_tokens=jc.max_tokens)]
+                                          samples=jc.samples, temperature=jc.temperature, max_tokens=jc.max_tokens,
+                                          prompts=ctx.dataset.prompt_text)]
     done = finished(ctx, "judgments", ("query_id", "model_id", "metric", "sample"), where={"judge_id": jc.id})
     todo, skipped = still_to_do(candidates, lambda t: (*t[0].key, t[1].metric, t[1].sample), done,
                                 lambda t, d: d[0] == t[0].response_hash)

@@ -82,7 +82,8 @@ async def _sanity_of(ctx: RunContext, jc: JudgeConfig) -> None:
         raw, updates = chunks[q.query_id]
         for variant, kind, text in sanity_variants(q, ctx.dataset):
             for call in judge_calls(q, text, raw, updates, metrics=jc.metrics, samples=jc.samples,
-                                    temperature=jc.temperature, max_tokens=jc.max_tokens):
+                                    temperature=jc.temperature, max_tokens=jc.max_tokens,
+                                    prompts=ctx.dataset.prompt_text):
                 if (q.query_id, call.metric, variant, call.sample) in done:
                     skipped += 1
                 else:
