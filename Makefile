@@ -39,8 +39,13 @@ $(VENV)/.dev: requirements-dev.txt $(VENV)/.runtime
 	$(BIN)/pip install -q --find-links $(WHEELS) -r requirements-dev.txt
 	touch $@
 
+CLOSED_BOOK_CONFIG ?= configs/default-closed-book.yaml
+
+# The default evaluation: the cataract RAG set, then the closed-book eye-care set (Med-CoDE's Table 2 across
+# two kinds of data), into one database.
 eval: setup
 	$(BIN)/python -m pipeline run --config $(CONFIG) --db $(DB)
+	$(BIN)/python -m pipeline run --config $(CLOSED_BOOK_CONFIG) --db $(DB)
 
 eval-full: setup
 	$(BIN)/python -m pipeline run --config configs/full.yaml --db $(DB)
