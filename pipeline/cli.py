@@ -108,6 +108,19 @@ def import_human_labels(
     raise typer.Exit(import_human_labels_command(csv, db=db, dataset=dataset))
 
 
+@app.command("import-criterion-labels")
+def import_criterion_labels(
+    csv: Annotated[Path, typer.Argument(help="CSV with query_id, criterion (text or 0-based index), annotator, met "
+                                             "(true/false/1/0); optional dataset, model_id")],
+    db: Annotated[Path, typer.Option(help="DuckDB file")] = Path("data/results.duckdb"),
+    dataset: Annotated[str | None, typer.Option(help="dataset name when the CSV has no dataset column")] = None,
+):
+    """Import physician labels of rubric criteria (the grader's meta-evaluation); bad rows are rejected by line."""
+    from pipeline.dataset.criterion_labels import import_criterion_labels_command
+
+    raise typer.Exit(import_criterion_labels_command(csv, db=db, dataset=dataset))
+
+
 @app.command("import-qa")
 def import_qa(
     fmt: Annotated[str, typer.Argument(metavar="FORMAT", help="medqa, medmcqa, pubmedqa, mmlu or healthbench")],

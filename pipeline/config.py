@@ -14,8 +14,8 @@ from pipeline.errors import UserError
 from pipeline.metrics import DEFAULT_WEIGHTS, METRICS, WEIGHT_PRESETS
 
 SAFETY_CHECKS = ("refusal", "over_refusal", "update_adherence", "prompt_echo")  # pipeline/steps/safety.py
-STAGES = ("translate", "retrieve", "generate", "translate-responses", "judge", "lexical", "medcode", "accuracy",
-          "safety", "sanity")
+STAGES = ("translate", "retrieve", "generate", "translate-responses", "judge", "rubric", "lexical", "medcode",
+          "accuracy", "safety", "sanity")
 
 
 class _Frozen(BaseModel):
@@ -141,6 +141,9 @@ class RunConfig(_Frozen):
     llm_accuracy: ModelConfig | None = Field(
         None, description="Med-CoDE's LLM-Accuracy: this model decides whether each answer is correct against "
         "the ground truth (multiple-choice items are also checked by their parsed option)")
+    rubric_grader: ModelConfig | None = Field(
+        None, description="HealthBench rubric grading (stage 'rubric'): this model decides met / not met for each "
+        "criterion of every response to a query that has a rubric, one call per criterion")
     translator: ModelConfig | None = Field(
         None, description="renders non-English queries without query_en before retrieval, and non-English "
         "responses for readers (machine-made, never scored)")
@@ -182,7 +185,7 @@ class RunConfig(_Frozen):
             raw = {**raw, "weights": dict(WEIGHT_PRESETS[name]), "weights_preset": name}
         return raw
 
-    @field_validator("translator", "llm_accuracy", mode="before")
+    @field_validator("translator", "llm_accuracy", "rubric_grader", mode="before")
     @classmethod
     def _translator_id(cls, v):
         return {"id": v} if isinstance(v, str) else v
@@ -241,7 +244,7 @@ class RunConfig(_Frozen):
         if self.medcode is not None and isinstance(self.medcode.critic, ModelConfig):
             if self.medcode.critic.id == model_id:
                 return self.medcode.critic
-        for role in (self.translator, self.llm_accuracy):
+        for role in (self.translator, self.llm_accuracy, self.rubric_grader):
             if role is not None and role.id == model_id:
                 return role
         return ModelConfig(id=model_id)

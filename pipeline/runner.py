@@ -1,6 +1,6 @@
 """The run: one config drives every stage into DuckDB, resumably.
 
-Stages (``--stages``): retrieve → generate → judge → lexical → medcode → safety → sanity. Each
+Stages (``--stages``): retrieve → generate → judge → rubric → lexical → medcode → safety → sanity. Each
 stage skips the items it already finished (its key exists with the same inputs), sends the rest
 through the model wrapper (cache, concurrency, retries) and saves results as they complete, in
 small transactions together with their cache rows; so kill -9 loses at most the last second of
@@ -23,7 +23,7 @@ from pipeline.config import STAGES, ModelConfig, RunConfig, load_config
 from pipeline.dataset import Dataset, Query, load_dataset
 from pipeline.errors import UserError
 from pipeline.models import UsageStats, unavailable_reason
-from pipeline.steps import accuracy, generate, judge, lexical, medcode, retrieve, safety, sanity, translate
+from pipeline.steps import accuracy, generate, judge, lexical, medcode, retrieve, rubric, safety, sanity, translate
 from pipeline.steps.context import RunContext, StageRecord
 from pipeline.store import Store, now
 from pipeline.store.schema import dataset_rows
@@ -65,6 +65,7 @@ STEPS: dict[str, Callable[[RunContext], Awaitable[None]]] = {
     "generate": generate.step_generate,
     "translate-responses": translate.step_translate_responses,
     "judge": judge.step_judge,
+    "rubric": rubric.step_rubric,
     "lexical": lexical.step_lexical,
     "medcode": medcode.step_medcode,
     "accuracy": accuracy.step_accuracy,
@@ -76,7 +77,7 @@ STEPS: dict[str, Callable[[RunContext], Awaitable[None]]] = {
 def parse_stages(stages: str | None, config: RunConfig) -> list[str]:
     """Stages to run, in flow order. By default all whose section (judge, medcode) is configured."""
     needs = {"judge": config.judge, "sanity": config.judge, "medcode": config.medcode,
-             "translate-responses": config.translator}
+             "translate-responses": config.translator, "rubric": config.rubric_grader}
     if not stages:
         return [s for s in STAGES if needs.get(s, True) is not None]
     wanted = {s.strip() for s in stages.split(",") if s.strip()}
@@ -84,7 +85,8 @@ def parse_stages(stages: str | None, config: RunConfig) -> list[str]:
         if stage not in STAGES:
             raise UserError(f"--stages: unknown stage {stage!r}; choose from {', '.join(STAGES)}")
         if needs.get(stage, True) is None:
-            section = {"medcode": "medcode", "translate-responses": "translator"}.get(stage, "judge")
+            section = {"medcode": "medcode", "translate-responses": "translator",
+                       "rubric": "rubric_grader"}.get(stage, "judge")
             raise UserError(f"--stages {stage}: the config has no `{section}:` section")
     return [s for s in STAGES if s in wanted]
 
@@ -100,6 +102,8 @@ def _roles(config: RunConfig, stages: list[str]) -> list[tuple[str, ModelConfig]
         roles.append(("translator", config.translator))
     if config.llm_accuracy is not None and "accuracy" in stages:
         roles.append(("accuracy checker", config.llm_accuracy))
+    if config.rubric_grader is not None and "rubric" in stages:
+        roles.append(("rubric grader", config.rubric_grader))
     return roles
 
 
@@ -129,6 +133,9 @@ def print_dry_run(config: RunConfig, dataset: Dataset, queries: list[Query], sta
         calls["medcode"] = answered * 2
     if config.llm_accuracy and "accuracy" in stages:
         calls["llm-accuracy"] = answered
+    if config.rubric_grader and "rubric" in stages:  # one call per criterion of every answered rubric item
+        calls["rubric"] = sum(len(q.rubric) for m in config.models for q in queries
+                              if q.rubric and (not m.languages or q.language in m.languages))
     console.print(f"stages: {', '.join(stages)}; at most {sum(calls.values())} LLM calls "
                   f"({', '.join(f'{k} {v}' for k, v in calls.items())}); cached calls are not repeated")
     return 0

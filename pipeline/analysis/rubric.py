@@ -56,6 +56,18 @@ def calculate_score(rubric_items: Sequence[Any], grading_results: Sequence[Any])
     return achieved / total_possible
 
 
+def score_from_sums(achieved: Any, total_possible: Any, ungraded: Any = 0) -> np.ndarray:
+    """`calculate_score` for many items at once from per-item sums (what a read model sums in SQL).
+
+    `achieved` = Σ points of the met criteria, `total_possible` = Σ positive points, `ungraded` = the item's
+    criteria without a grade. NaN where an item has an ungraded criterion (unscored, as `item_metrics`) or no
+    positive points (where `calculate_score` gives None).
+    """
+    achieved, total, ungraded = (np.asarray(x, dtype=float) for x in (achieved, total_possible, ungraded))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where((ungraded == 0) & (total > 0), achieved / np.where(total > 0, total, 1.0), np.nan)
+
+
 def item_metrics(
     rubric_items: Sequence[Any],
     grading_results: Sequence[Any],

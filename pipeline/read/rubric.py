@@ -1,0 +1,279 @@
+"""Rubric scores (HealthBench): the leaderboard by rubric score, per-tag breakdowns, one response's criteria, and
+the grader against physicians.
+
+Every number comes from ``pipeline.analysis.rubric`` (HealthBench's ``calculate_score``, clipped mean and
+bootstrap, tag metrics, meta-eval agreement); this module only selects the grades that count, in DuckDB.
+
+A grade counts when it is **current**: it graded the response text now stored (its ``response_hash``; never an
+errored response) and the criterion the query's rubric now has at its index (same text and points). An item
+(query × model) that has any current grade is an item of the board; it is **scored** when every criterion of
+its rubric has a current, parsed grade. A criterion whose grader output could not be read (``met`` NULL) is
+*unparsed*: its item has no score — never 0, never counted as met or not met. An item still missing grades
+(a run stopped halfway, a criterion changed since) is unscored likewise.
+
+Tags: a criterion's tags (``axis:accuracy``, ``theme:hygiene`` …) restrict an item to those criteria, as
+HealthBench's rubric tags do. A tag that every criterion of an item carries (other than ``axis:``, ``level:``
+and ``cluster:`` tags) is that item's *example tag*, as HealthBench's ``example_tags`` (the HealthBench
+importer copies them onto every criterion), and selects items; the query's dataset themes select items as
+``query_theme:<theme>``. (Restricting an item to all its criteria gives its overall score, so either
+reading of such a tag gives the same number.)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from pipeline.analysis.rubric import OVERALL, calculate_score, clipped_stats, grader_agreement, score_from_sums
+from pipeline.analysis.rubric import tag_breakdown as _tag_breakdown
+from pipeline.read.common import current_hash
+from pipeline.store import SHARED_READERS
+
+ALL_LANGUAGES = "all"
+RUBRIC_LEVEL_PREFIXES = ("axis:", "level:", "cluster:")  # criterion-level tags in HealthBench's vocabulary
+QUERY_THEME = "query_theme:"
+CI_RESAMPLES = 1000
+STAT_COLUMNS = ["score", "ci_lo", "ci_hi", "bootstrap_std"]
+LEADERBOARD_COLUMNS = ["model_id", "language", "rank", *STAT_COLUMNS, "n_items", "n_scored", "n_unscored",
+                       "n_unparsed", "n_ungraded"]
+TAG_COLUMNS = ["model_id", "tag", "kind", "score", "ci_lo", "ci_hi", "bootstrap_std", "n_samples"]
+ITEM_COLUMNS = ["criterion_index", "criterion", "points", "tags", "status", "met", "explanation", "raw_output",
+                "stale"]
+META_COLUMNS = ["group", "category", "n_criteria", "n_pairs", "agreement", "f1_pos", "f1_neg", "macro_f1",
+                "n_unparsed"]
+_RUBRIC_TYPE = '[{"criterion": "VARCHAR", "points": "DOUBLE", "tags": ["VARCHAR"]}]'
+
+
+def _rubric_cte(alias: str = "rub", query_pred: str = "TRUE") -> str:
+    """``rub``: one row per criterion of the dataset's current rubrics (0-based ``idx``), with the query's language
+    and themes. Parameter: the dataset (then whatever ``query_pred`` takes)."""
+    return (f"{alias} AS (SELECT query_id, language, themes, unnest(range(len(cs))) AS idx, unnest(cs) AS c FROM "
+            f"(SELECT query_id, language, themes, from_json(rubric, '{_RUBRIC_TYPE}') AS cs FROM queries "
+            f"WHERE dataset = ? AND rubric IS NOT NULL AND {query_pred}))")
+
+
+def _current_cte(db: str | Path) -> str:
+    """``cur``: the grader's current grades (module docstring). Parameters: dataset, grader (after ``rub``'s)."""
+    return ("cur AS (SELECT g.query_id, g.model_id, g.criterion_index AS idx, g.met, rub.language, rub.themes, "
+            "rub.c.points AS points, rub.c.tags AS tags FROM rubric_grades g "
+            "JOIN responses r ON r.dataset = g.dataset AND r.query_id = g.query_id AND r.model_id = g.model_id "
+            f"AND r.error IS NULL AND g.response_hash = {current_hash(db, 'r')} "
+            "JOIN rub ON rub.query_id = g.query_id AND rub.idx = g.criterion_index AND rub.c.criterion = g.criterion "
+            "AND rub.c.points = g.points WHERE g.dataset = ? AND g.grader_id = ?)")
+
+
+def _as_list(value: Any) -> list[str]:
+    """A DuckDB list cell (a numpy array, a list or None) as a list."""
+    return [] if value is None else list(value)
+
+
+def _missing(con: Any, *tables: str) -> bool:
+    names = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+    return not set(tables) <= names
+
+
+def rubric_graders(db: str | Path, dataset: str) -> pd.DataFrame:
+    """The graders that graded this dataset: ``grader_id``, ``grades``, ``unparsed`` (most grades first)."""
+    with SHARED_READERS.cursor(db) as con:
+        if _missing(con, "rubric_grades"):
+            return pd.DataFrame(columns=["grader_id", "grades", "unparsed"])
+        return con.execute("SELECT grader_id, count(*) AS grades, count(*) FILTER (WHERE met IS NULL) AS unparsed "
+                           "FROM rubric_grades WHERE dataset = ? GROUP BY grader_id ORDER BY grades DESC, grader_id",
+                           [dataset]).df()
+
+
+def item_sums(db: str | Path, dataset: str, grader: str) -> pd.DataFrame:
+    """Per item (query × model with a current grade): ``language``, ``achieved`` (Σ points of met criteria),
+    ``possible`` (Σ positive points), ``unparsed`` and ``ungraded`` criteria, and ``score`` (NaN = unscored)."""
+    sql = (f"WITH {_rubric_cte()}, {_current_cte(db)}, "
+           "per_query AS (SELECT query_id, count(*) AS n_criteria, "
+           "coalesce(sum(c.points) FILTER (WHERE c.points > 0), 0) AS possible FROM rub GROUP BY query_id) "
+           "SELECT cur.model_id, cur.query_id, any_value(cur.language) AS language, "
+           "coalesce(sum(cur.points) FILTER (WHERE cur.met), 0) AS achieved, any_value(p.possible) AS possible, "
+           "count(*) FILTER (WHERE cur.met IS NULL) AS unparsed, any_value(p.n_criteria) - count(*) AS ungraded "
+           "FROM cur JOIN per_query p ON p.query_id = cur.query_id GROUP BY cur.model_id, cur.query_id "
+           "ORDER BY cur.model_id, cur.query_id")
+    with SHARED_READERS.cursor(db) as con:
+        if _missing(con, "rubric_grades"):
+            return pd.DataFrame(columns=["model_id", "query_id", "language", "achieved", "possible", "unparsed",
+                                         "ungraded", "score"])
+        sums = con.execute(sql, [dataset, dataset, grader]).df()
+    sums["score"] = score_from_sums(sums["achieved"], sums["possible"], sums["unparsed"] + sums["ungraded"])
+    return sums
+
+
+def _board_row(model_id: str, language: str, items: pd.DataFrame, n_bootstrap: int, seed: int) -> dict[str, Any]:
+    stats = clipped_stats(items["score"].to_numpy(), n_bootstrap=n_bootstrap, seed=seed)
+    scored = int(items["score"].notna().sum())
+    return {"model_id": model_id, "language": language, "score": stats["mean"], "ci_lo": stats["ci_lo"],
+            "ci_hi": stats["ci_hi"], "bootstrap_std": stats["bootstrap_std"], "n_items": len(items),
+            "n_scored": scored, "n_unscored": len(items) - scored, "n_unparsed": int(items["unparsed"].sum()),
+            "n_ungraded": int(items["ungraded"].sum())}
+
+
+def rubric_leaderboard(db: str | Path, dataset: str, grader: str, *, n_bootstrap: int = CI_RESAMPLES,
+                       seed: int = 0) -> pd.DataFrame:
+    """Models by rubric score (HealthBench): per model over all languages (``language`` = ``all``), then per
+    (model, language).
+
+    ``score`` = the mean of the scored items' scores clipped to [0, 1] (item score = Σ points of met criteria ÷
+    Σ positive points, negative when harmful criteria are met); ``ci_lo``/``ci_hi`` its 95 % percentile bootstrap
+    interval and ``bootstrap_std`` HealthBench's bootstrap std; ``rank`` within the language (1 = best);
+    ``n_items`` items graded, ``n_scored``, ``n_unscored`` (an unparsed or missing grade), ``n_unparsed``
+    criterion grades that could not be read, ``n_ungraded`` criteria without a current grade.
+    """
+    sums = item_sums(db, dataset, grader)
+    rows = [_board_row(m, ALL_LANGUAGES, g, n_bootstrap, seed) for m, g in sums.groupby("model_id", sort=True)]
+    rows += [_board_row(m, lang, g, n_bootstrap, seed)
+             for (m, lang), g in sums.groupby(["model_id", "language"], sort=True)]
+    if not rows:
+        return pd.DataFrame(columns=LEADERBOARD_COLUMNS)
+    board = pd.DataFrame(rows)
+    board["rank"] = board.groupby("language")["score"].rank(ascending=False, method="min").astype("Int64")
+    board["order"] = board["language"] != ALL_LANGUAGES
+    board = board.sort_values(["order", "language", "score", "model_id"], ascending=[True, True, False, True],
+                              na_position="last")
+    return board[LEADERBOARD_COLUMNS].reset_index(drop=True)
+
+
+def example_tags(criteria_tags: list[list[str]], themes: list[str] | None = ()) -> list[str]:
+    """An item's example tags: the tags on every one of its criteria that are not criterion-level (``axis:``,
+    ``level:``, ``cluster:``), then its dataset themes as ``query_theme:<theme>``."""
+    shared = [t for t in dict.fromkeys(criteria_tags[0] if criteria_tags else ())
+              if not t.startswith(RUBRIC_LEVEL_PREFIXES) and all(t in tags for tags in criteria_tags[1:])]
+    return [*shared, *(QUERY_THEME + t for t in (themes or ()))]
+
+
+def grades_frame(db: str | Path, dataset: str, grader: str) -> pd.DataFrame:
+    """The long frame ``pipeline.analysis.rubric`` reads, for every item with a current grade: one row per
+    criterion of its current rubric (``criteria_met`` None where unparsed or not graded), ``item_id`` the
+    query, ``tags`` the criterion's own tags, ``example_tags`` the item's (``example_tags``); plus ``model_id``."""
+    sql = (f"WITH {_rubric_cte()}, {_current_cte(db)}, items AS (SELECT DISTINCT query_id, model_id FROM cur) "
+           "SELECT i.model_id, rub.query_id AS item_id, rub.idx, rub.c.points AS points, rub.c.tags AS tags, "
+           "cur.met AS criteria_met, rub.themes FROM items i JOIN rub ON rub.query_id = i.query_id "
+           "LEFT JOIN cur ON cur.query_id = i.query_id AND cur.model_id = i.model_id AND cur.idx = rub.idx "
+           "ORDER BY i.model_id, rub.query_id, rub.idx")
+    with SHARED_READERS.cursor(db) as con:
+        if _missing(con, "rubric_grades"):
+            return pd.DataFrame(columns=["model_id", "item_id", "idx", "points", "tags", "criteria_met",
+                                         "example_tags"])
+        grades = con.execute(sql, [dataset, dataset, grader]).df()
+    grades["tags"] = [_as_list(t) for t in grades["tags"]]
+    shared: dict[str, list[str]] = {}
+    for item_id, rows in grades.groupby("item_id", sort=False):
+        first = rows[rows["model_id"] == rows["model_id"].iloc[0]]
+        shared[item_id] = example_tags(list(first["tags"]), _as_list(rows["themes"].iloc[0]))
+    grades["example_tags"] = grades["item_id"].map(shared)
+    grades["tags"] = [[t for t in tags if t not in ex] for tags, ex in zip(grades["tags"], grades["example_tags"],
+                                                                            strict=True)]
+    grades["criteria_met"] = grades["criteria_met"].astype("boolean")
+    return grades.drop(columns="themes")
+
+
+def rubric_tags(db: str | Path, dataset: str, grader: str, *, n_bootstrap: int = CI_RESAMPLES,
+                seed: int = 0) -> pd.DataFrame:
+    """Per model and tag, the score as HealthBench aggregates it (``pipeline.analysis.rubric.tag_breakdown``):
+    ``tag`` (``overall_score`` first), ``kind`` (overall / example / rubric), ``score`` (clipped mean), ``ci_lo``,
+    ``ci_hi``, ``bootstrap_std``, ``n_samples`` (items counted)."""
+    grades = grades_frame(db, dataset, grader)
+    frames = []
+    for model_id, rows in grades.groupby("model_id", sort=True):
+        table = _tag_breakdown(rows, n_bootstrap=n_bootstrap, seed=seed).reset_index()
+        frames.append(table.assign(model_id=model_id))
+    if not frames:
+        return pd.DataFrame(columns=TAG_COLUMNS)
+    return pd.concat(frames, ignore_index=True)[TAG_COLUMNS]
+
+
+def rubric_item(db: str | Path, dataset: str, query_id: str, model_id: str, grader: str) -> dict[str, Any]:
+    """One response's criteria for the response browser.
+
+    ``criteria``: per criterion of the query's current rubric ``criterion_index`` (0-based), ``criterion``,
+    ``points``, ``tags``, ``status`` (met / not met / unparsed / not graded), ``met`` (True/False, None unless
+    graded and parsed), the grader's ``explanation`` and ``raw_output``, and ``stale`` (a grade exists but of an
+    older response text or criterion: shown as not graded). ``score``: the item's score (None when unscored),
+    ``achieved``, ``possible``, ``n_unparsed``, ``n_ungraded``.
+    """
+    sql = (f"WITH {_rubric_cte(query_pred='query_id = ?')} SELECT rub.idx AS criterion_index, "
+           "rub.c.criterion AS criterion, rub.c.points AS points, rub.c.tags AS tags, g.met, g.explanation, "
+           f"g.raw_output, g.criterion_index IS NOT NULL AS graded, g.criterion_index IS NOT NULL AND NOT ("
+           f"g.response_hash IS NOT DISTINCT FROM {current_hash(db, 'r')} AND r.error IS NULL "
+           "AND g.criterion = rub.c.criterion AND g.points = rub.c.points) AS stale FROM rub "
+           "LEFT JOIN rubric_grades g ON g.dataset = ? AND g.query_id = rub.query_id AND g.model_id = ? "
+           "AND g.grader_id = ? AND g.criterion_index = rub.idx "
+           "LEFT JOIN responses r ON r.dataset = ? AND r.query_id = rub.query_id AND r.model_id = ? "
+           "ORDER BY rub.idx")
+    empty = {"criteria": pd.DataFrame(columns=ITEM_COLUMNS), "score": None, "achieved": None, "possible": None,
+             "n_unparsed": 0, "n_ungraded": 0}
+    with SHARED_READERS.cursor(db) as con:
+        if _missing(con, "rubric_grades"):
+            return empty
+        rows = con.execute(sql, [dataset, query_id, dataset, model_id, grader, dataset, model_id]).df()
+    if rows.empty:
+        return empty
+    current = rows["graded"] & ~rows["stale"]
+    rows["met"] = rows["met"].astype("boolean").where(current, pd.NA)
+    met = rows["met"].fillna(False).to_numpy(dtype=bool)
+    rows["status"] = np.select([~current.to_numpy(dtype=bool), rows["met"].isna().to_numpy(), met],
+                               ["not graded", "unparsed", "met"], "not met")
+    rows["tags"] = [_as_list(t) for t in rows["tags"]]
+    for col in ("explanation", "raw_output"):
+        rows[col] = rows[col].where(rows["graded"], None)
+    n_unparsed, n_ungraded = int((rows["status"] == "unparsed").sum()), int((~current).sum())
+    points = rows["points"].to_numpy(dtype=float)
+    possible = float(points[points > 0].sum())
+    achieved = float(points[met].sum())
+    score = None
+    if n_unparsed == 0 and n_ungraded == 0:
+        score = calculate_score(rows[["points"]].to_dict("records"), [bool(m) for m in rows["met"]])
+    return {"criteria": rows[ITEM_COLUMNS].reset_index(drop=True), "score": score, "achieved": achieved,
+            "possible": possible, "n_unparsed": n_unparsed, "n_ungraded": n_ungraded}
+
+
+def label_pairs(db: str | Path, dataset: str, grader: str) -> pd.DataFrame:
+    """Physician criterion labels beside the grader's grade of the same response text and criterion: one row per
+    labelled criterion (``query_id``, ``model_id``, ``criterion_index``, ``language``, ``tags``, the grader's
+    ``met`` (None = unparsed) and the physicians' ``labels`` list)."""
+    sql = ("SELECT l.query_id, l.model_id, l.criterion_index, any_value(q.language) AS language, "
+           "any_value(g.tags) AS tags, any_value(g.met) AS met, list(l.met ORDER BY l.annotator) AS labels "
+           "FROM criterion_labels l JOIN rubric_grades g ON g.dataset = l.dataset AND g.query_id = l.query_id "
+           "AND g.model_id = l.model_id AND g.criterion_index = l.criterion_index AND g.grader_id = ? "
+           "AND g.response_hash = l.response_hash AND g.criterion = l.criterion "
+           "JOIN queries q ON q.dataset = l.dataset AND q.query_id = l.query_id WHERE l.dataset = ? "
+           "GROUP BY l.query_id, l.model_id, l.criterion_index ORDER BY ALL")
+    with SHARED_READERS.cursor(db) as con:
+        if _missing(con, "rubric_grades", "criterion_labels"):
+            return pd.DataFrame(columns=["query_id", "model_id", "criterion_index", "language", "tags", "met",
+                                         "labels"])
+        return con.execute(sql, [grader, dataset]).df()
+
+
+def _meta_row(group: str, category: str, pairs: pd.DataFrame) -> dict[str, Any]:
+    parsed = pairs[pairs["met"].notna()]
+    figures: dict[str, Any] = {"n_criteria": 0, "n_pairs": 0, **dict.fromkeys(
+        ("agreement", "f1_pos", "f1_neg", "macro_f1"), float("nan"))}
+    if len(parsed):
+        result = grader_agreement(parsed["met"].astype(bool).to_numpy(), [list(x) for x in parsed["labels"]])
+        figures = {k: result[k] for k in figures}
+    return {"group": group, "category": category, **figures, "n_unparsed": int(pairs["met"].isna().sum())}
+
+
+def grader_meta_eval(db: str | Path, dataset: str, grader: str) -> pd.DataFrame:
+    """The grader against physicians, as HealthBench's meta-eval scores it (``analysis.rubric.grader_agreement``):
+    one row overall, then per ``language`` and per criterion ``tag`` (``group``, ``category``): ``n_criteria``
+    labelled criteria with a parsed grade, ``n_pairs`` (grader, physician) label pairs, ``agreement`` (share of
+    agreeing pairs), ``f1_pos``/``f1_neg`` and ``macro_f1`` (NaN when a side lacks a class), ``n_unparsed``
+    labelled criteria whose grade could not be read (left out)."""
+    pairs = label_pairs(db, dataset, grader)
+    if pairs.empty:
+        return pd.DataFrame(columns=META_COLUMNS)
+    pairs["tags"] = [_as_list(t) for t in pairs["tags"]]
+    pairs["met"] = pairs["met"].astype("boolean")
+    rows = [_meta_row("overall", OVERALL, pairs)]
+    rows += [_meta_row("language", lang, g) for lang, g in pairs.groupby("language", sort=True)]
+    tags = sorted({t for tags in pairs["tags"] for t in tags})
+    rows += [_meta_row("tag", tag, pairs[[tag in t for t in pairs["tags"]]]) for tag in tags]
+    return pd.DataFrame(rows, columns=META_COLUMNS)

@@ -1,0 +1,167 @@
+"""HealthBench rubric grading: a configured grader decides met / not met for every criterion of every response.
+
+A query may carry a ``rubric`` (criteria with points, negative for harmful content, and tags). The grader
+(``rubric_grader:`` in the run config) gets one call per (response, criterion), as HealthBench's
+``grade_sample`` does (openai/simple-evals ``healthbench_eval.py``): the conversation with the response as
+its last assistant turn, and the rubric item written as HealthBench writes it (``[points] criterion``). A
+multi-turn query (``messages``) is shown as its whole conversation. The answer is JSON
+``{"explanation", "criteria_met"}``, constrained where the backend can.
+
+What the grader says is stored per criterion (``rubric_grades``) with its explanation and raw output.
+An output without a readable true/false is stored with ``met = NULL``: counted as unparsed, never as met
+or not met (HealthBench asks the grader again until it answers; at temperature 0 a cached call would
+only repeat itself). Scores are computed when read (``pipeline.read.rubric`` over
+``pipeline.analysis.rubric``): an item with an unparsed criterion has no score.
+
+Prompts: ``prompts/rubric_grader_{system,user}.txt`` (the dataset's own first). The conversation comes
+before the rubric item, so the calls for one response share their prompt prefix and run consecutively.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pipeline.dataset import Criterion, Query
+from pipeline.models.base import ChatRequest, Completion, GenerateParams, Message
+from pipeline.prompts import load_text
+from pipeline.steps.context import ResponseItem, RunContext, finished, responses_to_score, still_to_do
+from pipeline.store.schema import RubricGradeRow
+
+EXPLANATION_MAX_CHARS = 400
+_FENCE = re.compile(r"```[a-zA-Z]*\s*(.*?)(?:```|$)", re.S)
+_OBJECT = re.compile(r"\{.*\}", re.S)
+_MET_TEXT = re.compile(r"(?i)[\"']?criteria_met[\"']?\s*[:=]\s*[\"']?(true|false)\b")
+_EXPLANATION_TEXT = re.compile(r"(?is)[\"']?explanation[\"']?\s*[:=]\s*\"((?:[^\"\\]|\\.)*)\"?")
+
+
+def grade_schema(max_tokens: int) -> dict[str, Any]:
+    """JSON schema of a grade for constrained decoding; the explanation is capped so the object fits in
+    ``max_tokens`` (about two characters a token), so a constrained output is never cut before its verdict."""
+    max_chars = max(16, min(EXPLANATION_MAX_CHARS, (max_tokens - 16) * 2))
+    return {"type": "object",
+            "properties": {"explanation": {"type": "string", "maxLength": max_chars},
+                           "criteria_met": {"type": "boolean"}},
+            "required": ["explanation", "criteria_met"]}
+
+
+# -- prompts -------------------------------------------------------------------------------------------
+def conversation_text(query: Query, response: str) -> str:
+    """The conversation as HealthBench shows it to the grader: ``role: content`` turns, blank-line separated,
+    the response last as the assistant's turn. A single-turn query is one user turn."""
+    turns = [(t.role, t.content) for t in query.messages] if query.messages else [("user", query.query)]
+    return "\n\n".join(f"{role}: {content}" for role, content in [*turns, ("assistant", response)])
+
+
+def rubric_item_text(criterion: Criterion) -> str:
+    """A rubric item as HealthBench's ``RubricItem.__str__`` writes it: ``[points] criterion``."""
+    return f"[{criterion.points}] {criterion.criterion}"
+
+
+def grader_messages(query: Query, response: str, criterion: Criterion, *,
+                    prompts: Callable[[str], str] = load_text) -> tuple[Message, ...]:
+    """System + user messages for grading one response on one criterion."""
+    return ({"role": "system", "content": prompts("rubric_grader_system.txt").format()},
+            {"role": "user", "content": prompts("rubric_grader_user.txt").format(
+                conversation=conversation_text(query, response), rubric_item=rubric_item_text(criterion))})
+
+
+@dataclass(frozen=True)
+class GradeCall:
+    """One grader call: the response item, which criterion, and the request."""
+
+    item: ResponseItem
+    index: int
+    criterion: Criterion
+    request: ChatRequest
+
+    @property
+    def key(self) -> tuple[str, str, int]:
+        return (*self.item.key, self.index)
+
+
+def grade_calls(items: Sequence[ResponseItem], *, max_tokens: int, temperature: float = 0.0,
+                prompts: Callable[[str], str] = load_text) -> list[GradeCall]:
+    """One call per criterion of every item with a rubric, the criteria of one response consecutively."""
+    params = GenerateParams(max_tokens=max_tokens, temperature=temperature, json_schema=grade_schema(max_tokens))
+    return [GradeCall(item, i, c, ChatRequest(messages=grader_messages(item.query, item.text, c, prompts=prompts),
+                                              params=params))
+            for item in items for i, c in enumerate(item.query.rubric or ())]
+
+
+# -- parsing -------------------------------------------------------------------------------------------
+def _met_value(obj: Any) -> bool | None:
+    if not isinstance(obj, dict):
+        return None
+    value = next((v for k, v in obj.items() if isinstance(k, str) and k.strip().lower() == "criteria_met"), None)
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    return None
+
+
+def parse_grade(raw: str | None) -> tuple[bool | None, str]:
+    """``(criteria_met, explanation)`` from a grader's output; ``criteria_met`` None when it cannot be read.
+
+    Reads a JSON object (in a code fence or with prose around it, as HealthBench strips its ```json fence),
+    else a ``criteria_met: true`` line; several different verdicts, or none, are unparsed.
+    """
+    text = (raw or "").strip()
+    if not text:
+        return None, ""
+    for block in [m.group(1) for m in _FENCE.finditer(text)] + [text]:
+        found = _OBJECT.search(block)
+        if not found:
+            continue
+        try:
+            obj = json.loads(found.group(0))
+        except ValueError:
+            continue
+        met = _met_value(obj)
+        if met is not None:
+            explanation = obj.get("explanation") if isinstance(obj, dict) else None
+            return met, str(explanation).strip() if explanation is not None else ""
+    verdicts = {m.group(1).lower() == "true" for m in _MET_TEXT.finditer(text)}
+    explained = _EXPLANATION_TEXT.search(text)
+    explanation = explained.group(1).strip() if explained else ""
+    return (verdicts.pop() if len(verdicts) == 1 else None), explanation
+
+
+# -- the step ------------------------------------------------------------------------------------------
+async def step_rubric(ctx: RunContext) -> None:
+    """The rubric grader grades every criterion of every selected response to a query with a rubric, once per
+    response text and criterion (a changed response, criterion text, points or tags is graded again)."""
+    gc = ctx.config.rubric_grader
+    if gc is None:
+        return
+    items = [it for it in responses_to_score(ctx) if it.query.rubric]
+    calls = grade_calls(items, max_tokens=gc.max_tokens, temperature=gc.temperature, prompts=ctx.dataset.prompt_text)
+    done = finished(ctx, "rubric_grades", ("query_id", "model_id", "criterion_index"), where={"grader_id": gc.id},
+                    also=("criterion", "points", "tags"))
+
+    def is_current(call: GradeCall, d: tuple) -> bool:
+        response_hash, criterion, points, tags = d
+        c = call.criterion
+        return (response_hash == call.item.response_hash and criterion == c.criterion and points == c.points
+                and list(tags or ()) == list(c.tags))
+
+    todo, skipped = still_to_do(calls, lambda call: call.key, done, is_current)
+
+    def to_rows(i: int, completion: Completion) -> list[RubricGradeRow]:
+        if not completion.ok:  # a backend failure is not a grade: not stored, retried next run
+            return []
+        call = todo[i]
+        met, explanation = parse_grade(completion.text)
+        return [RubricGradeRow(
+            dataset=ctx.dataset_name, query_id=call.item.query.query_id, model_id=call.item.model_id,
+            grader_id=gc.id, criterion_index=call.index, criterion=call.criterion.criterion,
+            points=call.criterion.points, tags=list(call.criterion.tags), met=met, explanation=explanation,
+            raw_output=completion.text, response_hash=call.item.response_hash, run_id=ctx.run_id,
+            cached=completion.cached)]
+
+    await ctx.drive("rubric", ctx.model(gc), [c.request for c in todo], to_rows, label=f"rubric grader {gc.id}",
+                    skipped=skipped)
