@@ -110,10 +110,11 @@ def _roles(config: RunConfig, stages: list[str]) -> list[tuple[str, ModelConfig]
 def print_dry_run(config: RunConfig, dataset: Dataset, queries: list[Query], stages: list[str],
                   console: Console) -> int:
     """List every model with its role, languages and what it needs that is missing (key, endpoint, vLLM, GPUs),
-    and how many LLM calls the run would make at most; calls nothing."""
+    how many LLM calls the run would make at most, and the estimate of its calls, tokens and cost
+    (``pipeline.estimate``); calls nothing, writes nothing."""
     table = Table(title=f"dry run: {config.name} on {dataset.name} ({len(queries)} queries)")
     for col in ("role", "model", "provider", "languages", "queries", "needs", "status"):
-        table.add_column(col, overflow="fold")
+        table.add_column(col, overflow="fold", no_wrap=col == "model")  # a model id stays whole (copy-paste)
     languages = sorted({q.language for q in queries})
     for role, mc in _roles(config, stages):
         reason = unavailable_reason(mc)
@@ -138,6 +139,9 @@ def print_dry_run(config: RunConfig, dataset: Dataset, queries: list[Query], sta
                               if q.rubric and (not m.languages or q.language in m.languages))
     console.print(f"stages: {', '.join(stages)}; at most {sum(calls.values())} LLM calls "
                   f"({', '.join(f'{k} {v}' for k, v in calls.items())}); cached calls are not repeated")
+    from pipeline.estimate import Estimate, print_estimate
+
+    print_estimate(Estimate(config, dataset, queries, stages).run(), console)
     return 0
 
 

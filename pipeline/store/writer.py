@@ -158,7 +158,7 @@ class Store:
     # -- the pipeline's own reads -----------------------------------------------------------------
     def fetch(self, sql: str, params: list | tuple | None = None) -> list[tuple]:
         """Rows of a query, for the pipeline's own bookkeeping, on a read-only connection (the app
-        reads through pipeline.read)."""
+        reads through pipeline/read)."""
         if not self.path.exists():
             return []
         with self._lock, open_connection(self.path, read_only=True) as con:
