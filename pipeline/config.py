@@ -103,9 +103,12 @@ class JudgeConfig(ModelConfig):
 class MedcodeConfig(_Frozen):
     critic: str | ModelConfig = "llamacpp/smollm2-135m-instruct"
     classifier: str = Field(
-        "logprobs",
-        description="'logprobs' (zero-shot from label-token log-probabilities) or a path to a "
-        "fine-tuned transformers sequence-classification checkpoint",
+        "trained",
+        min_length=1,
+        description="'trained' (the paper's way: the studio's checkpoint fine-tuned on data/medcode-critiques "
+        "by `make classifier`, in .cache/medcode-classifier/), a path to another fine-tuned transformers "
+        "sequence-classification checkpoint, or 'logprobs' (zero-shot from the critic's label-token "
+        "log-probabilities; not the paper's method)",
     )
 
     @property

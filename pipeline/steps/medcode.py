@@ -9,8 +9,12 @@ Classifiers (config ``medcode.classifier``):
   the probabilities of the tokens of each label are added and renormalised over the four labels.
   A label absent from the top-k gets 0. When no label token is in the top-k at all the
   distribution is uniform and the ``classifier`` column says ``logprobs:no-label-token``.
-- a path — a fine-tuned ``transformers`` sequence classifier (``train_classifier_command``),
+- ``trained`` (the paper's way, the default configs) — the studio's checkpoint in
+  ``.cache/medcode-classifier/``, fine-tuned on ``data/medcode-critiques`` by ``make classifier``;
+- a path — any fine-tuned ``transformers`` sequence classifier (``medcode train-classifier``),
   softmax over its four labels.
+
+``logprobs`` is not the paper's method (Med-CoDE classifies critiques with a fine-tuned BERT, §4.2).
 
 Prompts: ``prompts/medcode_critique_{system,user}.txt`` and ``prompts/medcode_classify_{system,user}.txt``.
 """
@@ -18,6 +22,7 @@ Prompts: ``prompts/medcode_critique_{system,user}.txt`` and ``prompts/medcode_cl
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import math
 import os
@@ -44,6 +49,7 @@ NO_LABEL_TOKEN = "logprobs:no-label-token"
 CRITIQUE_MAX_TOKENS = 120  # ~60 words, Med-CoDE's average critique length is 58.95 words
 MEDCODE_BLOCK = 32  # responses critiqued and classified per block
 EMPTY_CRITIQUE = "the critic wrote an empty critique"  # stored as the item's error, never classified
+TRAINED_CLASSIFIER = Path(__file__).resolve().parents[2] / ".cache" / "medcode-classifier"  # classifier: trained
 
 
 # -- prompts ---------------------------------------------------------------------------------------
@@ -109,7 +115,7 @@ def load_classifier(path: str):
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-    folder = Path(path).expanduser()
+    folder = classifier_path(path)
     if not (folder / "config.json").is_file():
         raise UserError(f"medcode classifier {path}: not a transformers checkpoint folder (no config.json); "
                         "train one with `python -m pipeline medcode train-classifier CSV -o FOLDER`")
@@ -120,8 +126,8 @@ def load_classifier(path: str):
     if sorted(n for n in names if n) != sorted(LABELS) or len(names) != 4:
         raise UserError(f"medcode classifier {path}: its labels {list(id2label.values())} are not "
                         f"{', '.join(LABELS)}")
-    max_length = int(json.loads((folder / "medcode.json").read_text()).get("max_length", 208)) \
-        if (folder / "medcode.json").is_file() else 208
+    card = json.loads((folder / "medcode.json").read_text()) if (folder / "medcode.json").is_file() else {}
+    max_length = int(card.get("max_length", card.get("hyperparameters", {}).get("max_length", 208)))
     return tokenizer, model, [names.index(label) for label in LABELS], max_length
 
 
@@ -176,9 +182,27 @@ async def critique_response(critic: Model, *, query: Query, response: str, class
     return critique_result(critique, probs, classifier_tag(classifier))
 
 
+def classifier_path(classifier: str) -> Path:
+    """The checkpoint folder of a ``medcode.classifier`` setting: 'trained' is the studio's default checkpoint
+    (``make classifier``; UserError saying so when it is missing), anything else a path."""
+    if classifier == "trained":
+        if not (TRAINED_CLASSIFIER / "config.json").is_file():
+            raise UserError(f"medcode classifier 'trained': no checkpoint in {TRAINED_CLASSIFIER}; make it with "
+                            "`make classifier` (trains on data/medcode-critiques/critiques.csv, a few minutes on CPU)")
+        return TRAINED_CLASSIFIER
+    return Path(classifier).expanduser()
+
+
 def classifier_tag(classifier: str) -> str:
-    """How a distribution's classifier is named in ``critiques.classifier``."""
-    return "logprobs" if classifier == "logprobs" else f"checkpoint:{Path(classifier).name}"
+    """How a distribution's classifier is named in ``critiques.classifier``: 'logprobs', or
+    ``checkpoint:<folder>@<first 12 hex of the sha256 of its model card medcode.json>`` (retraining changes
+    it; ``pipeline.train.classifier.card_for_tag`` finds the card again)."""
+    if classifier == "logprobs":
+        return "logprobs"
+    folder = classifier_path(classifier)
+    card = folder / "medcode.json"
+    sha = hashlib.sha256(card.read_bytes()).hexdigest()[:12] if card.is_file() else "no-card"
+    return f"checkpoint:{folder.name}@{sha}"
 
 
 # -- the step --------------------------------------------------------------------------------------
