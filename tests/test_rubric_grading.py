@@ -242,6 +242,18 @@ def test_rubric_item_shows_each_criterion(graded_db: Path) -> None:
     assert rubric_item(graded_db, "rubric-set", "q9", "m1", GRADER)["criteria"].empty
 
 
+def test_a_database_without_rubric_tables_reads_as_empty(graded_db: Path) -> None:
+    import duckdb
+
+    with duckdb.connect(str(graded_db)) as con:
+        con.execute("DROP TABLE rubric_grades")
+        con.execute("DROP TABLE criterion_labels")
+    assert rubric_leaderboard(graded_db, "rubric-set", GRADER).empty
+    assert rubric_tags(graded_db, "rubric-set", GRADER).empty and rubric_graders(graded_db, "rubric-set").empty
+    assert rubric_item(graded_db, "rubric-set", "q1", "m1", GRADER)["score"] is None
+    assert grader_meta_eval(graded_db, "rubric-set", GRADER).empty
+
+
 # -- physician labels and the grader's meta-evaluation --------------------------------------------------------
 def _import(tmp_path: Path, db: Path, text: str, capsys: pytest.CaptureFixture) -> tuple[int, str]:
     path = tmp_path / "labels.csv"

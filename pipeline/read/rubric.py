@@ -24,6 +24,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import numpy as np
 import pandas as pd
 
@@ -70,19 +71,24 @@ def _as_list(value: Any) -> list[str]:
     return [] if value is None else list(value)
 
 
-def _missing(con: Any, *tables: str) -> bool:
-    names = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
-    return not set(tables) <= names
+def _read(db: str | Path, sql: str, params: list[Any]) -> pd.DataFrame | None:
+    """One read-only query; None when the file predates the rubric tables (nothing graded there yet)."""
+    with SHARED_READERS.cursor(db) as con:
+        try:
+            return con.execute(sql, params).df()
+        except duckdb.CatalogException:
+            if {"rubric_grades", "criterion_labels"} <= {r[0] for r in con.execute(
+                    "SELECT table_name FROM duckdb_tables()").fetchall()}:
+                raise
+            return None
 
 
 def rubric_graders(db: str | Path, dataset: str) -> pd.DataFrame:
     """The graders that graded this dataset: ``grader_id``, ``grades``, ``unparsed`` (most grades first)."""
-    with SHARED_READERS.cursor(db) as con:
-        if _missing(con, "rubric_grades"):
-            return pd.DataFrame(columns=["grader_id", "grades", "unparsed"])
-        return con.execute("SELECT grader_id, count(*) AS grades, count(*) FILTER (WHERE met IS NULL) AS unparsed "
-                           "FROM rubric_grades WHERE dataset = ? GROUP BY grader_id ORDER BY grades DESC, grader_id",
-                           [dataset]).df()
+    graders = _read(db, "SELECT grader_id, count(*) AS grades, count(*) FILTER (WHERE met IS NULL) AS unparsed "
+                    "FROM rubric_grades WHERE dataset = ? GROUP BY grader_id ORDER BY grades DESC, grader_id",
+                    [dataset])
+    return pd.DataFrame(columns=["grader_id", "grades", "unparsed"]) if graders is None else graders
 
 
 def item_sums(db: str | Path, dataset: str, grader: str) -> pd.DataFrame:
@@ -96,11 +102,10 @@ def item_sums(db: str | Path, dataset: str, grader: str) -> pd.DataFrame:
            "count(*) FILTER (WHERE cur.met IS NULL) AS unparsed, any_value(p.n_criteria) - count(*) AS ungraded "
            "FROM cur JOIN per_query p ON p.query_id = cur.query_id GROUP BY cur.model_id, cur.query_id "
            "ORDER BY cur.model_id, cur.query_id")
-    with SHARED_READERS.cursor(db) as con:
-        if _missing(con, "rubric_grades"):
-            return pd.DataFrame(columns=["model_id", "query_id", "language", "achieved", "possible", "unparsed",
-                                         "ungraded", "score"])
-        sums = con.execute(sql, [dataset, dataset, grader]).df()
+    sums = _read(db, sql, [dataset, dataset, grader])
+    if sums is None:
+        return pd.DataFrame(columns=["model_id", "query_id", "language", "achieved", "possible", "unparsed",
+                                     "ungraded", "score"])
     sums["score"] = score_from_sums(sums["achieved"], sums["possible"], sums["unparsed"] + sums["ungraded"])
     return sums
 
@@ -156,11 +161,9 @@ def grades_frame(db: str | Path, dataset: str, grader: str) -> pd.DataFrame:
            "cur.met AS criteria_met, rub.themes FROM items i JOIN rub ON rub.query_id = i.query_id "
            "LEFT JOIN cur ON cur.query_id = i.query_id AND cur.model_id = i.model_id AND cur.idx = rub.idx "
            "ORDER BY i.model_id, rub.query_id, rub.idx")
-    with SHARED_READERS.cursor(db) as con:
-        if _missing(con, "rubric_grades"):
-            return pd.DataFrame(columns=["model_id", "item_id", "idx", "points", "tags", "criteria_met",
-                                         "example_tags"])
-        grades = con.execute(sql, [dataset, dataset, grader]).df()
+    grades = _read(db, sql, [dataset, dataset, grader])
+    if grades is None:
+        return pd.DataFrame(columns=["model_id", "item_id", "idx", "points", "tags", "criteria_met", "example_tags"])
     grades["tags"] = [_as_list(t) for t in grades["tags"]]
     shared: dict[str, list[str]] = {}
     for item_id, rows in grades.groupby("item_id", sort=False):
@@ -199,20 +202,17 @@ def rubric_item(db: str | Path, dataset: str, query_id: str, model_id: str, grad
     """
     sql = (f"WITH {_rubric_cte(query_pred='query_id = ?')} SELECT rub.idx AS criterion_index, "
            "rub.c.criterion AS criterion, rub.c.points AS points, rub.c.tags AS tags, g.met, g.explanation, "
-           f"g.raw_output, g.criterion_index IS NOT NULL AS graded, g.criterion_index IS NOT NULL AND NOT ("
-           f"g.response_hash IS NOT DISTINCT FROM {current_hash(db, 'r')} AND r.error IS NULL "
-           "AND g.criterion = rub.c.criterion AND g.points = rub.c.points) AS stale FROM rub "
+           f"g.raw_output, g.criterion_index IS NOT NULL AS graded, g.criterion_index IS NOT NULL AND NOT coalesce("
+           f"g.response_hash = {current_hash(db, 'r')} AND r.error IS NULL "
+           "AND g.criterion = rub.c.criterion AND g.points = rub.c.points, false) AS stale FROM rub "
            "LEFT JOIN rubric_grades g ON g.dataset = ? AND g.query_id = rub.query_id AND g.model_id = ? "
            "AND g.grader_id = ? AND g.criterion_index = rub.idx "
            "LEFT JOIN responses r ON r.dataset = ? AND r.query_id = rub.query_id AND r.model_id = ? "
            "ORDER BY rub.idx")
     empty = {"criteria": pd.DataFrame(columns=ITEM_COLUMNS), "score": None, "achieved": None, "possible": None,
              "n_unparsed": 0, "n_ungraded": 0}
-    with SHARED_READERS.cursor(db) as con:
-        if _missing(con, "rubric_grades"):
-            return empty
-        rows = con.execute(sql, [dataset, query_id, dataset, model_id, grader, dataset, model_id]).df()
-    if rows.empty:
+    rows = _read(db, sql, [dataset, query_id, dataset, model_id, grader, dataset, model_id])
+    if rows is None or rows.empty:
         return empty
     current = rows["graded"] & ~rows["stale"]
     rows["met"] = rows["met"].astype("boolean").where(current, pd.NA)
@@ -244,11 +244,10 @@ def label_pairs(db: str | Path, dataset: str, grader: str) -> pd.DataFrame:
            "AND g.response_hash = l.response_hash AND g.criterion = l.criterion "
            "JOIN queries q ON q.dataset = l.dataset AND q.query_id = l.query_id WHERE l.dataset = ? "
            "GROUP BY l.query_id, l.model_id, l.criterion_index ORDER BY ALL")
-    with SHARED_READERS.cursor(db) as con:
-        if _missing(con, "rubric_grades", "criterion_labels"):
-            return pd.DataFrame(columns=["query_id", "model_id", "criterion_index", "language", "tags", "met",
-                                         "labels"])
-        return con.execute(sql, [grader, dataset]).df()
+    pairs = _read(db, sql, [grader, dataset])
+    if pairs is None:
+        return pd.DataFrame(columns=["query_id", "model_id", "criterion_index", "language", "tags", "met", "labels"])
+    return pairs
 
 
 def _meta_row(group: str, category: str, pairs: pd.DataFrame) -> dict[str, Any]:
