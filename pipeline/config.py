@@ -15,7 +15,8 @@ from pipeline.metrics import DEFAULT_WEIGHTS, METRICS, WEIGHT_PRESETS
 
 SAFETY_CHECKS = ("refusal", "over_refusal", "update_adherence", "prompt_echo")  # pipeline/steps/safety.py
 STAGES = ("translate", "retrieve", "generate", "translate-responses", "judge", "rubric", "lexical", "medcode",
-          "accuracy", "safety", "sanity")
+          "medcode-label", "accuracy", "safety", "sanity")
+OPT_IN_STAGES = ("medcode-label",)  # run only when named (`--stages`, `python -m pipeline medcode label`)
 
 
 class _Frozen(BaseModel):
@@ -111,6 +112,15 @@ class MedcodeConfig(_Frozen):
         "log-probabilities; not the paper's method)",
     )
 
+    teacher: ModelConfig | None = Field(
+        None, description="Med-CoDE's GPT-4 step (`python -m pipeline medcode label`): this model writes a critique "
+        "and a None/Low/Moderate/High label for each stored response, into labelled_critiques (training data)")
+
+    @field_validator("teacher", mode="before")
+    @classmethod
+    def _teacher_id(cls, v):
+        return {"id": v} if isinstance(v, str) else v
+
     @property
     def critic_id(self) -> str:
         return self.critic if isinstance(self.critic, str) else self.critic.id
@@ -166,7 +176,7 @@ class RunConfig(_Frozen):
         known = {m.id for m in d.get("models") or ()} | {j.id for j in (judge, *(d.get("jury") or ())) if j}
         known |= {r.id for r in (d.get(k) for k in ("translator", "llm_accuracy", "rubric_grader")) if r}
         if medcode is not None:
-            known.add(medcode.critic_id)
+            known |= {medcode.critic_id, *((medcode.teacher.id,) if medcode.teacher else ())}
         unknown = sorted(set(v) - known)
         if unknown:
             raise ValueError(f"no model of this config is called {', '.join(unknown)} (price only models the config "
@@ -247,7 +257,8 @@ class RunConfig(_Frozen):
         if self.medcode is not None and isinstance(self.medcode.critic, ModelConfig):
             if self.medcode.critic.id == model_id:
                 return self.medcode.critic
-        for role in (self.translator, self.llm_accuracy, self.rubric_grader):
+        teacher = self.medcode.teacher if self.medcode is not None else None
+        for role in (self.translator, self.llm_accuracy, self.rubric_grader, teacher):
             if role is not None and role.id == model_id:
                 return role
         return ModelConfig(id=model_id)

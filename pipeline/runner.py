@@ -19,11 +19,23 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from pipeline.config import STAGES, ModelConfig, RunConfig, load_config
+from pipeline.config import OPT_IN_STAGES, STAGES, ModelConfig, RunConfig, load_config
 from pipeline.dataset import Dataset, Query, load_dataset
 from pipeline.errors import UserError
 from pipeline.models import UsageStats, unavailable_reason
-from pipeline.steps import accuracy, generate, judge, lexical, medcode, retrieve, rubric, safety, sanity, translate
+from pipeline.steps import (
+    accuracy,
+    generate,
+    judge,
+    lexical,
+    medcode,
+    medcode_label,
+    retrieve,
+    rubric,
+    safety,
+    sanity,
+    translate,
+)
 from pipeline.steps.context import RunContext, StageRecord
 from pipeline.store import Store, now
 from pipeline.store.schema import dataset_rows
@@ -68,6 +80,7 @@ STEPS: dict[str, Callable[[RunContext], Awaitable[None]]] = {
     "rubric": rubric.step_rubric,
     "lexical": lexical.step_lexical,
     "medcode": medcode.step_medcode,
+    "medcode-label": medcode_label.step_label,
     "accuracy": accuracy.step_accuracy,
     "safety": safety.step_safety,
     "sanity": sanity.step_sanity,
@@ -75,18 +88,20 @@ STEPS: dict[str, Callable[[RunContext], Awaitable[None]]] = {
 
 
 def parse_stages(stages: str | None, config: RunConfig) -> list[str]:
-    """Stages to run, in flow order. By default all whose section (judge, medcode) is configured."""
+    """Stages to run, in flow order. By default all whose section (judge, medcode) is configured, except the
+    opt-in ones (``medcode-label``: the teacher's labelled critiques, training data, not an evaluation)."""
     needs = {"judge": config.judge, "sanity": config.judge, "medcode": config.medcode,
-             "translate-responses": config.translator, "rubric": config.rubric_grader}
+             "translate-responses": config.translator, "rubric": config.rubric_grader,
+             "medcode-label": config.medcode.teacher if config.medcode is not None else None}
     if not stages:
-        return [s for s in STAGES if needs.get(s, True) is not None]
+        return [s for s in STAGES if needs.get(s, True) is not None and s not in OPT_IN_STAGES]
     wanted = {s.strip() for s in stages.split(",") if s.strip()}
     for stage in sorted(wanted):
         if stage not in STAGES:
             raise UserError(f"--stages: unknown stage {stage!r}; choose from {', '.join(STAGES)}")
         if needs.get(stage, True) is None:
-            section = {"medcode": "medcode", "translate-responses": "translator",
-                       "rubric": "rubric_grader"}.get(stage, "judge")
+            section = {"medcode": "medcode", "translate-responses": "translator", "rubric": "rubric_grader",
+                       "medcode-label": "medcode: {teacher: MODEL}"}.get(stage, "judge")
             raise UserError(f"--stages {stage}: the config has no `{section}:` section")
     return [s for s in STAGES if s in wanted]
 
@@ -98,6 +113,8 @@ def _roles(config: RunConfig, stages: list[str]) -> list[tuple[str, ModelConfig]
                   for i, j in enumerate(config.judges)]
     if config.medcode is not None and "medcode" in stages:
         roles.append(("critic", config.model_config_for(config.medcode.critic_id)))
+    if config.medcode is not None and config.medcode.teacher is not None and "medcode-label" in stages:
+        roles.append(("teacher", config.medcode.teacher))
     if config.translator is not None and ({"translate", "translate-responses"} & set(stages)):
         roles.append(("translator", config.translator))
     if config.llm_accuracy is not None and "accuracy" in stages:
@@ -134,6 +151,8 @@ def print_dry_run(config: RunConfig, dataset: Dataset, queries: list[Query], sta
         calls["medcode"] = answered * 2
     if config.llm_accuracy and "accuracy" in stages:
         calls["llm-accuracy"] = answered
+    if config.medcode and config.medcode.teacher and "medcode-label" in stages:
+        calls["medcode-label"] = answered
     if config.rubric_grader and "rubric" in stages:  # one call per criterion of every answered rubric item
         calls["rubric"] = sum(len(q.rubric) for m in config.models for q in queries
                               if q.rubric and (not m.languages or q.language in m.languages))

@@ -430,6 +430,51 @@ class CriterionLabelRow(Row):
 
 
 @dataclass(slots=True)
+class LabelledCritiqueRow(Row):
+    """A critique with its disagreement label (Med-CoDE §3.1's GPT-4 step, ``medcode label``): training data of the
+    critic and the classifier. ``source`` is the teacher's model id or an annotator's name; ``label`` NULL = the
+    teacher's label could not be read (kept, counted, never exported); ``raw_output`` is what the teacher wrote."""
+
+    TABLE: ClassVar[str] = "labelled_critiques"
+    KEY: ClassVar[tuple[str, ...]] = ("dataset", "query_id", "model_id", "source")
+    dataset: str
+    query_id: str
+    model_id: str
+    source: str
+    critique: str
+    label: str | None
+    response_hash: str
+    run_id: str | None
+    created_at: datetime = field(default_factory=now)
+    raw_output: str | None = None
+
+
+@dataclass(slots=True)
+class CritiqueLabelRow(Row):
+    """An annotator's check of one Med-CoDE critique (§5.1, Table 1): the disagreement level they see between the
+    response and the ground truth (``label``) and whether the critique is accurate (``critique_accurate``); either
+    may be NULL (not given). The critique is a critic's (``critique_kind`` 'critic', ``critique_by`` its critic_id)
+    or a teacher's labelled critique ('teacher', its source); ``critique_hash`` and ``response_hash`` are the texts
+    labelled."""
+
+    TABLE: ClassVar[str] = "critique_labels"
+    KEY: ClassVar[tuple[str, ...]] = ("dataset", "query_id", "model_id", "critique_kind", "critique_by", "annotator")
+    dataset: str
+    query_id: str
+    model_id: str
+    critique_kind: str
+    critique_by: str
+    annotator: str
+    label: str | None
+    critique_accurate: bool | None
+    critique_hash: str
+    response_hash: str
+    comment: str | None
+    source: str
+    created_at: datetime = field(default_factory=now)
+
+
+@dataclass(slots=True)
 class MetaRow(Row):
     TABLE: ClassVar[str] = "meta"
     KEY: ClassVar[tuple[str, ...]] = ("key",)
@@ -446,7 +491,7 @@ def dataset_rows(dataset: Dataset) -> list[Row]:
 ROW_CLASSES: tuple[type[Row], ...] = (
     DatasetRow, QueryRow, ChunkRow, RetrievalRow, RunRow, ResponseRow, JudgmentRow, LexicalRow, CritiqueRow,
     SafetyCheckRow, HumanLabelRow, SanityRow, ReliabilityRow, TranslationRow, PlanRow, AnswerCheckRow,
-    CacheRow, MetaRow, RubricGradeRow, CriterionLabelRow,
+    CacheRow, MetaRow, RubricGradeRow, CriterionLabelRow, LabelledCritiqueRow, CritiqueLabelRow,
 )
 ROWS: dict[str, type[Row]] = {c.TABLE: c for c in ROW_CLASSES}
 
