@@ -19,7 +19,7 @@ import duckdb
 import pandas as pd
 
 from pipeline.analysis.stats import normalised_weights
-from pipeline.metrics import DEFAULT_WEIGHTS, METRICS
+from pipeline.metrics import DEFAULT_WEIGHTS, METRICS, agg_weights
 from pipeline.store import SCHEMA_VERSION, SHARED_READERS
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -128,6 +128,7 @@ class Filters:
     languages: tuple[str, ...] = ()
     models: tuple[str, ...] = ()
     themes: tuple[str, ...] = ()
+    scripts: tuple[str, ...] = ()  # 'native' | 'latin' (romanized); a query without a script counts as native
 
     def sql(self, q: str = "q", r: str | None = "r") -> tuple[str, list[Any]]:
         """A WHERE predicate over ``queries`` (alias ``q``) and ``responses`` (alias ``r``)."""
@@ -142,6 +143,9 @@ class Filters:
         if self.themes:
             preds.append(f"list_has_any({q}.themes, ?)")
             params.append(list(self.themes))
+        if self.scripts:
+            preds.append(f"list_contains(?, coalesce({q}.script, 'native'))")
+            params.append(list(self.scripts))
         if self.models and r is not None:
             preds.append(f"list_contains(?, {r}.model_id)")
             params.append(list(self.models))
@@ -189,8 +193,11 @@ def weights_tuple(weights: dict[str, float] | None) -> tuple[float, ...]:
     return tuple(float(weights.get(m, 0.0)) for m in METRICS)
 
 
-def weights_dict(w: tuple[float, ...]) -> dict[str, float]:
-    """A ``weights_tuple`` back as normalised weights per metric."""
+def weights_dict(w: tuple[float, ...], preset: str | None = None) -> dict[str, float]:
+    """A ``weights_tuple`` back as what AGG multiplies each metric by (``pipeline.metrics.agg_weights``):
+    normalised to sum 1, or a preset such as ``paper-fit`` as given (the printed AGG's scale)."""
+    if preset is not None:
+        return agg_weights(dict(zip(METRICS, w, strict=True)), preset)
     return normalised_weights(dict(zip(METRICS, w, strict=True)))
 
 
