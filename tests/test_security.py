@@ -42,8 +42,11 @@ def all_text(db: Path) -> list[str]:
     """Every VARCHAR value of every table of the results database."""
     values: list[str] = []
     with open_connection(db, read_only=True) as con:
-        for table, (columns, _) in TABLES.items():
-            text_columns = [c.split()[0] for c in columns.split(", ") if c.split()[1].startswith("VARCHAR")]
+        existing = {t for (t,) in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+        for table, spec in TABLES.items():
+            if table not in existing:
+                continue
+            text_columns = [name for name, sql_type in spec.columns if sql_type.startswith("VARCHAR")]
             for column in text_columns:
                 values += [str(v) for (v,) in con.execute(f"SELECT {column} FROM {table}").fetchall() if v]
     return values
