@@ -13,7 +13,8 @@ keys), then per stage and model:
   upper bound. Generation prompts are fully known once the query's chunks are; a query without a stored
   retrieval (for these settings) takes its ``kb_refs`` chunks as the stand-in, padded or cut to the
   number of chunks retrieval returns (padding: the KB's median-length chunks) — the dry run says so.
-- **completion tokens** — ``max_tokens`` per call: an upper bound, as is the cost built from it.
+- **completion tokens** — ``max_tokens`` per call: an upper bound, as is the cost built from it (when no
+  stand-in chunks make the prompts themselves an estimate).
 - **cost** — $ per 1M tokens from the config's ``prices``; 0 for in-process models without a price,
   unknown (—) for API models without one (``pipeline.read.cost.cost_of``). vLLM models are not loaded
   in a dry run, so their cache is not checked (all their calls count as sent).
@@ -468,7 +469,7 @@ def _money(value: float | None) -> str:
 def estimate_table(est: Estimate) -> Table:
     table = Table(title="estimate before spending anything (≤: an upper bound)")
     for col in ("stage", "model", "calls", "done before", "cached", "to send", "prompt tokens",
-                "completion tokens ≤", "cost $ ≤", "counted by"):
+                "completion tokens ≤", "cost $", "counted by"):
         table.add_column(col, justify="left" if col in ("stage", "model", "counted by") else "right")
     for ln in est.lines:
         table.add_row(ln.stage, ln.model_id, *(f"{n:,}" for n in (ln.calls, ln.done, ln.cached, ln.to_send)),
@@ -490,8 +491,8 @@ def print_estimate(est: Estimate, console: Console) -> None:
                   "('tokenizer') or ≈ UTF-8 bytes / 4 + 3 per message ('bytes/4')"
                   + (f"; {assumed:,} prompts (marked ≤) hold a response not generated yet, assumed max_tokens long"
                      if assumed else "")
-                  + ". Completion tokens and cost assume every call writes max_tokens: upper bounds. Cost: the "
-                  "config's prices ($ per 1M tokens); in-process models cost 0; — = no price (left out of the total).",
-                  highlight=False)
+                  + ". Completion tokens assume every call writes max_tokens (an upper bound); cost prices these "
+                  "figures (an upper bound when no chunks stand in) at the config's prices ($ per 1M tokens); "
+                  "in-process models cost 0; — = no price (left out of the total).", highlight=False)
     for note in est.notes:
         console.print(f"note: {note}", highlight=False)
