@@ -16,9 +16,11 @@ from typing import Any, TypeVar
 import pandas as pd
 import streamlit as st
 
+from pipeline.analysis.medcode import CLAIM_RANGES  # noqa: F401
 from pipeline.analysis.stats import EXPANSION_MIN_N  # noqa: F401
+from pipeline.dataset.critique_labels import save_critique_label  # noqa: F401  (the Med-CoDE page's queue)
 from pipeline.read import agreement as agreement_read
-from pipeline.read import home, judge_trust, medcode, playground, responses, themes
+from pipeline.read import home, judge_trust, medcode, medcode_checks, playground, responses, themes
 from pipeline.read import leaderboard as leaderboard_read
 from pipeline.read.agreement import ALL_MODELS, PAPER_METRIC  # noqa: F401
 from pipeline.read.common import (  # noqa: F401  (re-exported for the pages)
@@ -36,7 +38,15 @@ from pipeline.read.common import (  # noqa: F401  (re-exported for the pages)
 )
 from pipeline.read.judge_trust import WEAK_JUDGES, judge_warning  # noqa: F401
 from pipeline.read.leaderboard import CI_RESAMPLES, paper_leaderboard, short_name  # noqa: F401
-from pipeline.read.medcode import ACCURACY_METRIC  # noqa: F401
+from pipeline.read.medcode import (  # noqa: F401  (re-exported for the Med-CoDE page)
+    MEASURES,
+    POOLED,
+    QUANTITIES,
+    SCORE_LABELS,
+    paper_claims,
+    pooled_matrix,
+    published_claims,
+)
 from pipeline.read.responses import Browse  # noqa: F401
 from pipeline.read.themes import theme_table  # noqa: F401
 from pipeline.store import LEXICAL, SHARED_READERS  # noqa: F401
@@ -116,6 +126,9 @@ theme_scores = cached(themes.theme_scores)
 theme_examples = cached(themes.theme_examples)
 medcode_view = cached(medcode.medcode_view)
 medcode_correlations = cached(medcode.medcode_correlations)
+critique_sources = cached(medcode_checks.critique_sources)
+critique_checks = cached(medcode_checks.critique_checks)
+critique_queue = medcode_checks.critique_queue  # not cached: the queue moves with every label
 agreement_view = cached(agreement_read.agreement_view)
 annotation_state = agreement_read.annotation_state  # not cached: the queue moves with every label
 dataset_queries = cached(playground.dataset_queries)

@@ -17,7 +17,8 @@ from pipeline.errors import UserError
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
                   help="Pariksha Studio: evaluate RAG health chatbots across Indian languages.")
-medcode_app = typer.Typer(no_args_is_help=True, help="Med-CoDE: train the critique classifier and the critic.")
+medcode_app = typer.Typer(no_args_is_help=True, help="Med-CoDE: label critiques with a teacher, export them, train "
+                                                      "the critique classifier and the critic.")
 app.add_typer(medcode_app, name="medcode")
 
 console = Console(stderr=True)
@@ -119,6 +120,20 @@ def import_criterion_labels(
     from pipeline.dataset.criterion_labels import import_criterion_labels_command
 
     raise typer.Exit(import_criterion_labels_command(csv, db=db, dataset=dataset))
+
+
+@app.command("import-critique-labels")
+def import_critique_labels(
+    csv: Annotated[Path, typer.Argument(help="CSV with query_id, model_id, annotator and label (None/Low/Moderate/"
+                                             "High) and/or critique_accurate (yes/no); optional dataset, "
+                                             "critique_by, critique_kind (critic/teacher), comment")],
+    db: Annotated[Path, typer.Option(help="DuckDB file")] = Path("data/results.duckdb"),
+    dataset: Annotated[str | None, typer.Option(help="dataset name when the CSV has no dataset column")] = None,
+):
+    """Import human checks of Med-CoDE critiques (disagreement label, critique accurate?); bad rows rejected by line."""
+    from pipeline.dataset.critique_labels import import_critique_labels_command
+
+    raise typer.Exit(import_critique_labels_command(csv, db=db, dataset=dataset))
 
 
 @app.command("import-qa")
@@ -225,6 +240,47 @@ def train_critic(
                               lora_alpha=lora_alpha, lora_dropout=lora_dropout, target_modules=modules,
                               max_length=max_length, max_steps=max_steps, seed=seed)
     raise typer.Exit(train_critic_command(csv, output=output, settings=settings))
+
+
+@medcode_app.command("label")
+def medcode_label(
+    config: Annotated[Path, typer.Option("--config", "-c", help="run configuration with `medcode: {teacher: MODEL}`")],
+    db: Annotated[Path | None, typer.Option(help="DuckDB file (overrides the config)")] = None,
+    limit: Annotated[int | None, typer.Option(help="label the responses to the first N queries only")] = None,
+):
+    """The paper's GPT-4 step (§3.1): the teacher writes a critique and a None/Low/Moderate/High label for every
+    stored response of the config's models, into labelled_critiques (unparsed labels kept as NULL, counted)."""
+    from pipeline.config import load_config
+    from pipeline.runner import run
+    from pipeline.store import Store
+
+    cfg = load_config(config, db=str(db) if db else None, limit=limit)
+    run(cfg, stages="medcode-label", console=console)
+    teacher = cfg.medcode.teacher.id
+    total, unparsed = Store(cfg.db).fetch("SELECT count(*), count(*) FILTER (WHERE label IS NULL) FROM "
+                                          "labelled_critiques WHERE source = ?", [teacher])[0]
+    console.print(f"labelled_critiques in {cfg.db}: {total} by {teacher}, {unparsed} with an unparsed label "
+                  "(kept as NULL, never exported); export them with `python -m pipeline medcode export-critiques`",
+                  highlight=False)
+
+
+@medcode_app.command("export-critiques")
+def medcode_export_critiques(
+    out: Annotated[Path, typer.Option(help="CSV to write (the training CSV of train-classifier and train-critic)")],
+    db: Annotated[Path, typer.Option(help="DuckDB file")] = Path("data/results.duckdb"),
+    with_bundled: Annotated[bool, typer.Option("--with-bundled", help="also the bundled data/medcode-critiques "
+                                                                       "rows")] = False,
+    source: Annotated[str | None, typer.Option(help="only critiques of this teacher (or annotator)")] = None,
+):
+    """Write labelled critiques as item_id,kind,question,ground_truth,response,critique,label,source; unparsed
+    labels, empty critiques and critiques of since-regenerated responses are left out and counted."""
+    from pipeline.read.medcode_checks import export_critiques
+
+    counts = export_critiques(db, out, with_bundled=with_bundled, source=source)
+    console.print(f"wrote {counts['exported'] + counts['bundled']} rows to {out} ({counts['exported']} of "
+                  f"{counts['labelled']} labelled critiques in {db}, {counts['bundled']} bundled); left out: "
+                  f"{counts['unparsed']} unparsed labels, {counts['empty']} empty critiques, {counts['stale']} of "
+                  "regenerated responses", highlight=False)
 
 
 def _require_db(db: Path) -> None:

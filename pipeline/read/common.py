@@ -25,7 +25,8 @@ from pipeline.store import SCHEMA_VERSION, SHARED_READERS
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_DB = REPO_ROOT / "data" / "results.duckdb"
 REFERENCE_DIR = REPO_ROOT / "data" / "reference"
-REFERENCE_FILES = {"medcode_table2": "medcode_table2.csv", "table7": "health_pariksha_table7_rankings.csv",
+REFERENCE_FILES = {"medcode_table2": "medcode_table2.csv", "medcode_table1": "medcode_table1.csv",
+                   "table7": "health_pariksha_table7_rankings.csv",
                    "table1": "health_pariksha_table1_models.csv", "leaderboards": "health_pariksha_leaderboards.csv"}
 PLAYGROUND = "playground"
 LEXICAL_LABELS = {"rouge_l": "ROUGE-L", "chrf": "chrF++", "bleu": "BLEU", "meteor": "METEOR", "cosine": "cosine"}

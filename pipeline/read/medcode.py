@@ -1,100 +1,291 @@
-"""The Med-CoDE page: disagreement distributions per model, their correlations with the judge and lexical
-scores, and a Table-2 analogue.
+"""The Med-CoDE page: disagreement distributions per model, Table 2 (METEOR, ROUGE-L, exact-match accuracy,
+LLM-Accuracy and the four mean probabilities, each with n and a 95 % interval), the classifier behind every
+distribution with its model card, and the correlations the paper states (§5), per model and pooled.
 
-Only classified critiques of the current text of responses without an error count; judge scores come
-from ``item_scores`` and lexical scores from ``response_facts`` (both current only).
+Only classified critiques of the current text of responses without an error count; lexical scores come from
+``response_facts``, judge scores from ``item_scores`` (both current only), accuracy from ``answer_checks`` of the
+current response text (``correct`` NULL = unparsed: counted, never right or wrong). Intervals: percentile
+bootstrap of the mean (``analysis.stats``) for METEOR, ROUGE-L and the probabilities; Wilson for the two
+accuracies (``analysis.medcode``).
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
+from pipeline.analysis.medcode import check_claims, correlations, proportion
+from pipeline.analysis.stats import bootstrap_mean_cis
+from pipeline.errors import UserError
 from pipeline.metrics import METRICS
 from pipeline.read.common import (
     DISAGREEMENT,
     LEXICAL_LABELS,
     Filters,
     current_join,
-    df,
     model_pred,
     on_qf,
     queries_cte,
+    reference_table,
 )
 from pipeline.store import LEXICAL, SHARED_READERS
 
-MEDCODE_QUANTITIES = {"p_none": "P(None)", "p_high": "P(High)", "expected": "E[disagreement]"}
+QUANTITIES = {"p_none": "P(None)", "p_low": "P(Low)", "p_moderate": "P(Moderate)", "p_high": "P(High)",
+              "expected": "E[disagreement]"}
+ACCURACY_LABELS = {"llm_accuracy": "LLM-Accuracy", "exact_match": "exact match (MCQ)"}
+MEASURES = {"meteor": "METEOR", "rouge_l": "ROUGE-L", "exact_match": "exact-match accuracy (MCQ)",
+            "llm_accuracy": "LLM-Accuracy", **{p: QUANTITIES[p] for p in DISAGREEMENT}}
+SCORE_LABELS = {**LEXICAL_LABELS, **ACCURACY_LABELS, **{m: m for m in METRICS}}
+CORRELATION_TARGETS = ("meteor", "rouge_l", "llm_accuracy", "exact_match", *METRICS,
+                       *(c for c in LEXICAL if c not in ("meteor", "rouge_l")))
 CORRELATION_ITEMS = 20_000
+CI_RESAMPLES = 1000
+POOLED = "(all models)"
 CLASSIFIED = "c.p_none IS NOT NULL"  # a failed critique is stored with NULL probabilities (and its error)
-ACCURACY_METRIC = "FC"  # Med-CoDE's accuracy: the judge's factual-correctness verdict (share of items at 2)
+FAMILY = "CASE WHEN c.classifier LIKE 'logprobs%' THEN 'logprobs' ELSE c.classifier END"  # + its no-label fallback
+NO_LABEL = "logprobs:no-label-token"
+ANSWER_CHECKS = "answer_checks"
 
 
-def medcode_view(db: str | Path, f: Filters, judge: str | None) -> dict[str, pd.DataFrame]:
-    """The page's ``distribution`` (per dataset, language, model, critic) and ``summary`` (Table 2's columns:
-    n, METEOR, ROUGE-L, the judge's accuracy and the mean distribution per model and dataset).
+def _tables(con) -> set[str]:
+    return {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
 
-    Both distributions come from one pass over the current critiques (GROUPING SETS).
+
+def medcode_view(db: str | Path, f: Filters, judge: str | None = None) -> dict[str, pd.DataFrame]:
+    """The page's frames (``judge`` is not used: Table 2's accuracy is the configured checker's, not the judge's):
+
+    - ``distribution``: mean probabilities per dataset, language, model, critic and classifier;
+    - ``summary``: Table 2 wide, one row per model, dataset, critic and classifier: n (critiques), METEOR,
+      ROUGE-L, exact_match, llm_accuracy (of ``llm_checker``: the checker with the most checks of the dataset),
+      and the four mean probabilities;
+    - ``table2``: Table 2 long, one row per model, dataset and measure (and critic/classifier for the
+      probabilities, checker for LLM-Accuracy): ``value``, ``lo``, ``hi`` (95 %), ``n``, ``unparsed``;
+    - ``classifiers``: each (critic, classifier) behind a distribution with its kind and model-card test figures.
     """
     qf, p_qf = queries_cte(f)
-    preds = {a: model_pred(f, a) for a in ("c", "x", "i")}
+    preds = {a: model_pred(f, a) for a in ("c", "x", "a")}
     means = ", ".join(f"avg(c.{p}) AS {p}" for p in DISAGREEMENT)
-    accuracy = f"avg((i.{ACCURACY_METRIC} = 2)::INTEGER)" if ACCURACY_METRIC in METRICS else "NULL::DOUBLE"
+    critiques = (f"FROM critiques c JOIN qf ON {on_qf(f, 'c')} {current_join(db, 'c')} "
+                 f"WHERE {CLASSIFIED} AND {preds['c'][0]}")
     with SHARED_READERS.cursor(db) as con:
+        have = _tables(con)
         both = con.execute(
             f"WITH {qf} SELECT grouping(qf.language) AS per_model, c.dataset, qf.language, c.model_id, c.critic_id, "
-            f"count(*) AS n, {means} FROM critiques c JOIN qf ON {on_qf(f, 'c')} {current_join(db, 'c')} "
-            f"WHERE {CLASSIFIED} AND {preds['c'][0]} "
-            "GROUP BY GROUPING SETS ((c.dataset, qf.language, c.model_id, c.critic_id), (c.model_id, c.dataset))",
-            [*p_qf, *preds["c"][1]]).df()
-        per_model = con.execute(
-            f"WITH {qf}, l AS (SELECT x.model_id, x.dataset, avg(x.meteor) AS meteor, avg(x.rouge_l) AS rouge_l "
-            f"FROM response_facts x JOIN qf ON {on_qf(f, 'x')} WHERE {preds['x'][0]} GROUP BY ALL), "
-            f"fc AS (SELECT i.model_id, i.dataset, {accuracy} AS llm_accuracy FROM item_scores i "
-            f"JOIN qf ON {on_qf(f, 'i')} WHERE i.judge_id = ? AND {preds['i'][0]} GROUP BY ALL) "
-            "SELECT * FROM l FULL JOIN fc USING (model_id, dataset)",
-            [*p_qf, *preds["x"][1], judge or "", *preds["i"][1]]).df()
+            f"{FAMILY} AS classifier, count(*) AS n, count(*) FILTER (WHERE c.classifier = '{NO_LABEL}') AS uniform, "
+            f"{means} {critiques} GROUP BY GROUPING SETS ((c.dataset, qf.language, c.model_id, c.critic_id, "
+            f"{FAMILY}), (c.model_id, c.dataset, c.critic_id, {FAMILY}))", [*p_qf, *preds["c"][1]]).df()
+        p_hist = con.execute(
+            f"WITH {qf}, cur AS (SELECT c.model_id, c.dataset, c.critic_id, {FAMILY} AS classifier, "
+            f"{', '.join(f'c.{p}' for p in DISAGREEMENT)} {critiques}) "
+            "SELECT model_id, dataset, critic_id, classifier, measure, round(value, 2) AS v, count(*) AS k, "
+            f"sum(value) AS s FROM (UNPIVOT cur ON {', '.join(DISAGREEMENT)} INTO NAME measure VALUE value) "
+            "GROUP BY ALL", [*p_qf, *preds["c"][1]]).df()
+        l_hist = con.execute(
+            f"WITH {qf}, cur AS (SELECT x.model_id, x.dataset, x.meteor, x.rouge_l FROM response_facts x "
+            f"JOIN qf ON {on_qf(f, 'x')} WHERE {preds['x'][0]} AND NOT x.failed) "
+            "SELECT model_id, dataset, measure, round(value, 2) AS v, count(*) AS k, sum(value) AS s "
+            "FROM (UNPIVOT cur ON meteor, rouge_l INTO NAME measure VALUE value) GROUP BY ALL",
+            [*p_qf, *preds["x"][1]]).df()
+        acc = con.execute(
+            f"WITH {qf} SELECT a.model_id, a.dataset, a.method, a.checker_id, count(*) AS total, "
+            "count(a.correct) AS parsed, count(*) FILTER (WHERE a.correct) AS k "
+            f"FROM answer_checks a JOIN qf ON {on_qf(f, 'a')} {current_join(db, 'a')} WHERE {preds['a'][0]} "
+            "GROUP BY ALL", [*p_qf, *preds["a"][1]]).df() if ANSWER_CHECKS in have else pd.DataFrame(
+                columns=["model_id", "dataset", "method", "checker_id", "total", "parsed", "k"])
+        configs = [r[0] for r in con.execute("SELECT DISTINCT config FROM runs").fetchall()] if "runs" in have else []
     distribution = (both[both.per_model == 0].drop(columns=["per_model"])
                     .sort_values(["dataset", "language", "model_id", "critic_id"]).reset_index(drop=True))
-    summary = both[both.per_model == 1][["model_id", "dataset", "n", *DISAGREEMENT]]
-    summary = (summary.merge(per_model, on=["model_id", "dataset"], how="left").rename(columns={"model_id": "model"})
-               [["model", "dataset", "n", "meteor", "rouge_l", "llm_accuracy", *DISAGREEMENT]]
-               .sort_values(["model", "dataset"]).reset_index(drop=True))
-    return {"distribution": distribution, "summary": summary}
+    groups = both[both.per_model == 1].drop(columns=["per_model", "language"])
+    table2 = _table2(p_hist, l_hist, acc)
+    return {"distribution": distribution, "summary": _summary(groups, table2, acc), "table2": table2,
+            "classifiers": classifiers(groups, configs)}
 
 
+def _bootstrapped(hist: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """Mean (exact, from the sums), n and bootstrap interval per ``keys`` of a histogram (v rounded, k, s)."""
+    if hist.empty:
+        return pd.DataFrame(columns=[*keys, "value", "lo", "hi", "n"])
+    hist = hist.sort_values(keys).reset_index(drop=True)
+    group = hist.groupby(keys, sort=False, dropna=False).ngroup().to_numpy()
+    lo, hi = bootstrap_mean_cis(group, hist.v.to_numpy(float), hist.k.to_numpy(np.int64), int(group.max()) + 1,
+                                n_resamples=CI_RESAMPLES)
+    out = hist.groupby(keys, sort=False, dropna=False).agg(n=("k", "sum"), s=("s", "sum")).reset_index()
+    return out.assign(value=out.s / out.n, lo=lo, hi=hi).drop(columns=["s"])
+
+
+def _table2(p_hist: pd.DataFrame, l_hist: pd.DataFrame, acc: pd.DataFrame) -> pd.DataFrame:
+    probs = _bootstrapped(p_hist, ["model_id", "dataset", "critic_id", "classifier", "measure"])
+    lexical = _bootstrapped(l_hist, ["model_id", "dataset", "measure"])
+    rows = []
+    for r in acc.itertuples(index=False):
+        share = proportion(int(r.k), int(r.parsed))
+        rows.append({"model_id": r.model_id, "dataset": r.dataset,
+                     "measure": "exact_match" if r.method == "choice" else "llm_accuracy",
+                     "checker": None if r.method == "choice" else r.checker_id, "value": share["value"],
+                     "lo": share["lo"], "hi": share["hi"], "n": int(r.parsed), "unparsed": int(r.total - r.parsed)})
+    accuracy = pd.DataFrame(rows, columns=["model_id", "dataset", "measure", "checker", "value", "lo", "hi", "n",
+                                           "unparsed"])
+    out = pd.concat([frame for frame in (lexical.assign(unparsed=0), accuracy, probs.assign(unparsed=0))
+                     if not frame.empty] or [accuracy], ignore_index=True)
+    for col in ("critic_id", "classifier", "checker"):
+        if col not in out:
+            out[col] = None
+    out["measure_label"] = out.measure.map(MEASURES)
+    order = {m: i for i, m in enumerate(MEASURES)}
+    out = out.assign(_o=out.measure.map(order)).sort_values(["model_id", "dataset", "_o", "critic_id", "checker"])
+    return (out.rename(columns={"model_id": "model"})
+            [["model", "dataset", "measure", "measure_label", "critic_id", "classifier", "checker", "value", "lo",
+              "hi", "n", "unparsed"]].reset_index(drop=True))
+
+
+def _summary(groups: pd.DataFrame, table2: pd.DataFrame, acc: pd.DataFrame) -> pd.DataFrame:
+    """Table 2 wide: the probabilities per (model, dataset, critic, classifier), METEOR, ROUGE-L and the two
+    accuracies per (model, dataset); LLM-Accuracy of the dataset's most used checker."""
+    llm = acc[acc.method == "llm"]
+    checker = (llm.groupby(["dataset", "checker_id"]).total.sum().reset_index()
+               .sort_values(["dataset", "total", "checker_id"], ascending=[True, False, True])
+               .drop_duplicates("dataset").set_index("dataset").checker_id.to_dict())
+    t = table2.rename(columns={"model": "model_id"})
+    keep = t.measure.isin(["meteor", "rouge_l", "exact_match"]) | (
+        (t.measure == "llm_accuracy") & (t.checker == t.dataset.map(checker)))
+    per_item = (t[keep].set_index(["model_id", "dataset", "measure"]).value.unstack().reset_index() if keep.any()
+                else pd.DataFrame(columns=["model_id", "dataset"]))
+    per_item.columns.name = None
+    base = groups[["model_id", "dataset", "critic_id", "classifier", "n", *DISAGREEMENT]]
+    out = base.merge(per_item, on=["model_id", "dataset"], how="outer")
+    for col in ("meteor", "rouge_l", "exact_match", "llm_accuracy"):
+        if col not in out:
+            out[col] = np.nan
+    out["llm_checker"] = out.dataset.map(checker)
+    return (out.rename(columns={"model_id": "model"})
+            [["model", "dataset", "critic_id", "classifier", "n", "meteor", "rouge_l", "exact_match", "llm_accuracy",
+              "llm_checker", *DISAGREEMENT]].sort_values(["model", "dataset", "critic_id"]).reset_index(drop=True))
+
+
+# -- the classifiers behind the distributions ------------------------------------------------------------
+def _configured_folders(configs: list[str]) -> list[Path]:
+    """Checkpoint folders the database's runs configured (``medcode.classifier`` paths), besides 'trained'."""
+    from pipeline.steps.medcode import TRAINED_CLASSIFIER
+
+    folders = [TRAINED_CLASSIFIER]
+    for text in configs:
+        try:
+            classifier = (json.loads(text).get("medcode") or {}).get("classifier")
+        except (ValueError, AttributeError):
+            continue
+        if isinstance(classifier, str) and classifier not in ("trained", "logprobs"):
+            folders.append(Path(classifier).expanduser())
+    return list(dict.fromkeys(folders))
+
+
+def classifier_kind(tag: str) -> str:
+    if tag.startswith("logprobs"):
+        return ("zero-shot: the critic's label-token log-probabilities (not the paper's method; Med-CoDE "
+                "classifies critiques with a fine-tuned BERT)")
+    if tag.startswith("checkpoint:"):
+        return "fine-tuned classifier (the paper's method)"
+    return "unknown"
+
+
+def classifiers(groups: pd.DataFrame, configs: list[str]) -> pd.DataFrame:
+    """Each (critic, classifier tag) behind the distributions: n, the uniform fallbacks of ``logprobs``, datasets,
+    kind, and from the checkpoint's model card (``pipeline.train.classifier.card_for_tag``) its test accuracy,
+    macro-F1 and test n, the base model and the training CSV."""
+    from pipeline.train.classifier import card_for_tag
+
+    cols = ["critic_id", "classifier", "kind", "n", "uniform", "datasets", "test_accuracy", "test_macro_f1",
+            "test_n", "base_model", "trained_on", "card"]
+    if groups.empty:
+        return pd.DataFrame(columns=cols)
+    folders = _configured_folders(configs)
+    rows = []
+    for (critic, tag), part in groups.groupby(["critic_id", "classifier"], sort=True):
+        card: dict[str, Any] | None = None
+        try:
+            card = card_for_tag(tag, folders)
+        except (UserError, OSError):  # a broken card is reported as missing, never breaks the page
+            card = None
+        test = (card or {}).get("test") or {}
+        trained_on = (card or {}).get("training_csv") or {}
+        note = ("" if tag.startswith("logprobs") else "model card found" if card else
+                "model card not found (the checkpoint is not in .cache/medcode-classifier or a configured folder, "
+                "or it was retrained since)")
+        rows.append({"critic_id": critic, "classifier": tag, "kind": classifier_kind(tag), "n": int(part.n.sum()),
+                     "uniform": int(part.uniform.sum()), "datasets": ", ".join(sorted(part.dataset.unique())),
+                     "test_accuracy": test.get("accuracy"), "test_macro_f1": test.get("macro_f1"),
+                     "test_n": test.get("n"), "base_model": (card or {}).get("base_model"),
+                     "trained_on": trained_on.get("path"), "card": note})
+    return pd.DataFrame(rows, columns=cols)
+
+
+# -- correlations ----------------------------------------------------------------------------------------
 def medcode_correlations(db: str | Path, f: Filters, judge: str | None) -> pd.DataFrame:
-    """Pearson r, over items, between Med-CoDE quantities and the judge's metrics and lexical scores.
+    """Pearson r, over items, of P(None), P(Low), P(Moderate), P(High) and E[disagreement] with METEOR, ROUGE-L,
+    LLM-Accuracy (1 correct / 0 not, unparsed left out), exact match, the judge's metrics and the other lexical
+    scores; pooled (model ``(all models)``) and per model, with n and a Fisher-z 95 % interval.
 
-    Computed over a fixed pseudo-random sample of CORRELATION_ITEMS critiqued items (the same items every
-    time; all of them when there are fewer), of which those of the current response text count, so the
-    cost stays flat at scale.
-    ``attrs``: ``n`` per score (items with both values) and ``items``.
+    Long: ``model``, ``quantity``, ``score`` (column names; ``QUANTITIES`` and ``SCORE_LABELS`` label them),
+    ``r``, ``lo``, ``hi``, ``n``. Over a fixed pseudo-random sample of CORRELATION_ITEMS critiqued items (the
+    same every time; all when fewer), of which those of the current response text count.
+    ``attrs``: ``items`` and ``checker`` (the LLM-Accuracy checker: the one with the most checks in scope).
     """
     qf, p_qf = queries_cte(f)
     pred, p_model = model_pred(f, "c")
-    targets = [*METRICS, *LEXICAL]
-    corr_cols = ", ".join(f"corr({q}, {t}) AS \"{q}|{t}\"" for q in MEDCODE_QUANTITIES for t in targets)
-    count_cols = ", ".join(f"count({t}) AS \"n|{t}\"" for t in targets)
-    out = df(db, (
-        f"WITH {qf}, c AS (SELECT c.dataset, c.query_id, c.model_id, c.p_none, c.p_high, "
-        "c.p_low + 2 * c.p_moderate + 3 * c.p_high AS expected FROM (SELECT c.dataset, c.query_id, c.model_id, "
-        f"c.p_none, c.p_low, c.p_moderate, c.p_high, c.response_hash FROM critiques c JOIN qf ON {on_qf(f, 'c')} "
-        f"WHERE {CLASSIFIED} AND {pred} ORDER BY hash(c.dataset, c.query_id, c.model_id) LIMIT {CORRELATION_ITEMS}) c "
-        f"{current_join(db, 'c')}), "
-        "joined AS (SELECT c.p_none, c.p_high, c.expected, " + ", ".join(f"i.{m}" for m in METRICS) + ", "
-        + ", ".join(f"x.{c}" for c in LEXICAL)
-        + " FROM c LEFT JOIN item_scores i ON i.dataset = c.dataset AND i.query_id = c.query_id "
-        "AND i.model_id = c.model_id AND i.judge_id = ? "
-        "LEFT JOIN response_facts x ON x.dataset = c.dataset AND x.query_id = c.query_id AND x.model_id = c.model_id) "
-        f"SELECT {corr_cols}, {count_cols}, count(*) AS items FROM joined"
-    ), [*p_qf, *p_model, judge or ""])
-    rows: list[dict[str, Any]] = []
-    for q, label in MEDCODE_QUANTITIES.items():
-        rows.append({"quantity": label, **{t: out[f"{q}|{t}"].iloc[0] for t in targets}})
-    table = pd.DataFrame(rows).rename(columns=LEXICAL_LABELS)
-    n = {t: int(out[f"n|{t}"].iloc[0]) for t in targets}
-    table.attrs["n"] = {LEXICAL_LABELS.get(k, k): v for k, v in n.items()}
-    table.attrs["items"] = int(out["items"].iloc[0])
+    with SHARED_READERS.cursor(db) as con:
+        have = _tables(con)
+        checker = None
+        if ANSWER_CHECKS in have:
+            pa, p_a = model_pred(f, "a")
+            found = con.execute(
+                f"WITH {qf} SELECT a.checker_id FROM answer_checks a JOIN qf ON {on_qf(f, 'a')} "
+                f"WHERE a.method = 'llm' AND {pa} GROUP BY ALL ORDER BY count(*) DESC, a.checker_id LIMIT 1",
+                [*p_qf, *p_a]).fetchone()
+            checker = found[0] if found else None
+        key = "{a}.dataset = c.dataset AND {a}.query_id = c.query_id AND {a}.model_id = c.model_id"
+        checks = (f"LEFT JOIN answer_checks la ON {key.format(a='la')} AND la.method = 'llm' AND la.checker_id = ? "
+                  f"AND la.response_hash = c.response_hash LEFT JOIN answer_checks em ON {key.format(a='em')} "
+                  "AND em.method = 'choice' AND em.response_hash = c.response_hash"
+                  if ANSWER_CHECKS in have else "")
+        accuracy = ("la.correct::DOUBLE AS llm_accuracy, em.correct::DOUBLE AS exact_match"
+                    if ANSWER_CHECKS in have else "NULL::DOUBLE AS llm_accuracy, NULL::DOUBLE AS exact_match")
+        items = con.execute(
+            f"WITH {qf}, c AS (SELECT c.* FROM (SELECT c.dataset, c.query_id, c.model_id, c.p_none, c.p_low, "
+            f"c.p_moderate, c.p_high, c.response_hash FROM critiques c JOIN qf ON {on_qf(f, 'c')} "
+            f"WHERE {CLASSIFIED} AND {pred} ORDER BY hash(c.dataset, c.query_id, c.model_id) "
+            f"LIMIT {CORRELATION_ITEMS}) c {current_join(db, 'c')}) "
+            "SELECT c.model_id, c.p_none, c.p_low, c.p_moderate, c.p_high, "
+            "c.p_low + 2 * c.p_moderate + 3 * c.p_high AS expected, "
+            + ", ".join(f"i.{m}" for m in METRICS) + ", " + ", ".join(f"x.{c}" for c in LEXICAL) + f", {accuracy} "
+            "FROM c LEFT JOIN item_scores i ON i.dataset = c.dataset AND i.query_id = c.query_id "
+            "AND i.model_id = c.model_id AND i.judge_id = ? "
+            "LEFT JOIN response_facts x ON x.dataset = c.dataset AND x.query_id = c.query_id "
+            f"AND x.model_id = c.model_id {checks}",
+            [*p_qf, *p_model, judge or "", *([checker or ""] if checks else [])]).df()
+    table = correlations(items, list(QUANTITIES), list(CORRELATION_TARGETS), by="model_id", pooled=POOLED)
+    table = table.rename(columns={"group": "model"})
+    table.attrs.update(items=len(items), checker=checker)
     return table
+
+
+def pooled_matrix(table: pd.DataFrame) -> pd.DataFrame:
+    """The pooled correlations as a quantity × score matrix of r (labels as on the page)."""
+    pooled = table[table.model == POOLED]
+    wide = pooled.pivot(index="quantity", columns="score", values="r")
+    wide = wide.reindex(index=list(QUANTITIES), columns=list(CORRELATION_TARGETS))
+    return wide.rename(index=QUANTITIES, columns=SCORE_LABELS)
+
+
+def paper_claims(table: pd.DataFrame, model: str = POOLED) -> pd.DataFrame:
+    """The paper's three correlation claims (§5) beside this database's correlations of ``model``."""
+    return check_claims(table.rename(columns={"model": "group"}), model)
+
+
+def published_claims() -> pd.DataFrame:
+    """The same claims checked on the 12 rows of the published Table 2 (model × dataset means, n = 12)."""
+    paper = reference_table("medcode_table2").assign(exact_match=np.nan, model_id="paper")
+    table = correlations(paper, list(DISAGREEMENT), ["meteor", "rouge_l", "llm_accuracy", "exact_match"])
+    return check_claims(table)
