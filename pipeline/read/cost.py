@@ -160,11 +160,10 @@ def cost_table(db: str | Path) -> pd.DataFrame:
 
 def _totals(frame: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     frame = frame.assign(unpriced_calls=frame.calls.where(frame.cost.isna(), 0))
-    out = frame.groupby(by, sort=True, dropna=False).agg(
-        runs=("run_id", "nunique"), calls=("calls", "sum"), cached=("cached", "sum"),
-        prompt_tokens=("prompt_tokens", lambda s: s.sum(min_count=1)),
-        completion_tokens=("completion_tokens", lambda s: s.sum(min_count=1)),
-        cost=("cost", lambda s: s.sum(min_count=1)), unpriced_calls=("unpriced_calls", "sum"))
+    groups = frame.groupby(by, sort=True, dropna=False)
+    out = groups[["calls", "cached"]].sum()
+    known = groups[["prompt_tokens", "completion_tokens", "cost"]].sum(min_count=1)  # NULL when none is known
+    out = pd.concat([groups.run_id.nunique().rename("runs"), out, known, groups.unpriced_calls.sum()], axis=1)
     return out.reset_index()
 
 
