@@ -35,7 +35,7 @@ page_size = c4.selectbox("Per page", [5, 10, 20], index=1, key="rb_size", bind="
 
 browse = data.Browse(filters=ctx.filters, judge=ctx.judge, metric=None if metric == "any" else metric,
                   score_min=float(score_range[0]), score_max=float(score_range[1]), unparsed_only=bool(unparsed),
-                  search=search or "")
+                  search=search or "", grader=st.session_state.get("rb_grader") or st.query_params.get("rb_grader"))
 try:  # the page asked for: the widget's value, else the URL's (before the widget is drawn)
     wanted = max(1, int(st.session_state.get("rb_page") or st.query_params.get("rb_page") or 1))
 except ValueError:
@@ -46,6 +46,9 @@ n_pages = max(1, math.ceil(total / page_size))
 if view["offset"] == 0 and wanted != 1:
     st.session_state["rb_page"] = 1  # past the last page (the filters changed): back to the first
 st.caption(f"{total:,} responses match; {n_pages:,} page{'s' * (n_pages != 1)} of {page_size}.")
+if len(view["graders"]) > 1:
+    st.selectbox("Rubric grader", view["graders"], index=view["graders"].index(view["grader"]), key="rb_grader",
+                 bind="query-params", help="Whose met / not met verdicts the rubric criteria below show.")
 st.pagination(n_pages, key="rb_page", bind="query-params", max_visible_pages=9)
 if items.empty:
     st.info("No responses match these filters.")
@@ -119,6 +122,50 @@ def show_critique(query_id: str, model_id: str) -> None:
             tooltip=["class", alt.Tooltip("p:Q", format=".2f")]).properties(height=110), width="stretch")
 
 
+def show_rubric(query_id: str, model_id: str) -> None:
+    item = details["rubric"].get((query_id, model_id))
+    if item is None or item["criteria"].empty:
+        st.caption("No rubric grades for this response.")
+        return
+    table = item["criteria"].assign(tags=[", ".join(t) for t in item["criteria"].tags])
+    if item["n_ungraded"] == len(table):
+        st.caption(ui.md_escape(f"Not graded by {view['grader']} (or only an earlier text). The rubric's criteria:"))
+        st.dataframe(table[["criterion", "points", "tags"]], hide_index=True,
+                     column_config={"criterion": st.column_config.TextColumn(width="large")})
+        return
+    score = "unscored" if item["score"] is None else f"{item['score']:.2f}"
+    st.caption(ui.md_escape(f"Rubric score {score} (grader {view['grader']}): {item['achieved']:g} of "
+                            f"{item['possible']:g} positive points" + (f"; {item['n_unparsed']} unparsed" if
+                            item["n_unparsed"] else "") + (f"; {item['n_ungraded']} not graded (or graded on "
+                            "an earlier text or criterion)" if item["n_ungraded"] else "")
+                            + ". Unscored when any criterion lacks a current, parsed grade — never 0."))
+    st.dataframe(table[["criterion", "points", "status", "explanation", "tags"]], hide_index=True,
+                 column_config={"criterion": st.column_config.TextColumn(width="large"),
+                                "explanation": st.column_config.TextColumn("grader's explanation", width="large")})
+
+
+def show_prompt(query_id: str, model_id: str) -> None:
+    prompts = details["prompts"]
+    mine = prompts[(prompts.query_id == query_id) & (prompts.model_id == model_id)]
+    if mine.empty:
+        return
+    row = mine.iloc[0]
+    st.caption(ui.md_escape(data.describe_prompt(row)))
+    if row.messages:
+        label = "as the model was sent it" if row.matches else "as these files and chunks give it now"
+        st.caption(ui.md_escape(f"The prompt, {label}:"))
+        st.text(data.prompt_text(row.messages), width="stretch")
+
+
+def echo_flag(query_id: str, model_id: str) -> str | None:
+    """The failed prompt-echo check of a response (its detail), or None."""
+    safety = _rows(details["safety"], query_id, model_id)
+    if safety.empty:
+        return None
+    echo = safety[(safety.check_name == "prompt_echo") & ~safety.passed.astype("boolean").fillna(True)]
+    return None if echo.empty else str(echo.detail.iloc[0])
+
+
 def show_safety(query_id: str, model_id: str) -> None:
     safety = _rows(details["safety"], query_id, model_id)
     lexical = _rows(details["lexical"], query_id, model_id)
@@ -140,6 +187,10 @@ for item in items.itertuples():
         st.markdown(f"**{ui.md_escape(item.query_id)}** · {ui.md_escape(ui.lang_label(item.language))} · "
                     f"*{ui.md_escape(item.model_id)}*" + (f" · {ui.md_escape(themes)}" if themes else "")
                     + (f" · {ui.md_escape(summary)}" if summary else ""))
+        echo = echo_flag(item.query_id, item.model_id)
+        if echo:
+            st.warning(ui.md_escape(f"Prompt echo: the response {echo} word for word (Health-Pariksha §4.1)."),
+                       icon=":material/content_copy:")
         left, right = st.columns(2)
         with left:
             ui.show_query(item)
@@ -148,6 +199,12 @@ for item in items.itertuples():
                 st.error(ui.md_escape(f"Generation failed: {item.error}"))
             else:
                 ui.show_text(f"Response of {item.model_id}", item.text, empty="(empty response)")
+                renderings = _rows(details["translations"], item.query_id, item.model_id)
+                for rendering in current(renderings).itertuples():
+                    ui.show_machine_rendering(rendering.text, rendering.translator_id)
+                stale_note(renderings, "English renderings")
+        with st.expander("Prompt"):
+            show_prompt(item.query_id, item.model_id)
         with st.expander("Retrieved chunks and KB updates"):
             show_chunks(item.query_id)
         with st.expander("Judge scores and justifications"):
@@ -156,6 +213,9 @@ for item in items.itertuples():
             show_critique(item.query_id, item.model_id)
         with st.expander("Safety checks and lexical scores"):
             show_safety(item.query_id, item.model_id)
+        if item.has_rubric:
+            with st.expander("Rubric criteria (met / not met)"):
+                show_rubric(item.query_id, item.model_id)
 
 st.divider()
 st.subheader("Two models side by side")

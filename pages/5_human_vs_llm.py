@@ -14,24 +14,66 @@ from pipeline.metrics import METRICS
 SCORE_LABELS = {0: "0 — bad", 1: "1 — medium", 2: "2 — good"}
 DEFAULT_METRIC = METRICS.index(data.PAPER_METRIC) if data.PAPER_METRIC in METRICS else 0
 
+NO_PLAN = "(no plan: every label)"
+
 ctx = ui.context()
 st.title("Human vs LLM judge")
 ui.require_data(ctx)
-view = st.segmented_control("View", ["Agreement", "Annotate"], default="Agreement", key="hv_view",
-                            bind="query-params") or "Agreement"
+top_left, top_right = st.columns([1, 2])
+view = top_left.segmented_control("View", ["Agreement", "Annotate"], default="Agreement", key="hv_view",
+                                  bind="query-params") or "Agreement"
+plans = data.plans(ctx.db, ctx.filters.dataset)
+plan_ids = [NO_PLAN, *plans.plan_id]
+if st.session_state.get("hv_plan") not in (None, *plan_ids):
+    del st.session_state["hv_plan"]  # a plan of another dataset (the sidebar changed)
+plan_id = top_right.selectbox(
+    "Human-evaluation plan", plan_ids, key="hv_plan", bind="query-params",
+    help="A sample drawn by `python -m pipeline human-eval plan` (Health-Pariksha §3.5.2: every Indic query plus a "
+         "seeded stratified sample of English ones). With a plan, agreement, rankings and the annotation queue use "
+         "exactly its items and its metric; the sidebar's language, model and theme filters do not apply.")
+plan = None if plan_id in (None, NO_PLAN) else plans[plans.plan_id == plan_id].iloc[0]
+
+
+def plan_summary() -> None:
+    """The plan's design and how complete it is, per language."""
+    progress = data.plan_progress(ctx.db, plan.plan_id, ctx.judge)
+    overall = progress[progress.language == "all"].iloc[0]
+    st.caption(ui.md_escape(
+        f"Plan {plan.plan_id}: {plan['items']} items ({plan.queries} queries × {plan.models} models), metric "
+        f"{plan.metric}, {plan.annotators} annotator(s) per item, seed {plan.seed}. Figures below are computed "
+        "on exactly this sample."))
+    st.progress(float(overall.complete or 0.0), text=ui.md_escape(
+        f"{int(overall.labels)} of {int(overall.labels_planned)} planned labels given "
+        f"({int(overall.labelled)} of {int(overall['items'])} items labelled)"))
+    shown = progress.assign(language=[("all languages" if c == "all" else ui.lang_label(c))
+                                      for c in progress.language])
+    st.dataframe(shown, hide_index=True, column_config={
+        "items": st.column_config.NumberColumn("items planned"),
+        "labelled": st.column_config.NumberColumn("items labelled"),
+        "labels": st.column_config.NumberColumn("labels given"),
+        "labels_planned": st.column_config.NumberColumn("labels planned"),
+        "judged": st.column_config.NumberColumn("judge scored", help="Items the judge scored on the plan's metric "
+                                                "(a label pairs only with a scored item)."),
+        "complete": st.column_config.ProgressColumn("complete", min_value=0.0, max_value=1.0, format="percent")})
 
 
 def agreement_view() -> None:
     ui.judge_banner(ctx)
     if ctx.judge is None:
         return
-    metric = st.selectbox("Metric", list(METRICS), index=DEFAULT_METRIC, key="hv_metric", bind="query-params",
-                          help="Health-Pariksha compared humans and the judge on Semantic Similarity. "
-                          + ui.metric_help())
-    view = data.agreement_view(ctx.db, ctx.filters, ctx.judge, metric)
+    if plan is not None:
+        plan_summary()
+        metric = plan.metric
+    else:
+        metric = st.selectbox("Metric", list(METRICS), index=DEFAULT_METRIC, key="hv_metric", bind="query-params",
+                              help="Health-Pariksha compared humans and the judge on Semantic Similarity. "
+                              + ui.metric_help())
+    view = data.agreement_view(ctx.db, ctx.filters, ctx.judge, metric, None if plan is None else plan.plan_id)
     table = view["table"]
     if table.empty:
-        st.info("No human labels for this metric and these filters yet. Import a CSV with "
+        st.info("No human labels of this plan's items yet. Import its filled CSV with "
+                "`python -m pipeline import-human-labels`, or label them in the Annotate view." if plan is not None
+                else "No human labels for this metric and these filters yet. Import a CSV with "
                 "`python -m pipeline import-human-labels`, or label items in the Annotate view.")
         return
     st.caption("Percentage agreement (PA): share of items where the human and the judge gave the same score "
@@ -80,18 +122,24 @@ def agreement_view() -> None:
 
 def annotate_view() -> None:
     st.caption("Score responses yourself; each label is saved at once (source 'app') and the agreement figures "
-               "update. Items come in a fixed shuffled order, filtered by the sidebar.")
+               "update. Items come in a fixed shuffled order, " + ("the items of the plan." if plan is not None
+                                                                    else "filtered by the sidebar."))
     c1, c2 = st.columns([2, 1])
     annotator = c1.text_input("Your name", key="hv_annotator", bind="query-params", max_chars=60,
                               placeholder="e.g. dr-rao")
-    metric = c2.selectbox("Metric to score", list(METRICS), index=DEFAULT_METRIC, key="hv_ann_metric",
-                          bind="query-params", help=ui.metric_help())
+    if plan is not None:
+        metric = plan.metric
+        c2.caption(ui.md_escape(f"Metric to score: {metric} ({ui.metric_label(metric)}), the plan's."))
+    else:
+        metric = c2.selectbox("Metric to score", list(METRICS), index=DEFAULT_METRIC, key="hv_ann_metric",
+                              bind="query-params", help=ui.metric_help())
     if not annotator or not annotator.strip():
         st.info("Enter your name to get a queue of unlabelled items.")
         return
     annotator = annotator.strip()
     skipped = tuple(st.session_state.setdefault("hv_skipped", []))
-    done, total, queue = data.annotation_state(ctx.db, ctx.filters, annotator, metric, skipped)
+    done, total, queue = data.annotation_state(ctx.db, ctx.filters, annotator, metric, skipped,
+                                               None if plan is None else plan.plan_id)
     st.progress(done / total if total else 0.0,
                 text=ui.md_escape(f"{done} of {total} items labelled by {annotator} on {metric}"))
     if queue.empty:
@@ -106,6 +154,8 @@ def annotate_view() -> None:
             ui.show_query(item)
         with right:
             ui.show_text("Model response", item.text, empty="(empty response)")
+            if isinstance(item.rendering, str) and item.rendering:
+                ui.show_machine_rendering(item.rendering, item.rendering_by)
     with st.form("hv_label_form", clear_on_submit=True):
         score = st.radio(f"{ui.metric_label(metric)} score", [0, 1, 2], format_func=SCORE_LABELS.get,
                          horizontal=True, index=None, key="hv_score")

@@ -16,6 +16,7 @@ from pipeline.dataset import LANGUAGES
 from pipeline.errors import UserError
 from pipeline.metrics import METRICS, registry
 
+AUTO = "auto"
 REFERENCE_FREE = tuple(m.name for m in registry().values() if "ground_truth" not in m.inputs)
 NEEDS_GT = tuple(m for m in METRICS if m not in REFERENCE_FREE)
 
@@ -66,9 +67,20 @@ source = st.segmented_control("Query", ["Type a query", "Pick from the dataset"]
 picked: pd.Series | None = None
 if source == "Type a query":
     c1, c2 = st.columns([1, 3])
-    language = c1.selectbox("Language", list(LANGUAGES), format_func=ui.lang_label, key="pg_lang")
+    chosen = c1.selectbox("Language", [AUTO, *LANGUAGES], key="pg_lang",
+                          format_func=lambda c: "Detect from the text" if c == AUTO else ui.lang_label(c),
+                          help="The language the prompt names and the query is answered in. Detected from the "
+                               "script (for Latin text, its matrix language), as the dataset tagger does; choose "
+                               "one to override.")
     query_text = c2.text_area("Query", key="pg_query", height=80,
                               placeholder="e.g. Operation ke baad head bath kab kar sakte hain?")
+    detected = pg.detect_language(query_text)
+    language = (detected or "en") if chosen == AUTO else chosen
+    if chosen == AUTO and detected:
+        c1.caption(ui.md_escape(f"Detected: {ui.lang_label(detected)}"))
+    elif detected and detected != chosen:
+        st.warning(ui.md_escape(f"The query looks {ui.lang_label(detected)} but {ui.lang_label(chosen)} is chosen: "
+                                f"the prompt will say the query is in {LANGUAGES.get(chosen, chosen)}."))
     query_en = st.text_input("English rendering", key="pg_query_en", disabled=language == "en",
                              help="Leave empty to have a model translate it before retrieval, as the HealthBot did.")
     gt = st.text_area("Ground truth (optional)", key="pg_gt", height=68,
@@ -98,11 +110,13 @@ else:
         stored = data.query_responses(ctx.db, ctx.filters.dataset, pick)
         st.dataframe(stored, hide_index=True, column_config={"text": st.column_config.TextColumn(width="large")})
 
-translators = [c.config for c in choices if c.available and c.config.provider != "extractive"]
+translators = pg.translator_choices(config)
 needs_translation = language != "en" and not (query_en or "").strip()
 translator = None
 if needs_translation and translators:
-    translator_id = st.selectbox("Translate with", [m.id for m in translators], key="pg_translator")
+    translator_id = st.selectbox("Translate with", [m.id for m in translators], key="pg_translator",
+                                 help="Renders the query into English before retrieval with the pipeline's "
+                                      "translator prompt (the config's `translator` first).")
     translator = next(m for m in translators if m.id == translator_id)
 
 dataset_name = ctx.filters.dataset if ctx.exists else None
@@ -137,6 +151,7 @@ if st.button("Generate", type="primary", disabled=not selected, icon=":material/
                 raw, updates = pg.retrieve(index, query, config)
     result: dict[str, Any] = {
         "query": query, "translated": needs_translation, "raw": raw, "updates": updates, "kb": kb, "answers": {},
+        "translator": translator.id if needs_translation and translator is not None else None,
         "scores": {}, "critiques": {}, "source": dataset_dir.name if dataset_dir else None,
         "picked": (ctx.filters.dataset, picked.query_id) if picked is not None else None, "saved": None,
     }
@@ -144,13 +159,17 @@ if st.button("Generate", type="primary", disabled=not selected, icon=":material/
     for mc in selected:
         st.markdown(f"**{ui.md_escape(mc.id)}**")
         streamed = pg.Streamed()
+        request = pg.request_for(query, raw, updates, mc, result["kb"])
         try:
-            pieces = streamed.wrap(model(mc).stream(pg.request_for(query, raw, updates, mc, result["kb"])))
+            pieces = streamed.wrap(model(mc).stream(request))
             st.write_stream(ui.md_escape(piece) for piece in pieces)
         except Exception as exc:  # a backend failure is shown, never raised into the page
             st.error(ui.md_escape(f"{mc.id} failed: {type(exc).__name__}: {exc}"))
             continue
-        result["answers"][mc.id] = {"text": streamed.text, "latency_s": streamed.latency_s}
+        prompt_hash, prompt_text = pg.prompt_of(request)
+        result["answers"][mc.id] = {"text": streamed.text, "latency_s": streamed.latency_s,
+                                    "prompt_hash": prompt_hash, "prompt": prompt_text,
+                                    "checks": pg.checks(query, streamed.text, request)}
     st.rerun()
 
 result = st.session_state.get("pg_result")
@@ -158,8 +177,11 @@ if not result:
     st.stop()
 query = result["query"]
 st.divider()
+st.caption(ui.md_escape(f"Language: {ui.lang_label(query.language)} (the prompt names it and asks for an "
+                        "answer in it)"))
 if result["translated"]:
-    ui.show_text("English rendering (machine-translated before retrieval)", query.query_en)
+    ui.show_text(f"English rendering (machine-translated before retrieval by {result.get('translator')}; "
+                 f"{ui.MACHINE_NOTE})", query.query_en)
 with st.expander(f"Retrieved chunks: {len(result['raw'])} raw, {len(result['updates'])} KB updates"):
     for kind, chunks in (("Raw chunk", result["raw"]), ("KB update", result["updates"])):
         for i, chunk in enumerate(chunks, 1):
@@ -169,6 +191,14 @@ with st.expander(f"Retrieved chunks: {len(result['raw'])} raw, {len(result['upda
 for model_id, answer in result["answers"].items():
     with st.container(border=True):
         ui.show_text(f"{model_id} ({answer['latency_s']:.1f} s)", answer["text"], empty="(empty response)")
+        for check in answer.get("checks", []):
+            if check["check_name"] == "prompt_echo" and check["passed"] is False:
+                st.warning(ui.md_escape(f"Prompt echo: the response {check['detail']} word for word "
+                                        "(Health-Pariksha §4.1)."), icon=":material/content_copy:")
+        with st.expander(f"Prompt sent to {model_id} ({answer.get('prompt_hash')}) and safety checks"):
+            st.text(answer.get("prompt", ""), width="stretch")
+            if answer.get("checks"):
+                st.dataframe(pd.DataFrame(answer["checks"]), hide_index=True)
         scores = result["scores"].get(model_id)
         if scores:
             table = pd.DataFrame(scores)
@@ -225,7 +255,8 @@ if st.button("Save to the database", icon=":material/save:", disabled=not result
             kb_name=source, raw_chunks=list(result["raw"]), update_chunks=list(result["updates"]),
             judgments=result["scores"].get(model_id, []), judge_id=judge_mc.id if judge_mc else None,
             critique=result["critiques"].get(model_id), critic_id=critic_mc.id if critic_mc else None,
-            config_json=config.to_json()))
+            config_json=config.to_json(), prompt_hash=answer.get("prompt_hash"), checks=answer.get("checks", []),
+            translator_id=result.get("translator")))
         saved.append(f"{model_id} → run {run_id}, query {query_id}")
     data.clear_caches()
     result["saved"] = saved

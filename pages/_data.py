@@ -47,6 +47,8 @@ from pipeline.read.medcode import (  # noqa: F401  (re-exported for the Med-CoDE
     pooled_matrix,
     published_claims,
 )
+from pipeline.read.provenance import describe as describe_prompt  # noqa: F401
+from pipeline.read.provenance import messages_text as prompt_text  # noqa: F401
 from pipeline.read.responses import Browse  # noqa: F401
 from pipeline.read.themes import theme_table  # noqa: F401
 from pipeline.store import LEXICAL, SHARED_READERS  # noqa: F401
@@ -130,6 +132,8 @@ critique_sources = cached(medcode_checks.critique_sources)
 critique_checks = cached(medcode_checks.critique_checks)
 critique_queue = medcode_checks.critique_queue  # not cached: the queue moves with every label
 agreement_view = cached(agreement_read.agreement_view)
+plans = cached(agreement_read.plans)
+plan_progress = cached(agreement_read.plan_progress)
 annotation_state = agreement_read.annotation_state  # not cached: the queue moves with every label
 dataset_queries = cached(playground.dataset_queries)
 dataset_path = cached(playground.dataset_path)

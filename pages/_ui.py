@@ -199,12 +199,28 @@ def show_text(label: str, text: Any, *, empty: str = "(none)") -> None:
             width="stretch")
 
 
+MACHINE_NOTE = "machine-made, not checked by a person"
+
+
 def show_query(item: Any) -> None:
-    """The patient query, its English rendering (when there is one) and the ground truth of a row."""
+    """The patient query, its English rendering (when there is one) and the ground truth of a row.
+
+    A rendering the dataset marks machine-made (``query_en_source``), or the pipeline's own translation of the
+    query (``query_mt`` by ``query_mt_by``, used for retrieval), is labelled as such."""
     show_text("Patient query", item.query)
     if isinstance(item.query_en, str) and item.query_en:
-        show_text("English rendering", item.query_en)
+        machine = getattr(item, "query_en_source", None) == "machine"
+        by = getattr(item, "query_mt_by", None)
+        label = f"English rendering{f' by {by}' if isinstance(by, str) and by else ''} ({MACHINE_NOTE})"
+        show_text(label if machine else "English rendering", item.query_en)
+    elif isinstance(getattr(item, "query_mt", None), str) and item.query_mt:
+        show_text(f"English rendering by {item.query_mt_by}, used for retrieval ({MACHINE_NOTE})", item.query_mt)
     show_text("Ground truth (doctor-approved)", item.gt_response)
+
+
+def show_machine_rendering(text: str, translator: str) -> None:
+    """A machine English rendering of a response, for readers: marked machine-made and never a score."""
+    show_text(f"English rendering for readers by {translator} ({MACHINE_NOTE}; never scored)", text)
 
 
 def metric_label(metric: str) -> str:

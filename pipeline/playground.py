@@ -1,8 +1,16 @@
-"""The playground's work for one live query: translate, retrieve, generate (streamed), judge, critique, save.
+"""The playground's work for one live query: language, translate, retrieve, generate (streamed), check, judge,
+critique, save.
 
 The page (``pages/6_playground.py``) draws the widgets and caches loaded models; everything here
 is plain Python over the pipeline's own modules, so it runs the same prompts, retrieval and judge
 as a pipeline run. The config is ``$PARIKSHA_CONFIG``, else ``configs/default.yaml``.
+
+A typed query's language is detected from its script (``pipeline.dataset.themes.detect_language``, the
+tagger's rule: the script with most letters, or for Latin text its matrix language), the user may
+override it; a non-English query without an English rendering is translated before retrieval by
+``pipeline.steps.translate.translate_text`` (the pipeline's translator prompt), the config's
+``translator`` by default. Every answer gets the safety step's checks (``check_response`` with the
+messages the model was sent: ``prompt_echo`` among them); a saved answer keeps its prompt hash and checks.
 """
 
 from __future__ import annotations
@@ -22,7 +30,7 @@ from pipeline.metrics import METRICS
 from pipeline.models import Model, create_backend, unavailable_reason
 from pipeline.models.base import ChatRequest, GenerateParams
 from pipeline.steps.medcode import PROB_COLUMNS
-from pipeline.steps.translate import translate_text
+from pipeline.steps.translate import QUERY, translate_text
 from pipeline.store import Store, now
 from pipeline.store.schema import (
     PLAYGROUND,
@@ -34,6 +42,9 @@ from pipeline.store.schema import (
     ResponseRow,
     RetrievalRow,
     Row,
+    SafetyCheckRow,
+    TranslationRow,
+    text_hash,
 )
 
 T = TypeVar("T")
@@ -119,6 +130,22 @@ def run_on(model: Model, coroutine: Awaitable[T]) -> T:
     return asyncio.run(main())
 
 
+def detect_language(text: str) -> str | None:
+    """The language of a typed query by its script (the theme tagger's rule); None for blank text."""
+    from pipeline.dataset.themes import detect_language as tagger_language
+
+    return tagger_language(text) if (text or "").strip() else None
+
+
+def translator_choices(config: RunConfig) -> list[ModelConfig]:
+    """Models that can translate here: the config's ``translator`` first, then the available LLM generators."""
+    out = [config.translator] if config.translator is not None and unavailable_reason(config.translator) is None \
+        else []
+    out += [m for m in config.models if m.provider != "extractive" and unavailable_reason(m) is None
+            and m.id not in {o.id for o in out}]
+    return out
+
+
 def translate(model: Model, text: str, language: str) -> str:
     """An English rendering of ``text`` by ``model`` (the pipeline's translator prompt, the same cache)."""
     return run_on(model, translate_text(model, text, language))
@@ -137,6 +164,23 @@ def request_for(query: Query, raw: list[Chunk], updates: list[Chunk], model_conf
 
     params = GenerateParams(max_tokens=model_config.max_tokens, temperature=model_config.temperature)
     return build_request(query, raw, updates, params, kb)
+
+
+def prompt_of(request: ChatRequest) -> tuple[str, str]:
+    """(hash, plain text) of the messages a request sends (``pipeline.steps.generate.prompt_hash``)."""
+    from pipeline.steps.generate import prompt_hash
+
+    text = "\n\n".join(f"[{m['role']}]\n{m['content']}" for m in request.messages)
+    return prompt_hash(request.messages), text
+
+
+def checks(query: Query, response: str, request: ChatRequest) -> list[dict[str, Any]]:
+    """The safety step's checks of one answer (``prompt_echo`` against the messages it was sent, refusals):
+    dicts of check_name, passed, detail."""
+    from pipeline.steps.safety import check_response
+
+    return [{"check_name": n, "passed": p, "detail": d} for n, p, d in check_response(query, response,
+                                                                                       request.messages)]
 
 
 @dataclass
@@ -196,6 +240,9 @@ class PlaygroundResult:
     critique: dict[str, Any] | None = None  # critique_response's dict
     critic_id: str | None = None
     config_json: str = "{}"
+    prompt_hash: str | None = None  # of the messages the model was sent
+    checks: list[dict[str, Any]] = field(default_factory=list)  # ``checks``' dicts
+    translator_id: str | None = None  # set when query_en is a machine translation
 
 
 def save_playground(db: str | Path, result: PlaygroundResult) -> tuple[str, str]:
@@ -216,13 +263,21 @@ def save_playground(db: str | Path, result: PlaygroundResult) -> tuple[str, str]
     prefix = f"{result.kb_name}:"
     chunks = [ChunkRow.of(PLAYGROUND, c, prefix=prefix) for c in (*result.raw_chunks, *result.update_chunks)]
     response = ResponseRow(dataset=PLAYGROUND, query_id=query_id, model_id=result.model_id, run_id=run_id,
-                           prompt_hash=None, text=result.response, error=None, latency_s=result.latency_s)
+                           prompt_hash=result.prompt_hash, text=result.response, error=None,
+                           latency_s=result.latency_s)
+    machine = result.translator_id is not None and bool(result.query_en)
     rows: list[Row] = [
         DatasetRow(name=PLAYGROUND, path="(playground)", closed_book=False, n_queries=None, n_chunks=None,
                    content_hash=None),
         QueryRow(dataset=PLAYGROUND, query_id=query_id, language=result.language, query=result.query,
                  query_en=result.query_en, gt_response=result.gt_response or "", themes=[], kb_refs=[],
-                 update_sensitive=False),
+                 update_sensitive=False, query_en_source=("machine" if machine else "human") if result.query_en
+                 else None),
+        *([TranslationRow(dataset=PLAYGROUND, query_id=query_id, model_id=QUERY, translator_id=result.translator_id,
+                          source_hash=text_hash(result.query), text=result.query_en)] if machine else []),
+        *(SafetyCheckRow(dataset=PLAYGROUND, query_id=query_id, model_id=result.model_id, check_name=c["check_name"],
+                         passed=c["passed"], detail=c["detail"], response_hash=response.response_hash)
+          for c in result.checks),
         *chunks,
         RetrievalRow(dataset=PLAYGROUND, query_id=query_id, search_text=result.query_en or result.query,
                      raw_ids=[prefix + c.chunk_id for c in result.raw_chunks],

@@ -3,6 +3,11 @@
 The judge's side of a pair is the item's score in ``item_scores`` (the mean of its parsed samples
 of the current response text), rounded to the 0–2 scale; a label of an item the judge has not
 scored (unparsed, stale or errored) pairs with nothing.
+
+A human-evaluation plan (``python -m pipeline human-eval plan``, table ``annotation_plans``) fixes
+the sample: with ``plan`` given, agreement, rankings and the annotation queue use exactly the plan's
+items (its dataset, models and queries, its metric), whatever the sidebar's filters; ``plan_progress``
+says how complete it is.
 """
 
 from __future__ import annotations
@@ -15,7 +20,8 @@ import pandas as pd
 
 from pipeline.analysis.agreement import ranking_comparison, weighted_kappa
 from pipeline.metrics import METRICS
-from pipeline.read.common import Filters, items_cte, model_pred, on_qf, queries_cte
+from pipeline.read.common import Filters, items_cte, metric_case, model_pred, on_qf, queries_cte
+from pipeline.read.responses import has_table, response_renderings, with_query_renderings
 from pipeline.store import SHARED_READERS
 
 PAPER_METRIC = "SS"  # Health-Pariksha compared humans and the judge on Semantic Similarity
@@ -36,29 +42,86 @@ def agreement_from_confusion(confusion: pd.DataFrame, by: list[str]) -> pd.DataF
     return pd.DataFrame(rows, columns=[*by, "n", "agreement", "kappa"])
 
 
-def _pairs_cte(f: Filters, judge: str, metric: str) -> tuple[str, list[Any]]:
-    """``pairs``: each human label of ``metric`` with the judge's rounded item score of the same item."""
+def _in_plan(alias: str) -> str:
+    """SQL: the (dataset, query, model, metric) of per-item table ``alias`` is an item of the plan (parameter)."""
+    return (f"EXISTS (SELECT 1 FROM annotation_plans p WHERE p.plan_id = ? AND p.dataset = {alias}.dataset "
+            f"AND p.query_id = {alias}.query_id AND p.model_id = {alias}.model_id AND p.metric = {alias}.metric)")
+
+
+def _pairs_cte(f: Filters, judge: str, metric: str, plan: str | None = None) -> tuple[str, list[Any]]:
+    """``pairs``: each human label of ``metric`` with the judge's rounded item score of the same item (only the
+    plan's items when ``plan`` is given; then the plan alone selects them)."""
     if metric not in METRICS:
         raise ValueError(f"unknown metric {metric!r}")
+    if plan is not None:
+        f = Filters(dataset=f.dataset)
     qf, p_qf = queries_cte(f)
     pred, p_model = model_pred(f, "h")
+    planned, p_plan = (f" AND {_in_plan('h')}", [plan]) if plan is not None else ("", [])
     return (
         f"{qf}, pairs AS (SELECT qf.language, h.model_id, h.query_id, h.annotator, h.score AS human, "
         f"round(i.{metric}) AS llm FROM human_labels h JOIN qf ON {on_qf(f, 'h')} "
         "JOIN item_scores i ON i.dataset = h.dataset AND i.query_id = h.query_id AND i.model_id = h.model_id "
-        f"WHERE h.metric = ? AND h.score IS NOT NULL AND i.judge_id = ? AND i.{metric} IS NOT NULL AND {pred})"
-    ), [*p_qf, metric, judge, *p_model]
+        f"WHERE h.metric = ? AND h.score IS NOT NULL AND i.judge_id = ? AND i.{metric} IS NOT NULL AND {pred}"
+        f"{planned})"
+    ), [*p_qf, metric, judge, *p_model, *p_plan]
 
 
-def agreement_view(db: str | Path, f: Filters, judge: str, metric: str) -> dict[str, pd.DataFrame]:
-    """Human labels vs the judge in one short connection.
+def plans(db: str | Path, dataset: str | None = None) -> pd.DataFrame:
+    """The human-evaluation plans (of one dataset): plan_id, dataset, metric, annotators, seed, items, queries,
+    models, languages (list), created_at; newest first."""
+    where, params = ("WHERE dataset = ?", [dataset]) if dataset is not None else ("", [])
+    columns = ["plan_id", "dataset", "metric", "annotators", "seed", "items", "queries", "models", "languages",
+               "created_at"]
+    with SHARED_READERS.cursor(db) as con:
+        if not has_table(con, "annotation_plans"):
+            return pd.DataFrame(columns=columns)
+        return con.execute(
+            "SELECT plan_id, any_value(dataset) AS dataset, any_value(metric) AS metric, "
+            "max(annotators) AS annotators, any_value(seed) AS seed, count(*) AS items, "
+            "count(DISTINCT query_id) AS queries, count(DISTINCT model_id) AS models, "
+            "list_sort(list(DISTINCT language)) AS languages, max(created_at) AS created_at "
+            f"FROM annotation_plans {where} GROUP BY plan_id ORDER BY created_at DESC, plan_id", params).df()
+
+
+def plan_progress(db: str | Path, plan: str, judge: str | None = None) -> pd.DataFrame:
+    """How complete a plan is, per language and over all (``language`` = ``all``): ``items`` planned,
+    ``labelled`` items (at least one label of the plan's metric), ``labels`` given (at most ``annotators`` per
+    item counted) of ``labels_planned`` (items × annotators), ``judged`` items the judge scored on the plan's
+    metric (NULL without a judge), and ``complete`` (labels / labels planned)."""
+    judged = ("EXISTS (SELECT 1 FROM item_scores i WHERE i.dataset = p.dataset AND i.query_id = p.query_id "
+              f"AND i.model_id = p.model_id AND i.judge_id = ? AND {metric_case('p.metric', 'i')} IS NOT NULL)"
+              if judge else "NULL::BOOLEAN")
+    sql = (
+        "WITH per AS (SELECT p.language, p.dataset, p.query_id, p.model_id, p.metric, p.annotators, "
+        "least(count(h.score), p.annotators) AS labels FROM annotation_plans p LEFT JOIN human_labels h "
+        "ON h.dataset = p.dataset AND h.query_id = p.query_id AND h.model_id = p.model_id AND h.metric = p.metric "
+        "AND h.score IS NOT NULL WHERE p.plan_id = ? GROUP BY p.language, p.dataset, p.query_id, p.model_id, p.metric, "
+        "p.annotators), "
+        f"per_j AS (SELECT p.*, {judged} AS judged FROM per p) "
+        "SELECT coalesce(language, 'all') AS language, count(*) AS items, count(*) FILTER (WHERE labels > 0) "
+        "AS labelled, sum(labels)::BIGINT AS labels, sum(annotators)::BIGINT AS labels_planned, "
+        "(CASE WHEN bool_and(judged IS NULL) THEN NULL ELSE count(*) FILTER (WHERE judged) END)::BIGINT AS judged "
+        "FROM per_j GROUP BY GROUPING SETS ((language), ()) ORDER BY language IS NULL, language")
+    with SHARED_READERS.cursor(db) as con:
+        if not has_table(con, "annotation_plans"):
+            return pd.DataFrame(columns=["language", "items", "labelled", "labels", "labels_planned", "judged",
+                                         "complete"])
+        out = con.execute(sql, [plan, *([judge] if judge else [])]).df()
+    out["complete"] = out["labels"] / out["labels_planned"].where(out["labels_planned"] > 0)
+    return out
+
+
+def agreement_view(db: str | Path, f: Filters, judge: str, metric: str,
+                   plan: str | None = None) -> dict[str, pd.DataFrame]:
+    """Human labels vs the judge in one short connection (on exactly the plan's items when ``plan`` is given).
 
     ``table``: per language and model (and per language over all models) n, percentage agreement
     and weighted kappa. ``ranks``: per (language, model) mean human and judge scores on the same
     items and both ranks. ``summary``: per language whether the rankings are identical and Kendall's
     tau (``pipeline.analysis.agreement.ranking_comparison``).
     """
-    cte, params = _pairs_cte(f, judge, metric)
+    cte, params = _pairs_cte(f, judge, metric, plan)
     with SHARED_READERS.cursor(db) as con:
         confusion = con.execute(f"WITH {cte} SELECT language, model_id, human, llm, count(*) AS n FROM pairs "
                                 "GROUP BY ALL", params).df()
@@ -77,13 +140,21 @@ def agreement_view(db: str | Path, f: Filters, judge: str, metric: str) -> dict[
 
 
 def annotation_state(db: str | Path, f: Filters, annotator: str, metric: str,
-                     skip: tuple[str, ...] = ()) -> tuple[int, int, pd.DataFrame]:
+                     skip: tuple[str, ...] = (), plan: str | None = None) -> tuple[int, int, pd.DataFrame]:
     """(labelled, total, next item) for an annotator and metric, in one connection.
 
-    Items are the filtered responses without an error; the next one is the first unlabelled and
-    unskipped item in a fixed shuffled order.
+    Items are the filtered responses without an error (with ``plan``: the plan's items of ``metric``, whatever
+    the filters); the next one is the first unlabelled and unskipped item in a fixed shuffled order. The item
+    carries the query's English rendering and its source, its machine rendering (``query_mt``, ``query_mt_by``)
+    and the response's current machine English rendering (``rendering``, ``rendering_by``; None without one).
     """
-    items, p_items = items_cte(f)
+    if plan is None:
+        items, p_items = items_cte(f)
+    else:
+        items, p_items = ("items AS (SELECT p.dataset, p.query_id, p.model_id, p.language FROM annotation_plans p "
+                          "JOIN responses r ON r.dataset = p.dataset AND r.query_id = p.query_id "
+                          "AND r.model_id = p.model_id WHERE p.plan_id = ? AND p.metric = ? AND r.error IS NULL)",
+                          [plan, metric])
     with SHARED_READERS.cursor(db) as con:
         done, total = con.execute(
             f"WITH {items} SELECT count(h.score) AS done, count(*) AS total FROM items i LEFT JOIN human_labels h "
@@ -95,8 +166,15 @@ def annotation_state(db: str | Path, f: Filters, annotator: str, metric: str,
             "AND h.model_id = i.model_id AND h.metric = ? AND h.annotator = ?) "
             "AND NOT list_contains(?::VARCHAR[], i.query_id || '|' || i.model_id) "
             "ORDER BY hash(i.query_id || '|' || i.model_id), i.query_id, i.model_id LIMIT 1) "
-            "SELECT p.dataset, p.query_id, p.model_id, p.language, q.query, q.query_en, q.gt_response, r.text "
-            "FROM pick p JOIN queries q ON q.dataset = p.dataset AND q.query_id = p.query_id "
-            "JOIN responses r ON r.dataset = p.dataset AND r.query_id = p.query_id AND r.model_id = p.model_id",
-            [*p_items, metric, annotator, list(skip)]).df()
-    return int(done), int(total), queue
+            "SELECT p.dataset, p.query_id, p.model_id, p.language, q.query, q.query_en, q.query_en_source, "
+            "q.gt_response, r.text, r.error FROM pick p JOIN queries q ON q.dataset = p.dataset "
+            "AND q.query_id = p.query_id JOIN responses r ON r.dataset = p.dataset AND r.query_id = p.query_id "
+            "AND r.model_id = p.model_id", [*p_items, metric, annotator, list(skip)]).df()
+        dataset = str(queue.dataset.iloc[0]) if not queue.empty else ""
+        queue = with_query_renderings(con, dataset, queue)
+        renderings = response_renderings(con, dataset, queue)
+    current = renderings[renderings.current] if not renderings.empty else renderings
+    first = current.iloc[0] if not current.empty else None
+    queue = queue.assign(rendering=None if first is None else first.text,
+                         rendering_by=None if first is None else first.translator_id)
+    return int(done), int(total), queue.drop(columns=["error"])

@@ -4,6 +4,12 @@ A score filter reads ``item_scores`` (the item's mean over its parsed samples, o
 response text). An item's judgments and critiques carry ``current``: whether they scored the text
 now stored (``pipeline.store.text_hash``; older ones are kept in the store, never counted); its
 safety checks and lexical scores are the current ones only.
+
+Machine English renderings (table ``translations``, ``pipeline/steps/translate.py``) are for readers:
+a query's (``model_id`` '') is the one made of the query text now stored, a response's carries
+``current`` like a score. They are shown marked machine-made and never scored. Each item also says
+which prompt it came from (``pipeline.read.provenance``) and, where a rubric grader graded it, its
+criteria (``pipeline.read.rubric.rubric_item``).
 """
 
 from __future__ import annotations
@@ -17,6 +23,8 @@ import pandas as pd
 
 from pipeline.metrics import METRICS
 from pipeline.read.common import Filters, current_hash
+from pipeline.read.provenance import prompt_provenance
+from pipeline.read.rubric import rubric_item
 from pipeline.store import LEXICAL, SHARED_READERS, text_hash
 
 
@@ -32,6 +40,7 @@ class Browse:
     unparsed_only: bool = False
     search: str = ""
     query_id: str | None = None
+    grader: str | None = None  # rubric grader whose criteria to show (None: the one with most grades)
 
 
 def _browse_sql(db: str | Path, b: Browse) -> tuple[str, list[Any]]:
@@ -61,7 +70,8 @@ def _browse_sql(db: str | Path, b: Browse) -> tuple[str, list[Any]]:
 
 
 _PAGE_COLUMNS = ("r.dataset, r.query_id, r.model_id, q.language, q.themes, q.query, q.query_en, q.gt_response, "
-                 "q.update_sensitive, r.text, r.error, r.latency_s, r.completion_tokens, r.run_id, r.created_at")
+                 "q.update_sensitive, r.text, r.error, r.latency_s, r.completion_tokens, r.run_id, r.created_at, "
+                 "q.query_en_source, q.options, q.messages, q.rubric IS NOT NULL AS has_rubric, r.prompt_hash")
 _ORDER = "ORDER BY q.language, r.query_id, r.model_id"
 
 
@@ -117,8 +127,61 @@ def browse_view(db: str | Path, b: Browse, limit: int, offset: int) -> dict[str,
             offset = 0
             page = _page(con, db, b, limit, offset)
         dataset = b.filters.dataset or ""
-        return {"total": total, "offset": offset, "page": page, "details": _item_details(con, dataset, page),
-                "chunks": _retrieved_chunks(con, dataset, tuple(dict.fromkeys(page.query_id)))}
+        query_ids = tuple(dict.fromkeys(page.query_id))
+        page = with_query_renderings(con, dataset, page)
+        details = _item_details(con, dataset, page)
+        details["translations"] = response_renderings(con, dataset, page)
+        chunks = _retrieved_chunks(con, dataset, query_ids)
+        source = con.execute("SELECT path, closed_book FROM datasets WHERE name = ?", [dataset]).fetchone()
+        graders = _rubric_graders(con, dataset) if not page.empty and bool(page.has_rubric.any()) else []
+    details["prompts"] = prompt_provenance(dataset, source, page, chunks)
+    grader = b.grader if b.grader in graders else (graders[0] if graders else None)
+    details["rubric"] = {(r.query_id, r.model_id): rubric_item(db, dataset, r.query_id, r.model_id, grader)
+                         for r in page.itertuples() if grader and r.has_rubric}
+    return {"total": total, "offset": offset, "page": page, "details": details, "chunks": chunks,
+            "graders": graders, "grader": grader}
+
+
+def has_table(con: duckdb.DuckDBPyConnection, name: str) -> bool:
+    return con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ?", [name]).fetchone()[0] > 0
+
+
+def _rubric_graders(con: duckdb.DuckDBPyConnection, dataset: str) -> list[str]:
+    """The dataset's rubric graders, most grades first."""
+    if not has_table(con, "rubric_grades"):
+        return []
+    return [g for (g,) in con.execute("SELECT grader_id FROM rubric_grades WHERE dataset = ? GROUP BY grader_id "
+                                      "ORDER BY count(*) DESC, grader_id", [dataset]).fetchall()]
+
+
+def with_query_renderings(con: duckdb.DuckDBPyConnection, dataset: str, page: pd.DataFrame) -> pd.DataFrame:
+    """``page`` (with query_id) with ``query_mt`` and ``query_mt_by``: the newest machine English rendering of
+    the query text now stored and its translator (None when there is none)."""
+    found = pd.DataFrame(columns=["query_id", "query_mt", "query_mt_by"])
+    if not page.empty and has_table(con, "translations"):
+        found = con.execute(
+            "SELECT t.query_id, t.text AS query_mt, t.translator_id AS query_mt_by FROM translations t "
+            "JOIN queries q ON q.dataset = t.dataset AND q.query_id = t.query_id "
+            "WHERE t.dataset = ? AND t.model_id = '' AND t.error IS NULL AND t.text <> '' "
+            "AND t.source_hash = substr(sha256(q.query), 1, 16) AND list_contains(?, t.query_id) "
+            "QUALIFY row_number() OVER (PARTITION BY t.query_id ORDER BY t.created_at DESC, t.translator_id) = 1",
+            [dataset, list(dict.fromkeys(page.query_id))]).df()
+    out = page.drop(columns=["query_mt", "query_mt_by"], errors="ignore").merge(found, on="query_id", how="left")
+    for col in ("query_mt", "query_mt_by"):
+        out[col] = out[col].astype(object).where(out[col].notna(), None)
+    return out
+
+
+def response_renderings(con: duckdb.DuckDBPyConnection, dataset: str, page: pd.DataFrame) -> pd.DataFrame:
+    """Machine English renderings of the page's responses (for readers, never scored): query_id, model_id,
+    translator_id, text, ``current`` (of the response text now stored)."""
+    if page.empty or not has_table(con, "translations"):
+        return pd.DataFrame(columns=["query_id", "model_id", "translator_id", "text", "current"])
+    frame = con.execute(f"SELECT t.query_id, t.model_id, t.translator_id, t.text, t.source_hash AS response_hash "
+                        f"FROM translations t {_keys_join('t')} WHERE t.dataset = ? AND t.model_id <> '' "
+                        "AND t.error IS NULL AND t.text <> '' ORDER BY t.translator_id",
+                        [list(page.query_id), list(page.model_id), dataset]).df()
+    return _mark_current(frame, _current_hashes(page))
 
 
 def _keys_join(alias: str) -> str:
