@@ -41,9 +41,10 @@ def classifier_notes(classifiers: pd.DataFrame) -> None:
                 + (f" {r.uniform} of them are uniform: no label word among the critic's top tokens."
                    if r.uniform else "")), icon=":material/warning:")
         elif pd.notna(r.test_accuracy):
+            held_out = int(r.test_n) if pd.notna(r.test_n) else "?"
             st.caption(ui.md_escape(
                 f"{who} — a fine-tuned classifier (the paper's method), base model {r.base_model}; test accuracy "
-                f"{r.test_accuracy:.2f}, macro-F1 {r.test_macro_f1:.2f} on {r.test_n} held-out critiques "
+                f"{r.test_accuracy:.2f}, macro-F1 {r.test_macro_f1:.2f} on {held_out} held-out critiques "
                 f"(model card; trained on {r.trained_on})."))
         else:
             st.warning(ui.md_escape(f"{who}: {r.card}."), icon=":material/help:")
@@ -125,8 +126,14 @@ def correlation_view() -> None:
     if ctx.judge is None:
         st.caption("No judge scores yet: the judge's metrics are left out.")
     corr = data.medcode_correlations(ctx.db, scope, ctx.judge)
+    critics = corr.attrs.get("critics", [])
+    c1, c2 = st.columns(2)
+    if len(critics) > 1:
+        critic = c2.selectbox("Critic", critics, index=critics.index(corr.attrs["critic"]), key="mc_corr_critic",
+                              help="The critiques of one critic at a time (default: the one with the most).")
+        corr = data.medcode_correlations(ctx.db, scope, ctx.judge, critic)
     models = [m for m in corr.model.unique() if m != data.POOLED]
-    who = st.selectbox("Items of", [data.POOLED, *models], key="mc_corr_model",
+    who = c1.selectbox("Items of", [data.POOLED, *models], key="mc_corr_model",
                        help="Pooled over every model, or one model's items.")
     part = corr[corr.model == who]
     matrix = data.pooled_matrix(part.assign(model=data.POOLED))
@@ -140,7 +147,8 @@ def correlation_view() -> None:
                     .properties(height=170), width="stretch")
     n = part[part.quantity == "p_none"].set_index("score").n
     st.caption(ui.md_escape(
-        f"Pearson r over {corr.attrs.get('items', 0)} critiqued items ({who}); n per score: "
+        f"Pearson r over {corr.attrs.get('items', 0)} items critiqued by {corr.attrs.get('critic')} ({who}); "
+        "n per score: "
         + ", ".join(f"{data.SCORE_LABELS.get(k, k)} {int(v)}" for k, v in n.items())
         + ". E[disagreement] = 0·None + 1·Low + 2·Moderate + 3·High. LLM-Accuracy and exact match count 1 for "
         "correct and 0 for wrong (unparsed left out)."))

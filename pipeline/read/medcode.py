@@ -223,20 +223,26 @@ def classifiers(groups: pd.DataFrame, configs: list[str]) -> pd.DataFrame:
 
 
 # -- correlations ----------------------------------------------------------------------------------------
-def medcode_correlations(db: str | Path, f: Filters, judge: str | None) -> pd.DataFrame:
+def medcode_correlations(db: str | Path, f: Filters, judge: str | None, critic: str | None = None) -> pd.DataFrame:
     """Pearson r, over items, of P(None), P(Low), P(Moderate), P(High) and E[disagreement] with METEOR, ROUGE-L,
     LLM-Accuracy (1 correct / 0 not, unparsed left out), exact match, the judge's metrics and the other lexical
     scores; pooled (model ``(all models)``) and per model, with n and a Fisher-z 95 % interval.
 
     Long: ``model``, ``quantity``, ``score`` (column names; ``QUANTITIES`` and ``SCORE_LABELS`` label them),
     ``r``, ``lo``, ``hi``, ``n``. Over a fixed pseudo-random sample of CORRELATION_ITEMS critiqued items (the
-    same every time; all when fewer), of which those of the current response text count.
-    ``attrs``: ``items`` and ``checker`` (the LLM-Accuracy checker: the one with the most checks in scope).
+    same every time; all when fewer) of one critic's critiques (``critic``; default: the critic with the most in
+    scope), of which those of the current response text count.
+    ``attrs``: ``items``, ``critic``, ``critics`` (every critic in scope) and ``checker`` (the LLM-Accuracy
+    checker: the one with the most checks in scope).
     """
     qf, p_qf = queries_cte(f)
     pred, p_model = model_pred(f, "c")
     with SHARED_READERS.cursor(db) as con:
         have = _tables(con)
+        critics = [r[0] for r in con.execute(
+            f"WITH {qf} SELECT c.critic_id FROM critiques c JOIN qf ON {on_qf(f, 'c')} WHERE {CLASSIFIED} AND {pred} "
+            "GROUP BY ALL ORDER BY count(*) DESC, c.critic_id", [*p_qf, *p_model]).fetchall()]
+        critic = critic if critic in critics else (critics[0] if critics else "")
         checker = None
         if ANSWER_CHECKS in have:
             pa, p_a = model_pred(f, "a")
@@ -255,7 +261,7 @@ def medcode_correlations(db: str | Path, f: Filters, judge: str | None) -> pd.Da
         items = con.execute(
             f"WITH {qf}, c AS (SELECT c.* FROM (SELECT c.dataset, c.query_id, c.model_id, c.p_none, c.p_low, "
             f"c.p_moderate, c.p_high, c.response_hash FROM critiques c JOIN qf ON {on_qf(f, 'c')} "
-            f"WHERE {CLASSIFIED} AND {pred} ORDER BY hash(c.dataset, c.query_id, c.model_id) "
+            f"WHERE {CLASSIFIED} AND c.critic_id = ? AND {pred} ORDER BY hash(c.dataset, c.query_id, c.model_id) "
             f"LIMIT {CORRELATION_ITEMS}) c {current_join(db, 'c')}) "
             "SELECT c.model_id, c.p_none, c.p_low, c.p_moderate, c.p_high, "
             "c.p_low + 2 * c.p_moderate + 3 * c.p_high AS expected, "
@@ -264,10 +270,10 @@ def medcode_correlations(db: str | Path, f: Filters, judge: str | None) -> pd.Da
             "AND i.model_id = c.model_id AND i.judge_id = ? "
             "LEFT JOIN response_facts x ON x.dataset = c.dataset AND x.query_id = c.query_id "
             f"AND x.model_id = c.model_id {checks}",
-            [*p_qf, *p_model, judge or "", *([checker or ""] if checks else [])]).df()
+            [*p_qf, critic, *p_model, judge or "", *([checker or ""] if checks else [])]).df()
     table = correlations(items, list(QUANTITIES), list(CORRELATION_TARGETS), by="model_id", pooled=POOLED)
     table = table.rename(columns={"group": "model"})
-    table.attrs.update(items=len(items), checker=checker)
+    table.attrs.update(items=len(items), checker=checker, critic=critic or None, critics=critics)
     return table
 
 
