@@ -63,6 +63,9 @@ class Completion:
     top_logprobs: dict[str, float] | None = None  # first generated token: token -> logprob
     cached: bool = False
     error: str | None = None
+    # In-process llama.cpp only: the prompt tokens this call actually evaluated (the rest was the prefix it
+    # shared with the instance's previous call, reused from the KV cache). None where the backend cannot say.
+    evaluated_prompt_tokens: int | None = None
 
     @property
     def ok(self) -> bool:

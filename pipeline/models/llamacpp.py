@@ -137,6 +137,21 @@ def shared_llama(path: Path, chat_format: str | None, n_ctx: int) -> _SharedLlam
         return _LOADED[key]
 
 
+def evaluated_prompt_tokens(cached: np.ndarray, prompt: np.ndarray, *, logits_live: bool) -> int:
+    """How many of ``prompt``'s tokens llama.cpp evaluates when its KV cache holds ``cached``.
+
+    ``Llama.generate``'s rule (llama-cpp-python 0.3): the longest common prefix is kept; a prompt
+    that is wholly a prefix of the cache replays its last token to refresh the logits, unless it
+    is exactly the cached sequence and those logits came from a live decode (``logits_live``).
+    """
+    n = min(len(cached), len(prompt))
+    differ = np.flatnonzero(cached[:n] != prompt[:n])
+    common = int(differ[0]) if differ.size else n
+    if common == len(prompt):
+        return 0 if len(cached) == len(prompt) and logits_live else min(1, len(prompt))
+    return len(prompt) - common
+
+
 class _FirstTokenLogits:
     """A logits processor that keeps the first sampled position's logits (for label probabilities).
 
@@ -204,16 +219,22 @@ class LlamaCppBackend(Backend):
         if request.params.top_logprobs > 0:
             capture = _FirstTokenLogits()
             kwargs["logits_processor"] = LogitsProcessorList([capture])
+        llama = self.shared.llama
         with self.shared.lock:
+            cached = llama.input_ids[: llama.n_tokens].copy()  # what the KV cache holds before this call
+            logits_live = not getattr(llama, "_requires_eval", True)
             start = time.perf_counter()
-            out = self.shared.llama.create_chat_completion(**kwargs)
+            out = llama.create_chat_completion(**kwargs)
             latency = time.perf_counter() - start
+            usage = out.get("usage") or {}
+            prompt_tokens = usage.get("prompt_tokens", 0)
+            # the prompt's tokens sit at the start of the cache after the call (eval writes them there)
+            evaluated = evaluated_prompt_tokens(cached, llama.input_ids[:prompt_tokens], logits_live=logits_live)
             top = self._top_logprobs(capture.logits, request.params.top_logprobs) if capture else None
-        usage = out.get("usage") or {}
         return Completion(
             text=out["choices"][0]["message"].get("content") or "",
-            prompt_tokens=usage.get("prompt_tokens", 0), completion_tokens=usage.get("completion_tokens", 0),
-            latency_s=latency, top_logprobs=top,
+            prompt_tokens=prompt_tokens, completion_tokens=usage.get("completion_tokens", 0),
+            latency_s=latency, top_logprobs=top, evaluated_prompt_tokens=evaluated,
         )
 
     def _top_logprobs(self, logits: np.ndarray | None, k: int) -> dict[str, float] | None:
