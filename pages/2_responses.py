@@ -123,8 +123,11 @@ def show_critique(query_id: str, model_id: str) -> None:
 
 
 def show_rubric(query_id: str, model_id: str) -> None:
-    item = details["rubric"].get((query_id, model_id))
-    if item is None or item["criteria"].empty:
+    if view["grader"] is None:
+        st.caption("No rubric grades for this query.")
+        return
+    item = data.rubric_item(ctx.db, ctx.filters.dataset, query_id, model_id, view["grader"])
+    if item["criteria"].empty:
         st.caption("No rubric grades for this response.")
         return
     table = item["criteria"].assign(tags=[", ".join(t) for t in item["criteria"].tags])
@@ -213,9 +216,12 @@ for item in items.itertuples():
             show_critique(item.query_id, item.model_id)
         with st.expander("Safety checks and lexical scores"):
             show_safety(item.query_id, item.model_id)
-        if item.has_rubric:
-            with st.expander("Rubric criteria (met / not met)"):
-                show_rubric(item.query_id, item.model_id)
+        if item.has_rubric:  # read when opened (on_change="rerun": the expander knows whether it is open)
+            rubric = st.expander("Rubric criteria (met / not met)", key=f"rb_rubric|{item.query_id}|{item.model_id}",
+                                 on_change="rerun")
+            if rubric.open:
+                with rubric:
+                    show_rubric(item.query_id, item.model_id)
 
 st.divider()
 st.subheader("Two models side by side")

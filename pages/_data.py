@@ -22,6 +22,7 @@ from pipeline.dataset.critique_labels import save_critique_label  # noqa: F401  
 from pipeline.read import agreement as agreement_read
 from pipeline.read import home, judge_trust, medcode, medcode_checks, playground, responses, themes
 from pipeline.read import leaderboard as leaderboard_read
+from pipeline.read import rubric as rubric_read
 from pipeline.read.agreement import ALL_MODELS, PAPER_METRIC  # noqa: F401
 from pipeline.read.common import (  # noqa: F401  (re-exported for the pages)
     DISAGREEMENT,
@@ -123,6 +124,7 @@ def leaderboard(db: str, f: Filters, judge: str, weights: tuple[float, ...], lan
 
 # -- response browser, themes, Med-CoDE, human vs LLM, playground ----------------------------------------
 browse_view = cached(responses.browse_view)
+rubric_item = cached(rubric_read.rubric_item)  # one response's criteria, read when shown
 query_view = cached(responses.query_view)
 theme_scores = cached(themes.theme_scores)
 theme_examples = cached(themes.theme_examples)

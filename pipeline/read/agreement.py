@@ -21,7 +21,7 @@ import pandas as pd
 from pipeline.analysis.agreement import ranking_comparison, weighted_kappa
 from pipeline.metrics import METRICS
 from pipeline.read.common import Filters, items_cte, metric_case, model_pred, on_qf, queries_cte
-from pipeline.read.responses import has_table, response_renderings, with_query_renderings
+from pipeline.read.responses import has_table, renderings
 from pipeline.store import SHARED_READERS
 
 PAPER_METRIC = "SS"  # Health-Pariksha compared humans and the judge on Semantic Similarity
@@ -171,9 +171,8 @@ def annotation_state(db: str | Path, f: Filters, annotator: str, metric: str,
             "AND q.query_id = p.query_id JOIN responses r ON r.dataset = p.dataset AND r.query_id = p.query_id "
             "AND r.model_id = p.model_id", [*p_items, metric, annotator, list(skip)]).df()
         dataset = str(queue.dataset.iloc[0]) if not queue.empty else ""
-        queue = with_query_renderings(con, dataset, queue)
-        renderings = response_renderings(con, dataset, queue)
-    current = renderings[renderings.current] if not renderings.empty else renderings
+        queue, translated = renderings(con, dataset, queue)
+    current = translated[translated.current] if not translated.empty else translated
     first = current.iloc[0] if not current.empty else None
     queue = queue.assign(rendering=None if first is None else first.text,
                          rendering_by=None if first is None else first.translator_id)

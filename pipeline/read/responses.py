@@ -8,8 +8,8 @@ safety checks and lexical scores are the current ones only.
 Machine English renderings (table ``translations``, ``pipeline/steps/translate.py``) are for readers:
 a query's (``model_id`` '') is the one made of the query text now stored, a response's carries
 ``current`` like a score. They are shown marked machine-made and never scored. Each item also says
-which prompt it came from (``pipeline.read.provenance``) and, where a rubric grader graded it, its
-criteria (``pipeline.read.rubric.rubric_item``).
+which prompt it came from (``pipeline.read.provenance``); ``graders`` are the rubric graders of the
+page's queries (an item's criteria are read when shown, ``pipeline.read.rubric.rubric_item``).
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ import pandas as pd
 from pipeline.metrics import METRICS
 from pipeline.read.common import Filters, current_hash
 from pipeline.read.provenance import prompt_provenance
-from pipeline.read.rubric import rubric_item
 from pipeline.store import LEXICAL, SHARED_READERS, text_hash
 
 
@@ -128,16 +127,14 @@ def browse_view(db: str | Path, b: Browse, limit: int, offset: int) -> dict[str,
             page = _page(con, db, b, limit, offset)
         dataset = b.filters.dataset or ""
         query_ids = tuple(dict.fromkeys(page.query_id))
-        page = with_query_renderings(con, dataset, page)
+        page, translated = renderings(con, dataset, page)
         details = _item_details(con, dataset, page)
-        details["translations"] = response_renderings(con, dataset, page)
+        details["translations"] = translated
         chunks = _retrieved_chunks(con, dataset, query_ids)
         source = con.execute("SELECT path, closed_book FROM datasets WHERE name = ?", [dataset]).fetchone()
-        graders = _rubric_graders(con, dataset) if not page.empty and bool(page.has_rubric.any()) else []
+        graders = _rubric_graders(con, dataset, page) if not page.empty and bool(page.has_rubric.any()) else []
     details["prompts"] = prompt_provenance(dataset, source, page, chunks)
     grader = b.grader if b.grader in graders else (graders[0] if graders else None)
-    details["rubric"] = {(r.query_id, r.model_id): rubric_item(db, dataset, r.query_id, r.model_id, grader)
-                         for r in page.itertuples() if grader and r.has_rubric}
     return {"total": total, "offset": offset, "page": page, "details": details, "chunks": chunks,
             "graders": graders, "grader": grader}
 
@@ -146,42 +143,51 @@ def has_table(con: duckdb.DuckDBPyConnection, name: str) -> bool:
     return con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ?", [name]).fetchone()[0] > 0
 
 
-def _rubric_graders(con: duckdb.DuckDBPyConnection, dataset: str) -> list[str]:
-    """The dataset's rubric graders, most grades first."""
+def _rubric_graders(con: duckdb.DuckDBPyConnection, dataset: str, page: pd.DataFrame) -> list[str]:
+    """The rubric graders that graded the page's queries, most grades first (one item's criteria are read when
+    shown: ``pipeline.read.rubric.rubric_item``)."""
     if not has_table(con, "rubric_grades"):
         return []
-    return [g for (g,) in con.execute("SELECT grader_id FROM rubric_grades WHERE dataset = ? GROUP BY grader_id "
-                                      "ORDER BY count(*) DESC, grader_id", [dataset]).fetchall()]
+    ids = list(dict.fromkeys(page.query_id[page.has_rubric.astype(bool)]))
+    return [g for (g,) in con.execute("SELECT grader_id FROM rubric_grades WHERE dataset = ? AND "
+                                      "list_contains(?, query_id) GROUP BY grader_id ORDER BY count(*) DESC, "
+                                      "grader_id", [dataset, ids]).fetchall()]
 
 
-def with_query_renderings(con: duckdb.DuckDBPyConnection, dataset: str, page: pd.DataFrame) -> pd.DataFrame:
-    """``page`` (with query_id) with ``query_mt`` and ``query_mt_by``: the newest machine English rendering of
-    the query text now stored and its translator (None when there is none)."""
-    found = pd.DataFrame(columns=["query_id", "query_mt", "query_mt_by"])
-    if not page.empty and has_table(con, "translations"):
-        found = con.execute(
-            "SELECT t.query_id, t.text AS query_mt, t.translator_id AS query_mt_by FROM translations t "
-            "JOIN queries q ON q.dataset = t.dataset AND q.query_id = t.query_id "
-            "WHERE t.dataset = ? AND t.model_id = '' AND t.error IS NULL AND t.text <> '' "
-            "AND t.source_hash = substr(sha256(q.query), 1, 16) AND list_contains(?, t.query_id) "
-            "QUALIFY row_number() OVER (PARTITION BY t.query_id ORDER BY t.created_at DESC, t.translator_id) = 1",
-            [dataset, list(dict.fromkeys(page.query_id))]).df()
-    out = page.drop(columns=["query_mt", "query_mt_by"], errors="ignore").merge(found, on="query_id", how="left")
-    for col in ("query_mt", "query_mt_by"):
-        out[col] = out[col].astype(object).where(out[col].notna(), None)
-    return out
+RENDERING_COLUMNS = ["query_id", "model_id", "translator_id", "text", "current"]
+QUERY = ""  # translations.model_id of a query's own rendering (pipeline.steps.translate.QUERY)
 
 
-def response_renderings(con: duckdb.DuckDBPyConnection, dataset: str, page: pd.DataFrame) -> pd.DataFrame:
-    """Machine English renderings of the page's responses (for readers, never scored): query_id, model_id,
-    translator_id, text, ``current`` (of the response text now stored)."""
+def renderings(con: duckdb.DuckDBPyConnection, dataset: str, page: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Machine English renderings of a page of responses (query_id, model_id, query, text, error), in one read.
+
+    Returns ``page`` with ``query_mt`` and ``query_mt_by`` — the newest rendering of the query text now stored
+    and its translator (None without one) — and the responses' renderings (for readers, never scored):
+    query_id, model_id, translator_id, text, ``current`` (of the response text now stored)."""
+    page = page.drop(columns=["query_mt", "query_mt_by"], errors="ignore")
     if page.empty or not has_table(con, "translations"):
-        return pd.DataFrame(columns=["query_id", "model_id", "translator_id", "text", "current"])
-    frame = con.execute(f"SELECT t.query_id, t.model_id, t.translator_id, t.text, t.source_hash AS response_hash "
-                        f"FROM translations t {_keys_join('t')} WHERE t.dataset = ? AND t.model_id <> '' "
-                        "AND t.error IS NULL AND t.text <> '' ORDER BY t.translator_id",
-                        [list(page.query_id), list(page.model_id), dataset]).df()
-    return _mark_current(frame, _current_hashes(page))
+        return (page.assign(query_mt=pd.Series(None, index=page.index, dtype=object),
+                            query_mt_by=pd.Series(None, index=page.index, dtype=object)),
+                pd.DataFrame(columns=RENDERING_COLUMNS))
+    found = con.execute("SELECT query_id, model_id, translator_id, text, source_hash AS response_hash FROM "
+                        "translations WHERE dataset = ? AND list_contains(?, query_id) AND error IS NULL "
+                        "AND text <> '' ORDER BY created_at DESC, translator_id",
+                        [dataset, list(dict.fromkeys(page.query_id))]).df()
+    of_query = found[found.model_id == QUERY]
+    queries = dict(zip(page.query_id, page["query"], strict=True))
+    newest: dict[str, tuple[str, str]] = {}
+    for q, by, text, h in zip(of_query.query_id, of_query.translator_id, of_query.text, of_query.response_hash,
+                              strict=True):
+        if q not in newest and h == text_hash(queries.get(q)):
+            newest[q] = (text, by)
+    page = page.assign(query_mt=[newest.get(q, (None, None))[0] for q in page.query_id],
+                       query_mt_by=[newest.get(q, (None, None))[1] for q in page.query_id])
+    keys = set(zip(page.query_id, page.model_id, strict=True))
+    mask = pd.Series([k in keys for k in zip(found.query_id, found.model_id, strict=True)], index=found.index,
+                     dtype=bool)
+    of_responses = found[mask]
+    of_responses = of_responses.sort_values("translator_id", kind="stable").reset_index(drop=True)
+    return page, _mark_current(of_responses, _current_hashes(page))
 
 
 def _keys_join(alias: str) -> str:
