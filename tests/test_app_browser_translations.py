@@ -108,3 +108,26 @@ def test_annotation_view_shows_the_renderings(db, monkeypatch):
     shown = [t.value for t in at.text]
     assert item["text"] in shown and RENDERING in shown and QUERY_RENDERING in shown
     assert "never scored" in texts(at)
+
+
+def test_a_changed_prompt_file_no_longer_matches_the_stored_hash(pipeline_db, tmp_path):
+    """The browser rebuilds the prompt from the dataset's files now: a changed file shows as a mismatch, and a
+    dataset without its own files is read with the studio's."""
+    from pipeline.read.provenance import prompt_provenance
+
+    view = browse_view(pipeline_db, Browse(filters=Filters(dataset="cataract")), 10, 0)
+    page, chunks = view["page"], view["chunks"]
+    folder = tmp_path / "cataract"
+    (folder / "prompts").mkdir(parents=True)
+    (folder / "queries.jsonl").write_text("", encoding="utf-8")
+    figure3 = (REPO / "data" / "cataract" / "prompts" / "generation_system.txt").read_text(encoding="utf-8")
+    (folder / "prompts" / "generation_system.txt").write_text(figure3, encoding="utf-8")
+    same = prompt_provenance("cataract", (str(folder), False), page, chunks)
+    assert same.matches.all() and all(own == ["generation_system.txt"] for own in same.own_files)
+    (folder / "prompts" / "generation_system.txt").write_text(figure3 + "\n- Answer in one line.", encoding="utf-8")
+    changed = prompt_provenance("cataract", (str(folder), False), page, chunks)
+    assert not changed.matches.any() and all("differs" in note for note in changed.note)
+    (folder / "prompts" / "generation_system.txt").unlink()
+    studio = prompt_provenance("cataract", (str(folder), False), page, chunks)
+    assert all(own == [] for own in studio.own_files) and not studio.matches.any()  # the generic prompt differs
+    assert set(studio.studio_files.sum()) == {"generation_system.txt", "generation_user.txt"}
