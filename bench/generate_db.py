@@ -5,7 +5,8 @@ Health-Pariksha evaluated 24 models on 749 queries (666 English, 19 Hindi, 27 Ta
 (179,760 responses, 719,040 judgments) plus every other table: datasets, queries, kb_chunks
 (the bundled cataract KB), retrievals, runs, lexical_scores, critiques, safety_checks,
 human_labels (the paper's design: 5 models, SS, 100 English + all Indic queries), judge_sanity,
-judge_reliability and llm_cache. A small closed-book dataset (Med-CoDE style, 3 models) is added
+judge_reliability and llm_cache; with ``--rubric-items N`` HealthBench-style rubrics on N queries with their
+grades and physician labels (bench/rubric_data.py). A small closed-book dataset (Med-CoDE style, 3 models) is added
 so that Med-CoDE views have more than one dataset.
 
 Scores follow the paper's published per-language means (data/reference) where the model and
@@ -35,6 +36,7 @@ import pyarrow as pa
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench.rubric_data import RubricSpec, attach_rubrics, grade_tables  # noqa: E402
 from pipeline.dataset import REFUSAL_SENTENCE, load_dataset  # noqa: E402
 from pipeline.store import TABLES, Store, text_hash  # noqa: E402
 
@@ -80,9 +82,12 @@ def batched(rows: list[dict[str, Any]], size: int = BATCH_ROWS) -> Iterator[list
 
 
 class Generator:
-    def __init__(self, scale: float, out: Path, seed: int, n_models: int | None, judge_samples: int = 1):
+    def __init__(self, scale: float, out: Path, seed: int, n_models: int | None, judge_samples: int = 1,
+                 rubric: RubricSpec | None = None):
         self.scale, self.out, self.rng = scale, out, np.random.default_rng(seed)
         self.judge_samples = judge_samples
+        self.rubric = rubric
+        self.rubric_rng = np.random.default_rng(seed + 1)  # the rest of the database is the same with or without
         self.store = Store(out)
         self.models = dict(list(model_ids().items())[: n_models or None])
         self.means = paper_means()
@@ -325,6 +330,22 @@ class Generator:
              "created_at": T0} for i in range(max(100, round(1000 * self.scale)))
         ])
 
+    def write_rubric_grades(self, query_ids: list[str]) -> None:
+        """Rubric grades of the first ``rubric.models`` models' responses to the rubric queries (bench/rubric_data.py),
+        and physician labels of some of them."""
+        models = list(self.models)[: self.rubric.models]
+        quality = {m: float(logit(np.array([self.target_means("en", self.models[m])[0] / 2]))[0]) for m in models}
+        queries = self.store.fetch_df("SELECT query_id, rubric FROM queries WHERE dataset = 'synthetic' "
+                                      "AND list_contains(?, query_id) ORDER BY query_id", [query_ids])
+        responses = self.store.fetch_df(
+            "SELECT query_id, model_id, response_hash FROM responses WHERE dataset = 'synthetic' AND error IS NULL "
+            "AND list_contains(?, query_id) AND list_contains(?, model_id) ORDER BY model_id, query_id",
+            [query_ids, models])
+        batches, labels = grade_tables(queries, responses, quality, self.rubric_rng, "20240701-090000-synth1", T0)
+        for batch in batches:
+            self.written += self.store.write_table("rubric_grades", batch)
+        self.written += self.store.write_table("criterion_labels", labels)
+
     def write_closed_book(self) -> None:
         """A small closed-book QA set with the three models of Med-CoDE Table 2."""
         n = max(20, round(100 * self.scale))
@@ -349,9 +370,12 @@ class Generator:
     def generate(self) -> dict[str, Any]:
         started = time.perf_counter()
         queries = self.make_queries()
+        rubric_ids = attach_rubrics(queries, self.rubric, self.rubric_rng) if self.rubric else []
         self.write_dataset(queries)
         self.write_runs(len(queries))
         self.write_scores(queries, "synthetic", self.models)
+        if self.rubric:
+            self.write_rubric_grades(rubric_ids)
         self.write_judge_checks(queries)
         self.write_closed_book()
         return {"queries": len(queries), "models": len(self.models), "rows": self.written,
@@ -366,12 +390,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--models", type=int, default=None, help="only the first N of the paper's 24 models")
     parser.add_argument("--judge-samples", type=int, default=1, help="judge samples per item and metric "
                         "(self-consistency)")
+    parser.add_argument("--rubric-items", type=int, default=0, help="HealthBench-style rubrics on this many "
+                        "synthetic queries (spread over the languages), graded for every --rubric-models model")
+    parser.add_argument("--rubric-criteria", type=int, default=10, help="criteria per rubric (2 of them harmful)")
+    parser.add_argument("--rubric-models", type=int, default=20, help="models whose responses are graded")
     args = parser.parse_args(argv)
     if args.scale <= 0:
         parser.error("--scale must be positive")
+    if args.rubric_items < 0 or args.rubric_criteria < 3 or args.rubric_models < 1:
+        parser.error("--rubric-items ≥ 0, --rubric-criteria ≥ 3, --rubric-models ≥ 1")
     for suffix in ("", ".wal"):
         Path(str(args.out) + suffix).unlink(missing_ok=True)
-    stats = Generator(args.scale, args.out, args.seed, args.models, args.judge_samples).generate()
+    rubric = RubricSpec(args.rubric_items, args.rubric_criteria, args.rubric_models) if args.rubric_items else None
+    stats = Generator(args.scale, args.out, args.seed, args.models, args.judge_samples, rubric).generate()
     print(f"wrote {args.out}: {stats['queries']} queries × {stats['models']} models, {stats['rows']:,} rows, "
           f"{stats['bytes'] / 1e6:.0f} MB in {stats['seconds']} s")
     return 0

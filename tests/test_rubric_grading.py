@@ -246,8 +246,8 @@ def test_a_database_without_rubric_tables_reads_as_empty(graded_db: Path) -> Non
     import duckdb
 
     with duckdb.connect(str(graded_db)) as con:
-        con.execute("DROP TABLE rubric_grades")
-        con.execute("DROP TABLE criterion_labels")
+        for table in ("rubric_grades", "criterion_labels", "rubric_items", "rubric_tag_items"):  # as an older file
+            con.execute(f"DROP TABLE {table}")
     assert rubric_leaderboard(graded_db, "rubric-set", GRADER).empty
     assert rubric_tags(graded_db, "rubric-set", GRADER).empty and rubric_graders(graded_db, "rubric-set").empty
     assert rubric_item(graded_db, "rubric-set", "q1", "m1", GRADER)["score"] is None

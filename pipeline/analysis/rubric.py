@@ -136,6 +136,124 @@ def clipped_stats(
     return result
 
 
+#: Fewest items for which `clipped_stats_moments` reads the interval off the Cornish–Fisher expansion: rubric scores
+#: take many distinct values (no coarse lattice), and from 30 items the expansion lands nearer the quantiles of
+#: 400,000 resamples than 1,000 resamples do (tests/test_rubric_fast.py).
+RUBRIC_EXPANSION_MIN_N = 30
+#: Item scores are binned to this many decimals where a sample is resampled from its histogram.
+HISTOGRAM_DECIMALS = 2
+
+
+def _plan(n: np.ndarray, sums: np.ndarray, lowest: np.ndarray, highest: np.ndarray) -> dict[str, np.ndarray]:
+    """Moments of each sample from its power sums, and how each of its statistics is computed (see below)."""
+    from pipeline.analysis.stats import EXPANSION_MAX_SKEW
+
+    n = np.asarray(n, dtype=float)
+    s1, s2, s3, s4 = (np.asarray(sums, dtype=float).reshape(-1, 4)[:, k] for k in range(4))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = s1 / n
+        e2, e3, e4 = s2 / n, s3 / n, s4 / n
+        var = np.maximum(e2 - mean**2, 0.0)
+        m3 = e3 - 3 * mean * e2 + 2 * mean**3
+        m4 = e4 - 4 * mean * e3 + 6 * mean**2 * e2 - 3 * mean**4
+        skew = m3 / var**1.5 / np.sqrt(n)
+        sd = np.sqrt(var / n)
+    constant = (highest - lowest <= 0) | (var <= 1e-18 * np.maximum(1.0, mean * mean))
+    many = n >= RUBRIC_EXPANSION_MIN_N
+    expand = constant | (many & (np.abs(skew) <= EXPANSION_MAX_SKEW))
+    inside = constant | ((lowest >= 0) & (highest <= 1)) | (many & (mean - 6 * sd >= 0) & (mean + 6 * sd <= 1))
+    near = ~inside & many
+    return {"n": n, "mean": mean, "var": var, "m3": m3, "m4": np.maximum(m4, 0.0), "sd": sd, "expand": expand,
+            "inside": inside, "near": near, "lowest": lowest, "highest": highest,
+            "histogram": (n > 1) & (~expand | (~inside & ~near))}
+
+
+def needs_histogram(n: np.ndarray, sums: np.ndarray, lowest: np.ndarray, highest: np.ndarray) -> np.ndarray:
+    """Which samples `clipped_stats_moments` must resample, so needs their histogram (few items, or a skewed mean)."""
+    return _plan(n, sums, lowest, highest)["histogram"]
+
+
+def clipped_stats_moments(
+    n: np.ndarray,
+    sums: np.ndarray,
+    lowest: np.ndarray,
+    highest: np.ndarray,
+    histogram: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+    *,
+    n_bootstrap: int = 1000,
+    seed: int = 0,
+    confidence: float = 0.95,
+) -> dict[str, np.ndarray]:
+    """`clipped_stats` of many samples at once, at a cost that does not grow with their items.
+
+    Sample k has ``n[k]`` item scores with power sums ``sums[k]`` = (Σx, Σx², Σx³, Σx⁴) and range
+    ``lowest[k]``..``highest[k]`` (what SQL sums in one pass). ``histogram`` = (sample, value, count) rows of the
+    scores binned to `HISTOGRAM_DECIMALS`, needed only for the samples `needs_histogram` marks.
+
+    - `mean`: the mean clipped to [0, 1] (exact: HealthBench's score).
+    - `ci_lo`/`ci_hi`: the percentile bootstrap interval of the clipped mean. Clipping is monotone, so the
+      clipped means' quantiles are the clipped quantiles of the unclipped means: from `RUBRIC_EXPANSION_MIN_N`
+      items with a mean that is not skewed, the Cornish–Fisher limit of the exact moments
+      (`stats.expansion_ci`), else the quantiles of `n_bootstrap` resamples of the histogram, moved by the
+      binning's shift of the mean; then clipped. NaN for n < 2, as `clipped_stats`.
+    - `bootstrap_std`: HealthBench's bootstrap std — the (ddof 0) standard deviation of the resampled clipped
+      means — in the limit of many resamples, which HealthBench's 1,000 estimate. Where no resampled mean can
+      leave [0, 1] (every item score in [0, 1], or n ≥ `RUBRIC_EXPANSION_MIN_N` and mean ± 6 s inside [0, 1],
+      s = σ/√n with σ the items' ddof-0 standard deviation) clipping does not bind and it is s; near a bound
+      (n ≥ `RUBRIC_EXPANSION_MIN_N`) it is the standard deviation of N(mean, s²) clipped to [0, 1]; with fewer
+      items it is estimated as HealthBench does, from `n_bootstrap` resamples (seeded; the same draws give the
+      interval). 0 for a single item.
+    - `n_samples`: the items per sample.
+    """
+    from pipeline.analysis.stats import expansion_ci
+
+    lowest, highest = np.asarray(lowest, dtype=float), np.asarray(highest, dtype=float)
+    p = _plan(n, sums, lowest, highest)
+    lo, hi, _, _ = expansion_ci(p["n"], p["mean"], p["var"], p["m3"], p["m4"], lowest, highest,
+                                confidence=confidence)
+    std = np.where(p["inside"], p["sd"], np.nan)
+    std[p["near"]] = _clipped_normal_std(p["mean"][p["near"]], p["sd"][p["near"]])
+    todo = np.flatnonzero(p["histogram"])
+    if len(todo):
+        if histogram is None:
+            raise ValueError("these samples need their histogram: " + ", ".join(map(str, todo[:5])))
+        group, values, counts = (np.asarray(a) for a in histogram)
+        alpha = (1 - confidence) / 2
+        rng = np.random.default_rng(seed)
+        for k in todo:
+            mine = group == k
+            v, c = values[mine].astype(float), counts[mine].astype(np.int64)
+            total = int(c.sum())
+            shift = p["mean"][k] - float(v @ c) / total
+            if total < RUBRIC_EXPANSION_MIN_N:  # few items: resample the items themselves (cheaper than a multinomial)
+                items = np.repeat(v, c)
+                draws = items[rng.integers(0, total, size=(n_bootstrap, total))].mean(axis=1) + shift
+            else:
+                draws = rng.multinomial(total, c / total, size=n_bootstrap) @ v / total + shift
+            if not p["expand"][k]:
+                lo[k], hi[k] = np.quantile(draws, [alpha, 1 - alpha])
+            if not p["inside"][k] and not p["near"][k]:
+                std[k] = float(np.std(np.clip(draws, 0, 1)))
+    empty, single = p["n"] == 0, p["n"] == 1
+    std[single] = 0.0
+    return {"mean": np.where(empty, np.nan, np.clip(p["mean"], 0, 1)), "bootstrap_std": np.where(empty, np.nan, std),
+            "ci_lo": np.where(p["n"] < 2, np.nan, np.clip(lo, 0, 1)),
+            "ci_hi": np.where(p["n"] < 2, np.nan, np.clip(hi, 0, 1)), "n_samples": p["n"].astype(np.int64)}
+
+
+def _clipped_normal_std(mu: np.ndarray, s: np.ndarray) -> np.ndarray:
+    """Standard deviation of N(mu, s²) clipped to [0, 1]."""
+    from scipy.special import ndtr
+
+    a, b = -mu / s, (1 - mu) / s
+    pdf_a, pdf_b = np.exp(-a * a / 2) / np.sqrt(2 * np.pi), np.exp(-b * b / 2) / np.sqrt(2 * np.pi)
+    mass = ndtr(b) - ndtr(a)
+    first = mu * mass + s * (pdf_a - pdf_b) + (1 - ndtr(b))
+    second = (mu * mu * mass + 2 * mu * s * (pdf_a - pdf_b) + s * s * (mass + a * pdf_a - b * pdf_b)
+              + (1 - ndtr(b)))
+    return np.sqrt(np.maximum(second - first * first, 0.0))
+
+
 def _per_item_metrics(grades: pd.DataFrame) -> tuple[list[dict[str, float]], dict[str, str]]:
     missing = {"item_id", "points", "criteria_met"} - set(grades.columns)
     if missing:

@@ -48,6 +48,29 @@ def bootstrap_mean_ci(values: np.ndarray, counts: np.ndarray, *, confidence: flo
     return float(lo[0]), float(hi[0])
 
 
+def expansion_ci(n: np.ndarray, mean: np.ndarray, var: np.ndarray, m3: np.ndarray, m4: np.ndarray,
+                 lowest: np.ndarray, highest: np.ndarray, *,
+                 confidence: float = 0.95) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The percentile interval of the bootstrap mean of n items from their moments (the Cornish–Fisher expansion of
+    its exact cumulants; module docstring), per sample: ``mean``, ``var``, ``m3``, ``m4`` are the items' (ddof 0)
+    mean and central moments, ``lowest``/``highest`` their range (the interval never leaves it).
+
+    Returns (lo, hi, constant, skew): ``constant`` marks a sample of one value (a zero-width interval), ``skew``
+    the mean's skewness (beyond ``EXPANSION_MAX_SKEW`` resampling is closer).
+    """
+    alpha = (1 - confidence) / 2
+    with np.errstate(invalid="ignore", divide="ignore"):
+        constant = var <= 1e-18 * np.maximum(1.0, mean * mean)
+        skew = m3 / var**1.5 / np.sqrt(n)  # of the mean of n resampled items
+        kurt = (m4 / var**2 - 3.0) / n  # its excess kurtosis
+        ends = []
+        for q in (alpha, 1 - alpha):
+            z = NormalDist().inv_cdf(q)
+            w = z + (z * z - 1) * skew / 6 + (z**3 - 3 * z) * kurt / 24 - (2 * z**3 - 5 * z) * skew * skew / 36
+            ends.append(np.where(constant, mean, mean + w * np.sqrt(var / n)))
+    return np.clip(ends[0], lowest, highest), np.clip(ends[1], lowest, highest), constant, skew
+
+
 def bootstrap_mean_cis(group: np.ndarray, values: np.ndarray, counts: np.ndarray, n_groups: int, *,
                        confidence: float = 0.95, n_resamples: int = N_RESAMPLES,
                        seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -65,19 +88,11 @@ def bootstrap_mean_cis(group: np.ndarray, values: np.ndarray, counts: np.ndarray
         mean = np.bincount(group, weights=counts * values, minlength=n_groups) / n
         dev = values - mean[group]
         var, m3, m4 = (np.bincount(group, weights=counts * dev**k, minlength=n_groups) / n for k in (2, 3, 4))
-        constant = var <= 1e-18 * np.maximum(1.0, mean * mean)
-        skew = m3 / var**1.5 / np.sqrt(n)  # of the mean of n resampled items
-        kurt = (m4 / var**2 - 3.0) / n  # its excess kurtosis
-        ends = []
-        for q in (alpha, 1 - alpha):
-            z = NormalDist().inv_cdf(q)
-            w = z + (z * z - 1) * skew / 6 + (z**3 - 3 * z) * kurt / 24 - (2 * z**3 - 5 * z) * skew * skew / 36
-            ends.append(np.where(constant, mean, mean + w * np.sqrt(var / n)))
     lowest = np.full(n_groups, np.inf)
     highest = np.full(n_groups, -np.inf)
     np.minimum.at(lowest, group, values)
     np.maximum.at(highest, group, values)
-    lo, hi = np.clip(ends[0], lowest, highest), np.clip(ends[1], lowest, highest)
+    lo, hi, constant, skew = expansion_ci(n, mean, var, m3, m4, lowest, highest, confidence=confidence)
     resample = np.flatnonzero((n > 0) & ~constant & ((n < EXPANSION_MIN_N) | ~(np.abs(skew) <= EXPANSION_MAX_SKEW)))
     lo[n == 0] = hi[n == 0] = np.nan
 

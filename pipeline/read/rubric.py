@@ -21,6 +21,7 @@ reading of such a tag gives the same number.)
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -28,10 +29,18 @@ import duckdb
 import numpy as np
 import pandas as pd
 
-from pipeline.analysis.rubric import OVERALL, calculate_score, clipped_stats, grader_agreement, score_from_sums
+from pipeline.analysis.rubric import (
+    OVERALL,
+    calculate_score,
+    clipped_stats_moments,
+    grader_agreement,
+    needs_histogram,
+    score_from_sums,
+)
 from pipeline.analysis.rubric import tag_breakdown as _tag_breakdown
-from pipeline.read.common import current_hash
+from pipeline.read.common import current_hash, db_stamp
 from pipeline.store import SHARED_READERS
+from pipeline.store.derived_rubric import SPECS as DERIVED_RUBRIC
 
 ALL_LANGUAGES = "all"
 RUBRIC_LEVEL_PREFIXES = ("axis:", "level:", "cluster:")  # criterion-level tags in HealthBench's vocabulary
@@ -91,9 +100,30 @@ def rubric_graders(db: str | Path, dataset: str) -> pd.DataFrame:
     return pd.DataFrame(columns=["grader_id", "grades", "unparsed"]) if graders is None else graders
 
 
+@functools.lru_cache(maxsize=32)
+def _has_derived(db: str, stamp: tuple[int, ...]) -> bool:
+    with SHARED_READERS.cursor(db) as con:
+        tables = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+    return set(DERIVED_RUBRIC) <= tables
+
+
+def derived(db: str | Path) -> bool:
+    """True when the file has the store's per-item rubric tables (``pipeline/store/derived_rubric.py``); a file
+    written before them is read from ``rubric_grades`` directly (the same figures, slower)."""
+    return _has_derived(str(db), db_stamp(db))
+
+
+ITEM_SUMS_COLUMNS = ["model_id", "query_id", "language", "achieved", "possible", "unparsed", "ungraded", "score"]
+
+
 def item_sums(db: str | Path, dataset: str, grader: str) -> pd.DataFrame:
     """Per item (query × model with a current grade): ``language``, ``achieved`` (Σ points of met criteria),
     ``possible`` (Σ positive points), ``unparsed`` and ``ungraded`` criteria, and ``score`` (NaN = unscored)."""
+    if derived(db):
+        sums = _read(db, "SELECT i.model_id, i.query_id, q.language, i.achieved, i.possible, i.unparsed, i.ungraded, "
+                     "i.score FROM rubric_items i JOIN queries q ON q.dataset = i.dataset AND q.query_id = i.query_id "
+                     "WHERE i.dataset = ? AND i.grader_id = ? ORDER BY i.model_id, i.query_id", [dataset, grader])
+        return pd.DataFrame(columns=ITEM_SUMS_COLUMNS) if sums is None else sums
     sql = (f"WITH {_rubric_cte()}, {_current_cte(db)}, "
            "per_query AS (SELECT query_id, count(*) AS n_criteria, "
            "coalesce(sum(c.points) FILTER (WHERE c.points > 0), 0) AS possible FROM rub GROUP BY query_id) "
@@ -110,13 +140,86 @@ def item_sums(db: str | Path, dataset: str, grader: str) -> pd.DataFrame:
     return sums
 
 
-def _board_row(model_id: str, language: str, items: pd.DataFrame, n_bootstrap: int, seed: int) -> dict[str, Any]:
-    stats = clipped_stats(items["score"].to_numpy(), n_bootstrap=n_bootstrap, seed=seed)
-    scored = int(items["score"].notna().sum())
-    return {"model_id": model_id, "language": language, "score": stats["mean"], "ci_lo": stats["ci_lo"],
-            "ci_hi": stats["ci_hi"], "bootstrap_std": stats["bootstrap_std"], "n_items": len(items),
-            "n_scored": scored, "n_unscored": len(items) - scored, "n_unparsed": int(items["unparsed"].sum()),
-            "n_ungraded": int(items["ungraded"].sum())}
+_POWER = ("count(score) AS n, coalesce(sum(score), 0) AS s1, coalesce(sum(score * score), 0) AS s2, "
+          "coalesce(sum(score * score * score), 0) AS s3, coalesce(sum(score * score * score * score), 0) AS s4, "
+          "min(score) AS lowest, max(score) AS highest")
+_SUMS = ["n", "s1", "s2", "s3", "s4"]
+_SEP = chr(31)  # joins a group's key values in SQL (list_contains over the groups that need a histogram)
+
+
+def _with_stats(groups: pd.DataFrame, keys: list[str], histograms: Any, n_bootstrap: int, seed: int) -> pd.DataFrame:
+    """``groups`` (one row per group: ``keys``, ``n`` scored items, power sums ``s1``..``s4`` of their exact scores,
+    ``lowest``, ``highest``) with HealthBench's clipped ``score``, ``ci_lo``, ``ci_hi``, ``bootstrap_std``
+    (``analysis.rubric.clipped_stats_moments``). ``histograms(needed)`` gives (``keys``, ``v`` = score binned to
+    0.01, ``c`` items) for the groups that must be resampled (few items or a skewed mean), and is called only then."""
+    groups = groups.sort_values(keys, ignore_index=True)  # resamples drawn in one order, whatever the source's
+    n = groups["n"].to_numpy(dtype=float)
+    sums = groups[["s1", "s2", "s3", "s4"]].to_numpy(dtype=float)
+    lowest, highest = (groups[c].to_numpy(dtype=float) for c in ("lowest", "highest"))
+    need = needs_histogram(n, sums, lowest, highest)
+    histogram = None
+    if need.any():
+        hist = histograms(groups.loc[need, keys])
+        ids = pd.Series(np.arange(len(groups)), index=pd.MultiIndex.from_frame(groups[keys]))
+        at = ids.reindex(pd.MultiIndex.from_frame(hist[keys])).to_numpy()
+        hist = hist.assign(at=at)[~np.isnan(at)].sort_values(["at", "v"])  # resamples independent of row order
+        histogram = (hist["at"].to_numpy(dtype=np.int64), hist["v"].to_numpy(dtype=float),
+                     hist["c"].to_numpy(dtype=np.int64))
+    stats = clipped_stats_moments(n, sums, lowest, highest, histogram, n_bootstrap=n_bootstrap, seed=seed)
+    return groups.assign(score=stats["mean"], ci_lo=stats["ci_lo"], ci_hi=stats["ci_hi"],
+                         bootstrap_std=stats["bootstrap_std"])
+
+
+def _round2(x: np.ndarray) -> np.ndarray:
+    """DuckDB's ``round(x, 2)`` (half away from zero), for a histogram made outside SQL."""
+    return np.sign(x) * np.floor(np.abs(x) * 100 + 0.5) / 100
+
+
+def _overall(frame: pd.DataFrame, by: list[str], sums: list[str]) -> pd.DataFrame:
+    """``frame``'s groups summed over languages (``language`` = all): sums added, ranges widened."""
+    agg: dict[str, Any] = {c: "sum" for c in sums}
+    if "lowest" in frame:
+        agg.update(lowest="min", highest="max")
+    out = frame.groupby(by, sort=False, dropna=False).agg(agg).reset_index().assign(language=ALL_LANGUAGES)
+    return pd.concat([frame, out], ignore_index=True)
+
+
+_BOARD = ("FROM rubric_items i JOIN queries q ON q.dataset = i.dataset AND q.query_id = i.query_id "
+          "WHERE i.dataset = ? AND i.grader_id = ?")
+
+
+def _board_groups(db: str | Path, dataset: str, grader: str) -> tuple[pd.DataFrame | None, Any]:
+    """Per (model, language), then per model over all languages: ``items``, ``unparsed``, ``ungraded`` and the
+    scored items' sums (``_with_stats``) — one GROUP BY over ``rubric_items`` (or ``item_sums`` for a file without
+    it) — and the histogram reader ``_with_stats`` calls when it must resample."""
+    counts = ["items", "unparsed", "ungraded", *_SUMS]
+    if derived(db):
+        groups = _read(db, f"SELECT model_id, language, count(*) AS items, sum(unparsed) AS unparsed, "
+                       f"sum(ungraded) AS ungraded, {_POWER} FROM (SELECT i.model_id, q.language, i.score, "
+                       f"i.unparsed, i.ungraded {_BOARD}) GROUP BY ALL", [dataset, grader])
+
+        def histograms(needed: pd.DataFrame) -> pd.DataFrame:
+            hist = _read(db, "SELECT i.model_id, q.language, round(i.score, 2) AS v, count(*) AS c "
+                         f"{_BOARD} AND i.score IS NOT NULL AND list_contains(?, i.model_id) GROUP BY ALL",
+                         [dataset, grader, sorted(set(needed["model_id"]))])
+            return _overall(hist, ["model_id", "v"], ["c"])
+    else:
+        sums = item_sums(db, dataset, grader)
+        score = sums["score"].astype(float)
+        groups = sums.assign(items=1, n=score.notna().astype(int), **{f"s{k}": score.fillna(0.0) ** k
+                                                                      for k in range(1, 5)})
+        groups = groups.groupby(["model_id", "language"], sort=False).agg(
+            {**{c: "sum" for c in counts}, "score": ["min", "max"]})
+        groups.columns = [*counts, "lowest", "highest"]
+        groups = groups.reset_index()
+
+        def histograms(needed: pd.DataFrame) -> pd.DataFrame:
+            scored = sums[sums["score"].notna()].assign(v=lambda f: _round2(f["score"].to_numpy(dtype=float)))
+            hist = scored.groupby(["model_id", "language", "v"], sort=False).size().rename("c").reset_index()
+            return _overall(hist, ["model_id", "v"], ["c"])
+    if groups is None or groups.empty:
+        return None, None
+    return _overall(groups, ["model_id"], counts), histograms
 
 
 def rubric_leaderboard(db: str | Path, dataset: str, grader: str, *, n_bootstrap: int = CI_RESAMPLES,
@@ -129,14 +232,21 @@ def rubric_leaderboard(db: str | Path, dataset: str, grader: str, *, n_bootstrap
     interval and ``bootstrap_std`` HealthBench's bootstrap std; ``rank`` within the language (1 = best);
     ``n_items`` items graded, ``n_scored``, ``n_unscored`` (an unparsed or missing grade), ``n_unparsed``
     criterion grades that could not be read, ``n_ungraded`` criteria without a current grade.
+
+    The score is exact (the mean of the item scores in SQL, then clipped). The interval and the std come from a
+    histogram of the item scores binned to 0.01 (``analysis.rubric.clipped_stats_binned``: a cost that does not
+    grow with the items; the interval is the percentile interval of the clipped resampled means; the std is the
+    std of the clipped resampled means as HealthBench's ``bootstrap_std``, in its exact limit where clipping
+    cannot bind, else from ``n_bootstrap`` resamples).
     """
-    sums = item_sums(db, dataset, grader)
-    rows = [_board_row(m, ALL_LANGUAGES, g, n_bootstrap, seed) for m, g in sums.groupby("model_id", sort=True)]
-    rows += [_board_row(m, lang, g, n_bootstrap, seed)
-             for (m, lang), g in sums.groupby(["model_id", "language"], sort=True)]
-    if not rows:
+    groups, histograms = _board_groups(db, dataset, grader)
+    if groups is None:
         return pd.DataFrame(columns=LEADERBOARD_COLUMNS)
-    board = pd.DataFrame(rows)
+    board = _with_stats(groups, ["model_id", "language"], histograms, n_bootstrap, seed).rename(columns={
+        "items": "n_items", "n": "n_scored", "unparsed": "n_unparsed", "ungraded": "n_ungraded"})
+    board["n_unscored"] = board["n_items"] - board["n_scored"]
+    for col in ("n_items", "n_scored", "n_unscored", "n_unparsed", "n_ungraded"):
+        board[col] = board[col].astype(int)
     board["rank"] = board.groupby("language")["score"].rank(ascending=False, method="min").astype("Int64")
     board["order"] = board["language"] != ALL_LANGUAGES
     board = board.sort_values(["order", "language", "score", "model_id"], ascending=[True, True, False, True],
@@ -181,6 +291,8 @@ def rubric_tags(db: str | Path, dataset: str, grader: str, *, n_bootstrap: int =
     """Per model and tag, the score as HealthBench aggregates it (``pipeline.analysis.rubric.tag_breakdown``):
     ``tag`` (``overall_score`` first), ``kind`` (overall / example / rubric), ``score`` (clipped mean), ``ci_lo``,
     ``ci_hi``, ``bootstrap_std``, ``n_samples`` (items counted)."""
+    if derived(db):
+        return _rubric_tags_derived(db, dataset, grader, n_bootstrap, seed)
     grades = grades_frame(db, dataset, grader)
     frames = []
     for model_id, rows in grades.groupby("model_id", sort=True):
@@ -189,6 +301,41 @@ def rubric_tags(db: str | Path, dataset: str, grader: str, *, n_bootstrap: int =
     if not frames:
         return pd.DataFrame(columns=TAG_COLUMNS)
     return pd.concat(frames, ignore_index=True)[TAG_COLUMNS]
+
+
+_TAG_VALUES = (
+    "vals AS (SELECT model_id, '" + OVERALL + "' AS tag, 0 AS kind_order, score FROM rubric_items "
+    "WHERE dataset = ? AND grader_id = ? AND score IS NOT NULL "
+    "UNION ALL SELECT i.model_id, '" + QUERY_THEME + "' || unnest(q.themes) AS tag, 1 AS kind_order, i.score "
+    "FROM rubric_items i JOIN queries q ON q.dataset = i.dataset AND q.query_id = i.query_id "
+    "WHERE i.dataset = ? AND i.grader_id = ? AND i.score IS NOT NULL "
+    "UNION ALL SELECT model_id, tag, CASE WHEN every THEN 1 ELSE 2 END AS kind_order, score FROM rubric_tag_items "
+    "WHERE dataset = ? AND grader_id = ? AND score IS NOT NULL)"
+)
+
+
+def _rubric_tags_derived(db: str | Path, dataset: str, grader: str, n_bootstrap: int, seed: int) -> pd.DataFrame:
+    """``rubric_tags`` from the store's per-item tables: per (model, tag) the item values HealthBench averages —
+    the overall score (``overall_score``, and for the items' dataset themes), the score restricted to the tag's
+    criteria (``rubric_tag_items``; for an example tag, on every criterion, that is the overall score) — as a
+    histogram, and ``clipped_stats_binned``. ``kind`` is example when the tag is an example tag of every item it
+    tags (HealthBench's importer copies an item's example tags onto all its criteria), else rubric."""
+    params = [dataset, grader] * 3
+    groups = _read(db, f"WITH {_TAG_VALUES} SELECT model_id, tag, max(kind_order) AS kind_order, {_POWER} FROM vals "
+                   "GROUP BY ALL", params)
+    if groups is None or groups.empty:
+        return pd.DataFrame(columns=TAG_COLUMNS)
+
+    def histograms(needed: pd.DataFrame) -> pd.DataFrame:
+        wanted = [f"{m}{_SEP}{t}" for m, t in zip(needed["model_id"], needed["tag"], strict=True)]
+        return _read(db, f"WITH {_TAG_VALUES} SELECT model_id, tag, round(score, 2) AS v, count(*) AS c FROM vals "
+                     f"WHERE list_contains(?, model_id || chr(31) || tag) GROUP BY ALL", [*params, wanted])
+
+    table = _with_stats(groups, ["model_id", "tag"], histograms, n_bootstrap, seed)
+    table = table.rename(columns={"n": "n_samples"})
+    table["kind"] = table["kind_order"].map({0: "overall", 1: "example", 2: "rubric"})
+    table = table.sort_values(["model_id", "kind_order", "tag"], ignore_index=True)
+    return table[TAG_COLUMNS]
 
 
 def rubric_item(db: str | Path, dataset: str, query_id: str, model_id: str, grader: str) -> dict[str, Any]:

@@ -5,7 +5,7 @@ from the annotations), ``KEY`` its natural key. The writer accepts only these ro
 in one place. ``Store`` creates missing tables and adds missing columns to an existing database
 (a new metric, a new field), backfilling what can be derived (``BACKFILL``).
 
-Two tables are derived, and the writer keeps them in step with their sources: after a batch is
+Four tables are derived, and the writer keeps them in step with their sources: after a batch is
 written, the rows of every key it touched are deleted and recomputed in the same transaction, so
 they never disagree. Both count only what belongs to the response text now stored:
 
@@ -14,6 +14,9 @@ they never disagree. Both count only what belongs to the response text now store
   is the stored response's, and never of a response that errored.
 - ``response_facts``: one row per response with its error flag and its current lexical scores and
   safety-check outcomes.
+
+- ``rubric_items`` and ``rubric_tag_items``: per rubric item (dataset, query, model, grader), and per item and
+  tag, HealthBench's sums over its current criterion grades and its score (``pipeline/store/derived_rubric.py``).
 
 The leaderboard reads them instead of regrouping four judgment rows per item and scanning three tables.
 """
@@ -33,6 +36,7 @@ import pyarrow as pa
 from pipeline.config import SAFETY_CHECKS
 from pipeline.dataset import Chunk, Dataset, Query
 from pipeline.metrics import METRICS
+from pipeline.store import derived_rubric
 
 SCHEMA_VERSION = 4  # 2: item_scores; 3: response_facts; 4: responses.response_hash, derived = current only
 LEXICAL = ("rouge_l", "chrf", "bleu", "meteor", "cosine")  # lexical_scores' score columns
@@ -549,6 +553,7 @@ TABLES: dict[str, TableSpec] = {
         *((c, "VARCHAR") for c in _RESPONSE), ("failed", "BOOLEAN"), ("lexical", "BOOLEAN"),
         *((c, "DOUBLE") for c in LEXICAL), *((c, "BOOLEAN") for c in SAFETY_CHECKS),
     ), _RESPONSE),
+    **{t: TableSpec(columns, key) for t, (columns, key) in derived_rubric.SPECS.items()},
 }
 
 # Columns added after a table first shipped, and how to fill them in an older database.
@@ -587,6 +592,8 @@ DERIVED: dict[str, Derived] = {
         + ", ".join(f"any_value(s.passed) FILTER (WHERE s.check_name = '{c}') AS {c}" for c in SAFETY_CHECKS)
         + f" FROM safety_checks s {{touched_s}} GROUP BY ALL) s ON {_on('s', 'r', _RESPONSE)} "
         "AND s.response_hash = r.response_hash")),
+    # per rubric item, and per item and tag: HealthBench's sums over current grades (pipeline/store/derived_rubric.py)
+    **{t: Derived(derived_rubric.SOURCES, derived_rubric.ALIAS, sql) for t, sql in derived_rubric.SELECTS.items()},
 }
 
 

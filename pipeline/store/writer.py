@@ -71,6 +71,7 @@ class Store:
             if table not in tables:
                 columns = ", ".join(f"{name} {sql_type}" for name, sql_type in spec.columns)
                 con.execute(f"CREATE TABLE {table} ({columns}, PRIMARY KEY ({', '.join(spec.key)}))")
+                changed = changed or (table in DERIVED and bool(tables))  # a new derived table of a filled file
                 continue
             for name, sql_type in spec.columns:
                 if (table, name) not in existing:
