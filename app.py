@@ -105,6 +105,7 @@ PAGES = {
     "human": st.Page("pages/5_human_vs_llm.py", title="Human vs LLM", icon=":material/rule:", url_path="human_vs_llm"),
     "playground": st.Page("pages/6_playground.py", title="Playground", icon=":material/science:",
                           url_path="playground"),
+    "trust": st.Page("pages/7_judge_trust.py", title="Judge trust", icon=":material/verified:", url_path="judge_trust"),
 }
 PAGE_TEXT = [
     ("leaderboards", f"Models by AGG per language with {', '.join(METRICS)}, 95% CIs, lexical baselines, safety "
@@ -118,6 +119,8 @@ PAGE_TEXT = [
     ("human", "Percentage agreement and weighted kappa between human labels and the judge, rankings side by side, "
               "and an annotation queue."),
     ("playground", "Ask one query live: retrieved chunks, streamed answers, judge scores and Med-CoDE on request."),
+    ("trust", "Can the judge be believed here? Its reliability per language, script and theme, a jury's agreement "
+              "and disagreements, human-calibrated means, repeated judging and where every score came from."),
 ]
 
 navigation = st.navigation(list(PAGES.values()))

@@ -39,14 +39,16 @@ TARGET_RSS_MB = 600
 TARGET_RENDER_S = 2.0
 PAGE_FILES = {"leaderboards": "pages/1_leaderboards.py", "responses": "pages/2_responses.py",
               "themes": "pages/3_themes.py", "medcode": "pages/4_medcode.py",
-              "human_vs_llm": "pages/5_human_vs_llm.py", "playground": "pages/6_playground.py"}
+              "human_vs_llm": "pages/5_human_vs_llm.py", "playground": "pages/6_playground.py",
+              "judge_trust": "pages/7_judge_trust.py"}
+JURY = 1  # further judges in the synthetic databases (bench/generate_db.py --jury): the jury views have data
 
 
 def database(scale: int) -> Path:
     path = DATA / f"synthetic-{scale}x.duckdb"
     if not path.exists():
-        subprocess.run([sys.executable, str(REPO / "bench" / "generate_db.py"), "--scale", str(scale), "--out",
-                        str(path)], check=True)
+        subprocess.run([sys.executable, str(REPO / "bench" / "generate_db.py"), "--scale", str(scale), "--jury",
+                        str(JURY), "--out", str(path)], check=True)
     return path
 
 
@@ -59,6 +61,10 @@ def page_queries(db: str) -> dict[str, list[tuple[str, Callable[[], Any]]]]:
     f = data.Filters(dataset=dataset)
     judge = "openai/gpt-4o"
     weights = data.weights_tuple(data.run_weights(db, dataset))
+    preset = data.run_preset(db, dataset)
+    members = data.jury_members(db, dataset)
+    jury = data.jury_of(db, dataset) or judge
+    models = tuple(data.leaderboard(db, f, judge, weights, "en").model_id)
     browse = data.Browse(filters=f, judge=judge)
     searched = data.Browse(filters=f, judge=judge, metric="FC", score_min=0.0, score_max=1.0, search="after")
 
@@ -73,12 +79,32 @@ def page_queries(db: str) -> dict[str, list[tuple[str, Callable[[], Any]]]]:
                          ("leaderboard en (CIs)", lambda: data.leaderboard(db, f, judge, weights, "en")),
                          ("  of which 120 CIs + table (SQL cached)",
                           lambda: lb.leaderboard(data.leaderboard_base(db, f, judge), weights, "en")),
-                         ("paper_leaderboard", lambda: data.paper_leaderboard("en"))],
+                         ("language_scripts", lambda: data.language_scripts(db, dataset)),
+                         ("reliability_matrix (cell marks)", lambda: data.reliability_matrix(db, dataset, judge, ())),
+                         ("score_provenance", lambda: data.score_provenance(db, dataset, judge, ())),
+                         ("paper_agg_check", lambda: data.paper_agg_check("en", weights, preset))],
+        "leaderboards + tied groups, calibrated means (toggle)": [
+            ("significance en (paired bootstrap, letters)",
+             lambda: data.significance(db, f, judge, weights, "en", models, preset)),
+            ("calibrated_means en (PPI)", lambda: data.calibrated_means(db, f, judge, "en"))],
+        "leaderboards, jury (first visit)": [
+            ("model_means (jury)", lambda: data.model_means(db, f, jury, weights)),
+            ("leaderboard en (jury)", lambda: data.leaderboard(db, f, jury, weights, "en")),
+            ("reliability_matrix (jury)", lambda: data.reliability_matrix(db, dataset, jury, members)),
+            ("score_provenance (jury)", lambda: data.score_provenance(db, dataset, jury, members))],
+        "judge_trust": [("reliability_matrix", lambda: data.reliability_matrix(db, dataset, judge, ())),
+                        ("model_means per judge and jury",
+                         lambda: [data.model_means(db, f, j, weights, preset) for j in (*members, jury)]),
+                        ("jury_agreement (α, κ)", lambda: data.jury_agreement(db, f, members)),
+                        ("disagreement_items FC", lambda: data.disagreement_items(db, f, members, "FC", 20)),
+                        ("calibrated_means en", lambda: data.calibrated_means(db, f, judge, "en")),
+                        ("score_provenance", lambda: data.score_provenance(db, dataset, judge, ()))],
         "responses": [("browse_view (count, page, details, chunks)", lambda: data.browse_view(db, browse, 10, 0)),
                       ("query_view (side by side)", lambda: data.query_view(db, dataset, "en-00001"))],
         "responses (search + score filter, page 50)": [
             ("browse_view", lambda: data.browse_view(db, searched, 10, 490))],
         "themes": [("theme_scores", lambda: data.theme_table(data.theme_scores(db, f, judge), weights)),
+                   ("variant_changes (paired CIs)", lambda: data.variant_changes(db, f, judge, weights, preset)),
                    ("theme_examples",
                     lambda: data.theme_examples(db, f.with_(languages=("en",)), judge, "cultural", 3, 0))],
         "medcode": [("medcode_view (distribution, Table 2)",

@@ -5,9 +5,13 @@ Health-Pariksha evaluated 24 models on 749 queries (666 English, 19 Hindi, 27 Ta
 (179,760 responses, 719,040 judgments) plus every other table: datasets, queries, kb_chunks
 (the bundled cataract KB), retrievals, runs, lexical_scores, critiques, safety_checks,
 human_labels (the paper's design: 5 models, SS, 100 English + all Indic queries), judge_sanity,
-judge_reliability and llm_cache; with ``--rubric-items N`` HealthBench-style rubrics on N queries with their
-grades and physician labels (bench/rubric_data.py). A small closed-book dataset (Med-CoDE style, 3 models) is added
-so that Med-CoDE views have more than one dataset.
+judge_reliability and llm_cache. A small closed-book dataset (Med-CoDE style, 3 models) is added
+so that Med-CoDE views have more than one dataset. With ``--jury N`` N more judges score every item
+(a MedHELM-style jury; the first judge's scores with some disagreement) and run the sanity set. Queries keep
+the bundled set's scripts and variants (``variant_of``: romanized / native / English restatements). The sanity
+set is spread over the languages, with a weak judge on romanized Tamil and none on Telugu, so the
+reliability marks have every case; the human SS labels are a little below the judge (a lenient judge) so
+calibration has something to correct; responses of Meta-Llama-3.1-70B now and then echo the prompt (§4.1).
 
 Scores follow the paper's published per-language means (data/reference) where the model and
 language are printed there, so the synthetic leaderboards look like the paper's. Rows are written
@@ -36,13 +40,16 @@ import pyarrow as pa
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench.rubric_data import RubricSpec, attach_rubrics, grade_tables  # noqa: E402
 from pipeline.dataset import REFUSAL_SENTENCE, load_dataset  # noqa: E402
 from pipeline.store import TABLES, Store, text_hash  # noqa: E402
 
 PAPER_COUNTS = {"en": 666, "hi": 19, "ta": 27, "te": 14, "kn": 23}
 METRICS = ("FC", "SS", "COH", "CON")
 JUDGE = "openai/gpt-4o"
+JURY = ("vllm/meta-llama/Llama-3.3-70B-Instruct", "vllm/Qwen/Qwen2.5-72B-Instruct-judge")
+SANITY_FLIP = {"ta": 0.45}  # share of sanity answers the judge gets backwards (default 0.1): weak in Tamil
+NO_SANITY = ("te",)  # languages without sanity answers: their FC, COH and CON cells carry no evidence
+ECHOING_MODEL = "Meta-Llama-3.1-70B-Instruct"
 CRITIC = "vllm/medcode-phi-3-mini-critic"
 HUMAN_MODELS = ("Phi-3.5-MoE-instruct", "Mistral-Large-Instruct-2407", "gpt-4o", "Meta-Llama-3.1-70B-Instruct",
                 "Indic-gemma-7b-finetuned-sft-Navarasa-2.0")
@@ -83,11 +90,12 @@ def batched(rows: list[dict[str, Any]], size: int = BATCH_ROWS) -> Iterator[list
 
 class Generator:
     def __init__(self, scale: float, out: Path, seed: int, n_models: int | None, judge_samples: int = 1,
-                 rubric: RubricSpec | None = None):
+                 jury: int = 0):
         self.scale, self.out, self.rng = scale, out, np.random.default_rng(seed)
         self.judge_samples = judge_samples
-        self.rubric = rubric
-        self.rubric_rng = np.random.default_rng(seed + 1)  # the rest of the database is the same with or without
+        self.judges = (JUDGE, *JURY[:jury])
+        self.jury_rng = np.random.default_rng(seed + 2)  # the first judge's rows are the same with or without a jury
+        self.aux_rng = np.random.default_rng(seed + 3)  # prompt echoes, the labels' lean: the rest stays as it was
         self.store = Store(out)
         self.models = dict(list(model_ids().items())[: n_models or None])
         self.means = paper_means()
@@ -110,9 +118,23 @@ class Generator:
         by_lang: dict[str, list] = {}
         for q in self.cataract.queries:
             by_lang.setdefault(q.language, []).append(q)
+        linked = {q.query_id for q in self.cataract.queries if q.variant_of} | {
+            q.variant_of for q in self.cataract.queries if q.variant_of}
+        for lang in by_lang:  # questions with variants first, so that even a small scale has some pairs
+            by_lang[lang].sort(key=lambda t: t.query_id not in linked)
+        counts = {lang: max(1, round(base * self.scale)) for lang, base in PAPER_COUNTS.items()}
+        where = {t.query_id: (lang, k) for lang, ts in by_lang.items() for k, t in enumerate(ts)}
+
+        def copy_id(template_id: str | None, copy: int) -> str | None:
+            """The synthetic id of the ``copy``-th copy of a bundled query (None when the scale makes fewer)."""
+            if template_id not in where:
+                return None
+            lang, k = where[template_id]
+            i = copy * len(by_lang[lang]) + k
+            return f"{lang}-{i + 1:05d}" if i < counts[lang] else None
+
         rows = []
-        for lang, base in PAPER_COUNTS.items():
-            n = max(1, round(base * self.scale))
+        for lang, n in counts.items():
             templates = by_lang[lang]
             for i in range(n):
                 t = templates[i % len(templates)]
@@ -122,6 +144,7 @@ class Generator:
                     "dataset": "synthetic", "query_id": f"{lang}-{i + 1:05d}", "language": lang,
                     "query": t.query + suffix, "query_en": t.query_en, "gt_response": t.gt_response,
                     "themes": list(t.themes), "kb_refs": list(t.kb_refs), "update_sensitive": t.update_sensitive,
+                    "script": t.script, "variant_of": copy_id(t.variant_of, variant),
                 })
         return rows
 
@@ -157,6 +180,8 @@ class Generator:
             "name": f"synthetic-{self.scale:g}x", "dataset": "bench/generate_db.py", "db": str(self.out),
             "models": [{"id": m} for m in self.models], "judge": {"id": JUDGE, "metrics": list(METRICS),
                                                              "samples": self.judge_samples},
+            "jury": [{"id": j, "metrics": list(METRICS), "samples": self.judge_samples} for j in self.judges[1:]],
+            "jury_aggregate": "mean",
             "weights": {"FC": 0.4, "SS": 0.3, "COH": 0.15, "CON": 0.15},
             "medcode": {"critic": CRITIC, "classifier": "logprobs"}, "concurrency": 64,
         }
@@ -274,6 +299,9 @@ class Generator:
                         adherent = None if quality == 1 else bool(quality == 2)
                         checks.append(("update_adherence", adherent, {True: "gives current", False: "gives "
                                        "superseded", None: "unclear"}[adherent]))
+                    echoed = self.aux_rng.random() < (0.08 if short == ECHOING_MODEL else 0.004)
+                    checks.append(("prompt_echo", not echoed, "repeats 61% of the system prompt" if echoed else
+                                   "repeated verbatim: system prompt 3%, prompt 2%"))
                     safety += [{"dataset": dataset, "query_id": q.query_id, "model_id": model_id, "check_name": name,
                                 "passed": passed, "detail": detail, "response_hash": rh, "created_at": T0}
                                for name, passed, detail in checks]
@@ -282,12 +310,28 @@ class Generator:
         self.write("responses", responses)
         del responses
         self.write("judgments", judgments)
+        for judge in self.judges[1:]:  # the jury: every item once more per judge, a batch at a time
+            harsh = self.judges.index(judge) % 2 == 1
+            for start in range(0, len(judgments), BATCH_ROWS):
+                self.write("judgments", [self.jury_row(r, judge, harsh) for r in judgments[start:start + BATCH_ROWS]])
         del judgments
         self.write("lexical_scores", lexical)
         self.write("critiques", critiques)
         self.write("safety_checks", safety)
         if dataset != CLOSED_BOOK:
             self.write_human_labels(human_pool, dataset)
+
+    def jury_row(self, row: dict[str, Any], judge: str, harsh: bool) -> dict[str, Any]:
+        """Another judge's judgment of the same item: the first judge's score, now and then one step apart
+        (a harsh judge more often lower), unparsed now and then."""
+        ok = self.jury_rng.random() > 0.01
+        base = row["score"] if row["score"] is not None else int(self.jury_rng.integers(0, 3))
+        r = self.jury_rng.random()
+        down, up = (0.18, 0.26) if harsh else (0.1, 0.22)
+        score = int(np.clip(base - 1 if r < down else base + 1 if r < up else base, 0, 2)) if ok else None
+        return {**row, "judge_id": judge, "score": score, "parse_ok": ok,
+                "raw_output": json.dumps({"Score": score, "Justification": "synthetic"}) if ok else "Score:",
+                "justification": row["justification"] if ok else None}
 
     def write_human_labels(self, pool: list[tuple[str, str, str, int]], dataset: str) -> None:
         """The paper's human evaluation: 5 models, SS, 100 English queries (× scale) and all Indic ones."""
@@ -297,8 +341,10 @@ class Generator:
         for qid, lang, model_id, llm in pool:
             if lang == "en" and qid not in keep_en:
                 continue
-            agree = self.rng.random() < 0.75
-            score = llm if agree else int(np.clip(llm + self.rng.choice([-1, 1]), 0, 2))
+            if self.rng.random() >= 0.75:  # (the draws the labels always made: the rest stays as it was)
+                self.rng.choice([-1, 1])
+            r = self.aux_rng.random()  # the judge is a little lenient: doctors give one point less more often than more
+            score = int(np.clip(llm - 1 if r < 0.17 else llm + 1 if r < 0.25 else llm, 0, 2))
             annotator = f"karya-{lang}-{1 + zlib.crc32(qid.encode()) % 3}"
             rows.append({"dataset": dataset, "query_id": qid, "model_id": model_id, "metric": "SS",
                          "annotator": annotator, "score": score, "comment": None, "source": "import",
@@ -306,45 +352,38 @@ class Generator:
         self.write("human_labels", rows)
 
     def write_judge_checks(self, queries: list[dict[str, Any]]) -> None:
-        sample = [argparse.Namespace(**q) for q in queries[: max(10, round(20 * self.scale))]]
+        """The sanity set spread over the languages as stage ``sanity`` spreads it (none in ``NO_SANITY``), every
+        judge on every metric; a judge gets ``SANITY_FLIP`` of a language's answers backwards (else 10%). AUCs as
+        ``pipeline.analysis.reliability`` computes them."""
+        from pipeline.analysis.reliability import discrimination_auc
+        from pipeline.steps.sanity import spread_across_languages
+
+        pool = [argparse.Namespace(**q) for q in queries if q["language"] not in NO_SANITY]
+        sample = spread_across_languages(pool, max(10, round(20 * self.scale)))
         rows = []
-        for q in sample:
+        for judge, q in itertools.product(self.judges, sample):
+            flip_p = SANITY_FLIP.get(q.language, 0.1) + (0.05 if judge != JUDGE else 0.0)
+            rng = self.rng if judge == JUDGE else self.jury_rng  # the first judge draws as many as it always did
             for metric in METRICS:
                 for variant, kind, score in (("gt", "good", 2), ("wrong_fact", "bad", 0), ("refusal", "bad", 0)):
-                    ok = self.rng.random() > 0.02
-                    flip = self.rng.random() < 0.1
-                    rows.append({"dataset": "synthetic", "query_id": q.query_id, "judge_id": JUDGE, "metric": metric,
+                    ok = rng.random() > 0.02
+                    flip = rng.random() < flip_p
+                    rows.append({"dataset": "synthetic", "query_id": q.query_id, "judge_id": judge, "metric": metric,
                                  "variant": variant, "kind": kind, "sample": 0,
                                  "score": (2 - score if flip else score) if ok else None, "parse_ok": ok,
                                  "raw_output": "{}", "created_at": T0})
         self.write("judge_sanity", rows)
-        aucs = {"FC": 0.93, "SS": 0.9, "COH": 0.81, "CON": 0.78}
+        aucs = discrimination_auc(pd.DataFrame(rows))
         self.write("judge_reliability", [
-            {"dataset": "synthetic", "judge_id": JUDGE, "metric": m, "auc": aucs[m], "n_good": len(sample),
-             "n_bad": 2 * len(sample), "n_unparsed": 1, "run_id": "20240702-090000-synth2", "created_at": T0}
-            for m in METRICS
+            {"dataset": "synthetic", "judge_id": r.judge_id, "metric": r.metric, "auc": r.auc, "n_good": r.n_good,
+             "n_bad": r.n_bad, "n_unparsed": r.n_unparsed, "run_id": "20240702-090000-synth2", "created_at": T0}
+            for r in aucs.itertuples()
         ])
         self.write("llm_cache", [
             {"key": f"{i:064x}", "model_id": JUDGE, "request": '{"messages": []}', "text": '{"Score": 2}',
              "top_logprobs": None, "prompt_tokens": 1000, "completion_tokens": 20, "latency_s": 0.5,
              "created_at": T0} for i in range(max(100, round(1000 * self.scale)))
         ])
-
-    def write_rubric_grades(self, query_ids: list[str]) -> None:
-        """Rubric grades of the first ``rubric.models`` models' responses to the rubric queries (bench/rubric_data.py),
-        and physician labels of some of them."""
-        models = list(self.models)[: self.rubric.models]
-        quality = {m: float(logit(np.array([self.target_means("en", self.models[m])[0] / 2]))[0]) for m in models}
-        queries = self.store.fetch_df("SELECT query_id, rubric FROM queries WHERE dataset = 'synthetic' "
-                                      "AND list_contains(?, query_id) ORDER BY query_id", [query_ids])
-        responses = self.store.fetch_df(
-            "SELECT query_id, model_id, response_hash FROM responses WHERE dataset = 'synthetic' AND error IS NULL "
-            "AND list_contains(?, query_id) AND list_contains(?, model_id) ORDER BY model_id, query_id",
-            [query_ids, models])
-        batches, labels = grade_tables(queries, responses, quality, self.rubric_rng, "20240701-090000-synth1", T0)
-        for batch in batches:
-            self.written += self.store.write_table("rubric_grades", batch)
-        self.written += self.store.write_table("criterion_labels", labels)
 
     def write_closed_book(self) -> None:
         """A small closed-book QA set with the three models of Med-CoDE Table 2."""
@@ -370,12 +409,9 @@ class Generator:
     def generate(self) -> dict[str, Any]:
         started = time.perf_counter()
         queries = self.make_queries()
-        rubric_ids = attach_rubrics(queries, self.rubric, self.rubric_rng) if self.rubric else []
         self.write_dataset(queries)
         self.write_runs(len(queries))
         self.write_scores(queries, "synthetic", self.models)
-        if self.rubric:
-            self.write_rubric_grades(rubric_ids)
         self.write_judge_checks(queries)
         self.write_closed_book()
         return {"queries": len(queries), "models": len(self.models), "rows": self.written,
@@ -390,19 +426,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--models", type=int, default=None, help="only the first N of the paper's 24 models")
     parser.add_argument("--judge-samples", type=int, default=1, help="judge samples per item and metric "
                         "(self-consistency)")
-    parser.add_argument("--rubric-items", type=int, default=0, help="HealthBench-style rubrics on this many "
-                        "synthetic queries (spread over the languages), graded for every --rubric-models model")
-    parser.add_argument("--rubric-criteria", type=int, default=10, help="criteria per rubric (2 of them harmful)")
-    parser.add_argument("--rubric-models", type=int, default=20, help="models whose responses are graded")
+    parser.add_argument("--jury", type=int, default=0, choices=range(len(JURY) + 1),
+                        help="further judges (a MedHELM-style jury) that score every item and the sanity set")
     args = parser.parse_args(argv)
     if args.scale <= 0:
         parser.error("--scale must be positive")
-    if args.rubric_items < 0 or args.rubric_criteria < 3 or args.rubric_models < 1:
-        parser.error("--rubric-items ≥ 0, --rubric-criteria ≥ 3, --rubric-models ≥ 1")
     for suffix in ("", ".wal"):
         Path(str(args.out) + suffix).unlink(missing_ok=True)
-    rubric = RubricSpec(args.rubric_items, args.rubric_criteria, args.rubric_models) if args.rubric_items else None
-    stats = Generator(args.scale, args.out, args.seed, args.models, args.judge_samples, rubric).generate()
+    stats = Generator(args.scale, args.out, args.seed, args.models, args.judge_samples, args.jury).generate()
     print(f"wrote {args.out}: {stats['queries']} queries × {stats['models']} models, {stats['rows']:,} rows, "
           f"{stats['bytes'] / 1e6:.0f} MB in {stats['seconds']} s")
     return 0

@@ -1,4 +1,6 @@
-"""Themes: how models fare on misspelled, code-mixed, non-native, cultural, patient-specific, out-of-KB queries."""
+"""Themes: how models fare on misspelled, code-mixed, non-native, cultural, patient-specific, out-of-KB queries,
+and how a model's score changes between variants of the same question (romanized vs native script, Indic vs
+English)."""
 
 from __future__ import annotations
 
@@ -19,11 +21,19 @@ ui.judge_banner(ctx)
 if ctx.judge is None:
     st.stop()
 
+judge = ctx.judge
+jury = data.jury_of(ctx.db, ctx.filters.dataset)
+if jury:
+    labels = {ctx.judge: ctx.judge, jury: data.jury_label(jury, len(data.jury_members(ctx.db, ctx.filters.dataset)))}
+    judge = st.segmented_control("Scores by", list(labels), format_func=labels.get, key="th_src",
+                                 bind="query-params", default=ctx.judge) or ctx.judge
+    judge = judge if judge in labels else ctx.judge
 c1, c2 = st.columns([1, 3])
 metric = c1.selectbox("Score", ui.metric_options(), key="th_metric", bind="query-params",
                       help=ui.metric_help())
 weights = data.weights_tuple(data.run_weights(ctx.db, ctx.filters.dataset))
-scores = data.theme_table(data.theme_scores(ctx.db, ctx.filters, ctx.judge), weights)
+preset = data.run_preset(ctx.db, ctx.filters.dataset)
+scores = data.theme_table(data.theme_scores(ctx.db, ctx.filters, judge), weights, preset)
 if scores.empty:
     st.info("No judged responses match the filters.")
     st.stop()
@@ -49,13 +59,43 @@ with st.expander("Table"):
     st.dataframe(view.drop(columns=["language"]), hide_index=True,
                  column_config={m: st.column_config.NumberColumn(format="%.2f") for m in ("AGG", *METRICS)})
 
+st.subheader("Variants of the same question")
+changes = data.variant_changes(ctx.db, ctx.filters.with_(languages=(), themes=()), judge, weights, preset, metric)
+if changes.empty:
+    st.caption("No query of this dataset names a variant it restates (`variant_of`), or no model answered both.")
+else:
+    kinds = list(dict.fromkeys(changes.kind))
+    kind = st.selectbox("Pair", kinds, key="th_pair", bind="query-params",
+                        help="Romanized vs native script within a language, or an Indic query vs its English "
+                             "restatement: the same question asked two ways.")
+    shown = changes[changes.kind == kind].sort_values("change")
+    bars = alt.Chart(shown).encode(y=alt.Y("model_id:N", sort=alt.EncodingSortField("change", order="ascending"),
+                                           title=None, axis=alt.Axis(labelLimit=420, labelOverlap=False)))
+    dots = bars.mark_point(filled=True, color="#0f766e", size=60).encode(
+        x=alt.X("change:Q", title=f"change in {metric} (variant − base)"),
+        tooltip=["model_id", "pairs", alt.Tooltip("base:Q", format=".2f"), alt.Tooltip("variant:Q", format=".2f"),
+                 alt.Tooltip("change:Q", format="+.2f"), alt.Tooltip("lo:Q", format="+.2f"),
+                 alt.Tooltip("hi:Q", format="+.2f")])
+    rules = bars.mark_rule(color="#1f2933").encode(x="lo:Q", x2="hi:Q")
+    zero = alt.Chart().mark_rule(color="#9ca3af", strokeDash=[4, 4]).encode(x=alt.datum(0))
+    st.altair_chart((rules + dots + zero).properties(height=max(120, 22 * len(shown))), width="stretch")
+    st.dataframe(shown.drop(columns=["kind"]).assign(ci=[ui.fmt_ci(lo, hi) for lo, hi in
+                                                         zip(shown.lo, shown.hi, strict=True)]).drop(
+        columns=["lo", "hi"]), hide_index=True, column_config={
+        "base": st.column_config.NumberColumn(format="%.2f"), "variant": st.column_config.NumberColumn(format="%.2f"),
+        "change": st.column_config.NumberColumn("change", format="%+.2f"), "ci": "95% CI (paired)"})
+    st.caption(ui.md_escape(
+        f"{kind}: per model the mean of {metric} on the variants minus on the questions they restate, over the pairs "
+        "both were answered; the interval resamples the pairs (paired bootstrap). An interval that excludes 0 means "
+        "the way the question was written changed the score, on the same question."))
+
 st.subheader("Examples")
 present = set(view.theme)
 themes = [t for t in THEMES if t in present] + (["(none)"] if "(none)" in present else [])
 theme = st.selectbox("Theme", themes, key="th_theme", bind="query-params")
 page = st.number_input("Example page", min_value=1, value=1, step=1, key="th_page", bind="query-params")
-examples = data.theme_examples(ctx.db, ctx.filters.with_(languages=(language,)), ctx.judge, theme, 3,
-                            (int(page) - 1) * 3)
+examples = data.theme_examples(ctx.db, ctx.filters.with_(languages=(language,)), judge, theme, 3,
+                               (int(page) - 1) * 3)
 if examples.empty:
     st.info("No more examples of this theme.")
 for query_id, group in examples.groupby("query_id", sort=False):

@@ -20,9 +20,11 @@ from pipeline.analysis.medcode import CLAIM_RANGES  # noqa: F401
 from pipeline.analysis.stats import EXPANSION_MIN_N  # noqa: F401
 from pipeline.dataset.critique_labels import save_critique_label  # noqa: F401  (the Med-CoDE page's queue)
 from pipeline.read import agreement as agreement_read
-from pipeline.read import home, judge_trust, medcode, medcode_checks, playground, responses, themes
+from pipeline.read import home, judge_trust, medcode, medcode_checks, playground, responses, themes, trust
+from pipeline.read import jury as jury_read
 from pipeline.read import leaderboard as leaderboard_read
 from pipeline.read import rubric as rubric_read
+from pipeline.read import significance as significance_read
 from pipeline.read.agreement import ALL_MODELS, PAPER_METRIC  # noqa: F401
 from pipeline.read.common import (  # noqa: F401  (re-exported for the pages)
     DISAGREEMENT,
@@ -37,7 +39,8 @@ from pipeline.read.common import (  # noqa: F401  (re-exported for the pages)
     reference_table,
     weights_tuple,
 )
-from pipeline.read.judge_trust import WEAK_JUDGES, judge_warning  # noqa: F401
+from pipeline.read.judge_trust import AUC_TRUST, WEAK_JUDGES, judge_warning  # noqa: F401
+from pipeline.read.jury import is_jury, jury_label  # noqa: F401
 from pipeline.read.leaderboard import CI_RESAMPLES, paper_leaderboard, short_name  # noqa: F401
 from pipeline.read.medcode import (  # noqa: F401  (re-exported for the Med-CoDE page)
     MEASURES,
@@ -51,7 +54,9 @@ from pipeline.read.medcode import (  # noqa: F401  (re-exported for the Med-CoDE
 from pipeline.read.provenance import describe as describe_prompt  # noqa: F401
 from pipeline.read.provenance import messages_text as prompt_text  # noqa: F401
 from pipeline.read.responses import Browse  # noqa: F401
+from pipeline.read.significance import MIN_PPI_LABELS  # noqa: F401
 from pipeline.read.themes import theme_table  # noqa: F401
+from pipeline.read.trust import KAPPA_TRUST, MIN_LABELS, MIN_SANITY, SCRIPT_LABELS  # noqa: F401
 from pipeline.store import LEXICAL, SHARED_READERS  # noqa: F401
 
 CACHE_TTL_S = 600
@@ -111,15 +116,52 @@ leaderboard_base = cached(leaderboard_read.leaderboard_base)
 safety_summary = cached(leaderboard_read.safety_summary)
 
 
-def model_means(db: str | Path, f: Filters, judge: str, weights: tuple[float, ...]) -> pd.DataFrame:
+paper_agg_check = leaderboard_read.paper_agg_check  # the published tables: small, read once
+language_scripts = cached(leaderboard_read.language_scripts)
+paper_copies = leaderboard_read.paper_copies
+
+
+def model_means(db: str | Path, f: Filters, judge: str, weights: tuple[float, ...],
+                preset: str | None = None) -> pd.DataFrame:
     """The heatmap's per (language, model) means and AGG (``read.leaderboard.model_means``)."""
-    return leaderboard_read.model_means(leaderboard_base(db, f, judge), weights)
+    return leaderboard_read.model_means(leaderboard_base(db, f, judge), weights, preset)
 
 
 @cached
-def leaderboard(db: str, f: Filters, judge: str, weights: tuple[float, ...], language: str) -> pd.DataFrame:
+def leaderboard(db: str, f: Filters, judge: str, weights: tuple[float, ...], language: str,
+                preset: str | None = None) -> pd.DataFrame:
     """One language's leaderboard with CIs (``read.leaderboard.leaderboard`` over the cached base)."""
-    return leaderboard_read.leaderboard(leaderboard_base(db, f, judge), weights, language)
+    return leaderboard_read.leaderboard(leaderboard_base(db, f, judge), weights, language, preset)
+
+
+def run_preset(db: str | Path, dataset: str | None) -> str | None:
+    """The weights preset the latest run's config named (``paper-fit``), else None."""
+    return run_config(db, dataset).get("weights_preset") or None
+
+
+def jury_members(db: str | Path, dataset: str | None) -> tuple[str, ...]:
+    """Every judge that scored the dataset: the jury."""
+    return tuple(choices(db)["judges"].get(dataset, [])) if dataset else ()
+
+
+def jury_of(db: str | Path, dataset: str | None) -> str | None:
+    """The jury's name (``jury:mean`` or the config's ``jury_aggregate``) when two or more judges scored the dataset."""
+    if len(jury_members(db, dataset)) < 2:
+        return None
+    return jury_read.jury_id(run_config(db, dataset).get("jury_aggregate") or "mean")
+
+
+# -- judge trust: reliability, significance, calibration, juries, provenance, variants ----------------------
+reliability_matrix = cached(trust.reliability_matrix)
+score_provenance = cached(trust.score_provenance)
+cell_marks = trust.cell_marks
+significance = cached(significance_read.significance)
+calibrated_means = cached(significance_read.calibrated_means)
+worst_of_k = cached(significance_read.worst_of_k)
+item_variance = cached(significance_read.item_variance)
+jury_agreement = cached(jury_read.jury_agreement)
+disagreement_items = cached(jury_read.disagreement_items)
+variant_changes = cached(themes.variant_changes)
 
 
 # -- response browser, themes, Med-CoDE, human vs LLM, playground ----------------------------------------

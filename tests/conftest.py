@@ -7,6 +7,7 @@
   real rows. (The judge ``sanity`` stage is left out for time; ``synthetic_db`` has reliability rows.)
 - ``synthetic_db``: ``bench/generate_db.py`` at a small scale (schema-exact synthetic rows for every
   table, several datasets, human labels, judge reliability).
+- ``jury_db``: the same with two judges, two judge samples per item, scripts and variants of questions.
 
 The session databases are read-only to tests: a test that writes takes its own copy (``copy_db``).
 This is enforced: after every test that used one, its bytes must be unchanged (``_session_dbs_unchanged``).
@@ -68,6 +69,16 @@ def synthetic_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return db
 
 
+@pytest.fixture(scope="session")
+def jury_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """bench/generate_db.py with a second judge (a jury), two judge samples per item, scripts and variants:
+    30% of the paper's scale with 4 of its models."""
+    db = tmp_path_factory.mktemp("jury-db") / "jury.duckdb"
+    subprocess.run([sys.executable, str(REPO / "bench" / "generate_db.py"), "--scale", "0.3", "--models", "4",
+                    "--jury", "1", "--judge-samples", "2", "--out", str(db)], check=True, capture_output=True, cwd=REPO)
+    return db
+
+
 @pytest.fixture
 def copy_db(tmp_path: Path) -> Callable[[Path], Path]:
     """Copy a session database (and its LanceDB index, if any) into this test's tmp dir."""
@@ -94,7 +105,7 @@ def _digest(db: Path) -> str:
 @pytest.fixture(autouse=True)
 def _session_dbs_unchanged(request: pytest.FixtureRequest):
     """Fail a test that changed a shared session database instead of writing to a copy."""
-    used = [name for name in ("pipeline_db", "synthetic_db") if name in request.fixturenames]
+    used = [name for name in ("pipeline_db", "synthetic_db", "jury_db") if name in request.fixturenames]
     before = {name: _digest(request.getfixturevalue(name)) for name in used}
     yield
     for name, digest in before.items():

@@ -86,8 +86,8 @@ def tied_groups(
     columns: list[frozenset[str]] = [frozenset(order)]
     different = pairwise.loc[pairwise["significant"].astype(bool), ["model_a", "model_b"]]
     for a, b in different.itertuples(index=False):
-        if a not in position or b not in position:
-            continue
+        if a not in position or b not in position or not any(a in c and b in c for c in columns):
+            continue  # (no column holds both: nothing to split, and the columns are already absorbed)
         # insert: split every column holding both a and b into one without a and one without b
         new_columns: list[frozenset[str]] = []
         for column in columns:

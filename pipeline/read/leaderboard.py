@@ -29,6 +29,7 @@ from pipeline.read.common import (
     weights_dict,
 )
 from pipeline.read.judge_trust import CONSISTENCY_COLUMNS, consistency_sql, pool_consistency
+from pipeline.read.jury import is_jury, item_source
 from pipeline.store import LEXICAL, SHARED_READERS
 
 CI_RESAMPLES = 1000  # percentile bootstrap; 1,000 resamples fix a 95% interval's ends to ~±0.01 of its width
@@ -37,6 +38,7 @@ SAFETY_COLUMNS = ["model_id", "language", "check_name", "n", "passed", "failed",
 
 def _patterns_sql(f: Filters, judge: str) -> tuple[str, list[Any]]:
     """Per (language, model) each distinct pattern of an item's metric scores, with its count of items.
+    ``judge`` may be a jury (``jury.item_source``: per item the judges' mean or median).
 
     A score is the item's mean over its parsed samples (``item_scores``), NULL when none parsed;
     means of a few integer samples take few values, so the patterns stay few. With the items'
@@ -44,10 +46,11 @@ def _patterns_sql(f: Filters, judge: str) -> tuple[str, list[Any]]:
     """
     qf, p_qf = queries_cte(f)
     pred, p_model = model_pred(f, "i")
+    source, p_source = item_source(f, judge)
     return (f"WITH {qf} SELECT qf.language, i.model_id, {', '.join(f'i.{m}' for m in METRICS)}, count(*) AS n, "
             "sum(i.judgments) AS judgments, sum(i.unparsed) AS parse_failures, max(i.samples) AS samples "
-            f"FROM item_scores i JOIN qf ON {on_qf(f, 'i')} WHERE i.judge_id = ? AND {pred} GROUP BY ALL "
-            "ORDER BY qf.language, i.model_id"), [*p_qf, judge, *p_model]
+            f"FROM {source} i JOIN qf ON {on_qf(f, 'i')} WHERE i.judge_id = ? AND {pred} GROUP BY ALL "
+            "ORDER BY qf.language, i.model_id"), [*p_qf, *p_source, judge, *p_model]
 
 
 def _split_patterns(patterns: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, dict[str, np.ndarray]]]:
@@ -85,15 +88,18 @@ def _split_patterns(patterns: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, dic
 
 
 def _per_model_sql(f: Filters) -> tuple[str, list[Any]]:
-    """Per (language, model) from ``response_facts``: responses, errors, lexical means, safety pass rates
-    (unclear outcomes left out), and the language's retrieval recall."""
+    """Per (language, model) from ``response_facts``: responses, errors, responses that echo the prompt
+    (Health-Pariksha §4.1), lexical means, safety pass rates (unclear outcomes left out), and the language's
+    retrieval recall."""
     qf, p_qf = queries_cte(f)
     pred, p_model = model_pred(f, "x")
     lexical = ", ".join(f"avg(x.{c}) AS {c}" for c in LEXICAL)
     checks = ", ".join(f"avg(x.{c}::INTEGER) AS check_{c}" for c in SAFETY_CHECKS)
+    echoes = "count(*) FILTER (WHERE NOT x.prompt_echo) AS prompt_echoes, " if "prompt_echo" in SAFETY_CHECKS else ""
     dataset_pred, p_dataset = model_pred(f.with_(models=()), "t")
     return (f"WITH {qf}, per AS (SELECT qf.language, x.model_id, count(*) AS responses, "
-            f"count(*) FILTER (WHERE x.failed) AS errors, count(*) FILTER (WHERE x.lexical) AS n_lexical, {lexical}, "
+            f"count(*) FILTER (WHERE x.failed) AS errors, {echoes}count(*) FILTER (WHERE x.lexical) AS n_lexical, "
+            f"{lexical}, "
             f"{checks} FROM response_facts x JOIN qf ON {on_qf(f, 'x')} WHERE {pred} GROUP BY ALL), "
             f"rec AS (SELECT qf.language, avg(t.recall) AS recall FROM retrievals t JOIN qf ON {on_qf(f, 't')} "
             f"WHERE {dataset_pred} GROUP BY ALL) SELECT * FROM per LEFT JOIN rec USING (language)"
@@ -110,7 +116,7 @@ def leaderboard_base(db: str | Path, f: Filters, judge: str) -> dict[str, Any]:
     with SHARED_READERS.cursor(db) as con:
         patterns = con.execute(*_patterns_sql(f, judge)).df()
         per_model = con.execute(*_per_model_sql(f)).df()
-        multi = not patterns.empty and int(patterns.samples.max()) > 1
+        multi = not patterns.empty and int(patterns.samples.max()) > 1 and not is_jury(judge)
         consistency = (con.execute(*consistency_sql(db, f, judge)).df() if multi
                        else pd.DataFrame(columns=CONSISTENCY_COLUMNS))
     judged, by_language = _split_patterns(patterns)
@@ -119,12 +125,13 @@ def leaderboard_base(db: str | Path, f: Filters, judge: str) -> dict[str, Any]:
     return {"table": table, "patterns": by_language, "consistency": consistency}
 
 
-def model_means(base: dict[str, Any], weights: tuple[float, ...]) -> pd.DataFrame:
-    """Per (language, model) judged: metric means, n and AGG (no CIs) — the heatmap."""
+def model_means(base: dict[str, Any], weights: tuple[float, ...], preset: str | None = None) -> pd.DataFrame:
+    """Per (language, model) judged: metric means, n and AGG (no CIs) — the heatmap. ``preset``: a weights
+    preset such as ``paper-fit``, whose weights AGG uses as given (``pipeline.metrics.agg_weights``)."""
     table = base["table"]
     judged = table.loc[table["items"] > 0, ["language", "model_id", *METRICS, *(f"n_{m}" for m in METRICS),
                                             "judgments"]]
-    w = weights_dict(weights)
+    w = weights_dict(weights, preset)
     judged.insert(2, "AGG", sum(judged[m] * w[m] for m in METRICS if w[m] > 0))
     return judged.reset_index(drop=True)
 
@@ -149,7 +156,8 @@ def _cis(patterns: dict[str, np.ndarray], w: dict[str, float]) -> dict[str, np.n
     return out
 
 
-def leaderboard(base: dict[str, Any], weights: tuple[float, ...], language: str) -> pd.DataFrame:
+def leaderboard(base: dict[str, Any], weights: tuple[float, ...], language: str,
+                preset: str | None = None) -> pd.DataFrame:
     """One language's leaderboard: models by AGG with every metric, each with n and a 95% bootstrap CI.
 
     AGG is the weighted mean of the metric means (``pipeline.analysis.stats``); its CI resamples the items
@@ -161,7 +169,7 @@ def leaderboard(base: dict[str, Any], weights: tuple[float, ...], language: str)
     table = base["table"]
     rows = table[table.language == language]
     board: dict[str, np.ndarray] = {c: rows[c].to_numpy() for c in rows.columns if c != "language"}
-    w = weights_dict(weights)
+    w = weights_dict(weights, preset)
     board["AGG"] = sum(board[m].astype(float) * w[m] for m in METRICS if w[m] > 0)
     patterns = base["patterns"].get(language)
     if patterns is not None:
@@ -173,6 +181,8 @@ def leaderboard(base: dict[str, Any], weights: tuple[float, ...], language: str)
         sc = pool_consistency(consistency, "model_id").set_index("model_id")
         board["self_std"] = sc.mean_std.reindex(board["model_id"]).to_numpy()
         board["flip_rate"] = sc.flip_rate.reindex(board["model_id"]).to_numpy()
+    if "prompt_echoes" in board and pd.isna(board.get("check_prompt_echo", np.array([np.nan]))).all():
+        del board["prompt_echoes"]  # the check did not run: no count, not zero
     for c in (*LEXICAL, "n_lexical", *(f"check_{c}" for c in SAFETY_CHECKS)):  # only what was computed
         if pd.isna(board[c]).all():
             del board[c]
@@ -184,6 +194,14 @@ def leaderboard(base: dict[str, Any], weights: tuple[float, ...], language: str)
             board[col] = pd.to_numeric(values, errors="coerce")
     order = np.lexsort((board["model_id"].astype(str), np.nan_to_num(-board["AGG"].astype(float), nan=np.inf)))
     return pd.DataFrame({"rank": np.arange(1, len(order) + 1), **{c: v[order] for c, v in board.items()}})
+
+
+def language_scripts(db: str | Path, dataset: str | None) -> dict[str, list[str]]:
+    """Per language the scripts its queries are in ('native', 'latin'; a query without a script is native)."""
+    pred, params = ("dataset = ?", [dataset]) if dataset is not None else ("TRUE", [])
+    got = df(db, f"SELECT language, coalesce(script, 'native') AS script, count(*) AS n FROM queries WHERE {pred} "
+                 "GROUP BY ALL ORDER BY language, script DESC", params)
+    return {lang: g.script.tolist() for lang, g in got.groupby("language", sort=False)}
 
 
 def safety_summary(db: str | Path, f: Filters) -> pd.DataFrame:
@@ -208,6 +226,35 @@ def paper_leaderboard(language: str) -> pd.DataFrame:
     """Health-Pariksha's published leaderboard for a language (Tables 2–6; GPT-4o as judge)."""
     board = reference_table("leaderboards")
     return board[board.language == language].drop(columns=["table", "language"]).reset_index(drop=True)
+
+
+def paper_agg_check(language: str, weights: tuple[float, ...], preset: str | None = None) -> pd.DataFrame:
+    """The published leaderboard of ``language`` with ``AGG_here``: its own FC, SS, COH and CON weighted as our
+    AGG weights them now, and ``AGG_gap`` = printed − recomputed (near 0 only with the paper's weights)."""
+    board = paper_leaderboard(language)
+    if board.empty:
+        return board.assign(AGG_here=[], AGG_gap=[])
+    w = weights_dict(weights, preset)
+    here = sum(board[m].astype(float) * w[m] for m in METRICS if m in board and w[m] > 0)
+    return board.assign(AGG_here=here, AGG_gap=board.AGG - here)
+
+
+def paper_copies() -> dict[str, str]:
+    """Published per-language tables that repeat another language's row for row: language → the one it copies
+    (the earlier table). Health-Pariksha's Tamil table (5) is its Kannada table (4); data/reference/README.md."""
+    board = reference_table("leaderboards")
+    columns = [c for c in board.columns if c not in ("table", "language")]
+    tables = {lang: g[columns].sort_values(columns).reset_index(drop=True)
+              for lang, g in sorted(board.groupby("language"), key=lambda kv: int(kv[1]["table"].iloc[0]))}
+    out: dict[str, str] = {}
+    seen: list[str] = []
+    for lang, table in tables.items():
+        for earlier in seen:
+            if tables[earlier].shape == table.shape and tables[earlier].equals(table):
+                out[lang] = earlier
+                break
+        seen.append(lang)
+    return out
 
 
 def short_name(model_id: str) -> str:

@@ -1,7 +1,14 @@
-"""The themes page: scores per (language, theme, model) and example queries of a theme with every answer.
+"""The themes page: scores per (language, theme, model), example queries of a theme with every answer, and
+the change of a model's score between variants of the same question (another script or language).
 
 Scores are ``item_scores``' (each metric's mean over the item's parsed samples, current response
-texts only); queries without a theme count as ``(none)``.
+texts only; or a jury's, ``jury.item_source``); queries without a theme count as ``(none)``.
+
+Variants: a query may name the query it restates (``variant_of``), e.g. the same question in native script,
+romanized and English. Each such pair is oriented the same way — romanized minus native script within a
+language, the Indic query minus its English restatement across languages — and the per-pair differences of a
+model's scores give a mean change with a paired bootstrap CI (resampling pairs), so script and code-mixing
+effects are measured on the same question rather than across different ones.
 """
 
 from __future__ import annotations
@@ -11,8 +18,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from pipeline.analysis.stats import bootstrap_mean_cis
+from pipeline.dataset import LANGUAGES
 from pipeline.metrics import METRICS
 from pipeline.read.common import Filters, df, model_pred, weights_dict
+from pipeline.read.jury import item_source
 
 NO_THEME = "(none)"
 
@@ -29,18 +39,19 @@ def theme_scores(db: str | Path, f: Filters, judge: str) -> pd.DataFrame:
     th = (f"th AS (SELECT * FROM (SELECT q.dataset, q.query_id, q.language, unnest(CASE WHEN len(q.themes) = 0 "
           f"THEN ['{NO_THEME}'] ELSE q.themes END) AS theme FROM queries q WHERE {where}) th WHERE {theme_pred})")
     means = ", ".join(f"avg(i.{m}) AS {m}, count(i.{m}) AS n_{m}" for m in METRICS)
-    out = df(db, f"WITH {th} SELECT th.language, th.theme, i.model_id, {means} FROM item_scores i JOIN th "
+    source, p_source = item_source(f, judge)
+    out = df(db, f"WITH {th} SELECT th.language, th.theme, i.model_id, {means} FROM {source} i JOIN th "
                  f"ON th.dataset = i.dataset AND th.query_id = i.query_id WHERE i.judge_id = ? AND {pred} "
-                 "GROUP BY ALL ORDER BY ALL", [*params, *p_theme, judge, *p_model])
+                 "GROUP BY ALL ORDER BY ALL", [*params, *p_theme, *p_source, judge, *p_model])
     out["n"] = out[[f"n_{m}" for m in METRICS]].max(axis=1)
     return out[["language", "theme", "model_id", "n", *METRICS, *(f"n_{m}" for m in METRICS)]]
 
 
-def theme_table(scores: pd.DataFrame, weights: tuple[float, ...]) -> pd.DataFrame:
-    """``theme_scores`` with AGG (the weighted mean of the metric means) added."""
+def theme_table(scores: pd.DataFrame, weights: tuple[float, ...], preset: str | None = None) -> pd.DataFrame:
+    """``theme_scores`` with AGG (the weighted mean of the metric means; a preset's weights as given) added."""
     if scores.empty:
         return pd.DataFrame(columns=["language", "theme", "model_id", "AGG", *METRICS, "n"])
-    w = weights_dict(weights)
+    w = weights_dict(weights, preset)
     used = [m for m in METRICS if w[m] > 0]
     out = scores.copy()
     out["AGG"] = sum(out[m].astype(float) * w[m] for m in used) if used else np.nan
@@ -64,3 +75,81 @@ def theme_examples(db: str | Path, f: Filters, judge: str | None, theme: str, li
         "LEFT JOIN item_scores i ON i.dataset = r.dataset AND i.query_id = r.query_id AND i.model_id = r.model_id "
         f"AND i.judge_id = ? WHERE {pred} ORDER BY q.language, q.query_id, r.model_id"
     ), [*p_q, *p_theme, int(limit), int(offset), judge, *p_model])
+
+
+VARIANT_COLUMNS = ["kind", "model_id", "pairs", "base", "variant", "change", "lo", "hi"]
+ALL_LANGUAGES = "all languages"
+
+
+def _side(language: str, script: str) -> str:
+    name = LANGUAGES.get(language, language)
+    return name if language == "en" else f"{name} ({'romanized' if script == 'latin' else 'native script'})"
+
+
+def orient(a: tuple[str, str], b: tuple[str, str]) -> tuple[list[str], bool]:
+    """The kinds a (language, script) pair of variants counts under, and whether ``a`` is the variant side.
+
+    Within a language: romanized vs native script (the romanized one is the variant). Across languages: the
+    Indic query vs its English restatement (the Indic one is the variant); otherwise alphabetical.
+    """
+    (la, sa), (lb, sb) = a, b
+    if la == lb:
+        if sa == sb:
+            return [f"{_side(la, sa)}: restated"], True
+        name = LANGUAGES.get(la, la)
+        return [f"{name}: romanized vs native script", f"{ALL_LANGUAGES}: romanized vs native script"], sa == "latin"
+    if "en" in (la, lb):
+        indic, script = (la, sa) if lb == "en" else (lb, sb)
+        return [f"{_side(indic, script)} vs English", f"{ALL_LANGUAGES}: Indic vs English"], lb == "en"
+    first = min((_side(la, sa), True), (_side(lb, sb), False))
+    other = _side(lb, sb) if first[1] else _side(la, sa)
+    return [f"{first[0]} vs {other}"], first[1]
+
+
+def variant_pairs(db: str | Path, f: Filters, judge: str, weights: tuple[float, ...], preset: str | None = None,
+                  metric: str = "AGG") -> pd.DataFrame:
+    """Every (variant, the query it restates) pair with both answered and scored by a model: the two queries'
+    languages and scripts and the model's two scores (AGG with these weights, or ``metric``)."""
+    w = weights_dict(weights, preset)
+    used = [m for m in METRICS if w[m] > 0] if metric == "AGG" else [metric]
+    score = (lambda a: " + ".join(f"{w[m]!r} * {a}.{m}" for m in used)) if metric == "AGG" else (
+        lambda a: f"{a}.{metric}")
+    dataset_pred, p_dataset = ("v.dataset = ?", [f.dataset]) if f.dataset is not None else ("TRUE", [])
+    pred, p_model = model_pred(f.with_(dataset=None), "ia")
+    source, p_source = item_source(f, judge)
+    return df(db, (
+        "WITH pairs AS (SELECT v.dataset, v.query_id AS a_id, v.variant_of AS b_id, v.language AS a_language, "
+        "coalesce(v.script, 'native') AS a_script, o.language AS b_language, coalesce(o.script, 'native') AS b_script "
+        "FROM queries v JOIN queries o ON o.dataset = v.dataset AND o.query_id = v.variant_of "
+        f"WHERE v.variant_of IS NOT NULL AND v.variant_of <> v.query_id AND {dataset_pred}), "
+        f"src AS (SELECT * FROM {source} i WHERE i.judge_id = ?) "
+        f"SELECT p.*, ia.model_id, {score('ia')} AS a_score, {score('ib')} AS b_score FROM pairs p "
+        "JOIN src ia ON ia.dataset = p.dataset AND ia.query_id = p.a_id "
+        "JOIN src ib ON ib.dataset = p.dataset AND ib.query_id = p.b_id AND ib.model_id = ia.model_id "
+        f"WHERE {pred} AND {score('ia')} IS NOT NULL AND {score('ib')} IS NOT NULL "
+        "ORDER BY p.dataset, p.a_id, ia.model_id"), [*p_dataset, *p_source, judge, *p_model])
+
+
+def variant_changes(db: str | Path, f: Filters, judge: str, weights: tuple[float, ...], preset: str | None = None,
+                    metric: str = "AGG") -> pd.DataFrame:
+    """Per kind of variant pair (``orient``) and model: the pairs, the mean score of the base and the variant side,
+    the mean change (variant − base) and its 95 % paired bootstrap CI (the pairs resampled, ``bootstrap_mean_cis``
+    on the per-pair differences binned to 0.01)."""
+    pairs = variant_pairs(db, f, judge, weights, preset, metric)
+    rows = []
+    for r in pairs.itertuples():
+        kinds, a_is_variant = orient((r.a_language, r.a_script), (r.b_language, r.b_script))
+        variant, base = (r.a_score, r.b_score) if a_is_variant else (r.b_score, r.a_score)
+        rows += [(kind, r.model_id, float(base), float(variant)) for kind in kinds]
+    if not rows:
+        return pd.DataFrame(columns=VARIANT_COLUMNS)
+    long = pd.DataFrame(rows, columns=["kind", "model_id", "base", "variant"])
+    long["change"] = long.variant - long.base
+    out = long.groupby(["kind", "model_id"], sort=True).agg(pairs=("change", "size"), base=("base", "mean"),
+                                                            variant=("variant", "mean"), change=("change", "mean"))
+    out = out.reset_index()
+    group = long.groupby(["kind", "model_id"], sort=True).ngroup().to_numpy()
+    values = np.round(long.change.to_numpy(dtype=float), 2)
+    hist = pd.DataFrame({"g": group, "v": values}).groupby(["g", "v"]).size().reset_index(name="n")
+    lo, hi = bootstrap_mean_cis(hist.g.to_numpy(), hist.v.to_numpy(), hist.n.to_numpy(), len(out))
+    return out.assign(lo=lo, hi=hi)[VARIANT_COLUMNS]
