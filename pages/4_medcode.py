@@ -127,6 +127,9 @@ def correlation_view() -> None:
         st.caption("No judge scores yet: the judge's metrics are left out.")
     corr = data.medcode_correlations(ctx.db, scope, ctx.judge)
     critics = corr.attrs.get("critics", [])
+    if not critics:
+        st.info("No classified critiques in these filters: nothing to correlate.")
+        return
     c1, c2 = st.columns(2)
     if len(critics) > 1:
         critic = c2.selectbox("Critic", critics, index=critics.index(corr.attrs["critic"]), key="mc_corr_critic",
