@@ -153,6 +153,7 @@ def test_devanagari_query_is_answered_with_a_hindi_prompt_and_an_echo_is_flagged
     settle(page)
     assert "Detected: Hindi (hi)" in main_text(page)
     page.get_by_role("button", name="Generate").click()
+    page.get_by_text("Language: Hindi (hi)").wait_for(timeout=180_000)  # drawn by the rerun after the answers
     settle(page, 180)
     no_exception(page)
     text = main_text(page)
@@ -173,6 +174,7 @@ def test_devanagari_query_is_answered_with_a_hindi_prompt_and_an_echo_is_flagged
     assert "The provided query is in Hindi" in main_text(page)
 
     page.get_by_role("button", name="Save to the database").click()
+    page.get_by_text("Saved:").wait_for(timeout=90_000)
     settle(page)
     no_exception(page)
     with duckdb.connect(str(db), read_only=True) as con:
