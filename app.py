@@ -106,6 +106,11 @@ PAGES = {
     "playground": st.Page("pages/6_playground.py", title="Playground", icon=":material/science:",
                           url_path="playground"),
     "trust": st.Page("pages/7_judge_trust.py", title="Judge trust", icon=":material/verified:", url_path="judge_trust"),
+    "rubrics": st.Page("pages/8_rubrics.py", title="Rubric scores", icon=":material/checklist:", url_path="rubrics"),
+    "compare": st.Page("pages/9_compare_runs.py", title="Compare runs", icon=":material/compare_arrows:",
+                       url_path="compare_runs"),
+    "review": st.Page("pages/10_review_queue.py", title="Review queue", icon=":material/medical_services:",
+                      url_path="review_queue"),
 }
 PAGE_TEXT = [
     ("leaderboards", f"Models by AGG per language with {', '.join(METRICS)}, 95% CIs, lexical baselines, safety "
@@ -121,6 +126,12 @@ PAGE_TEXT = [
     ("playground", "Ask one query live: retrieved chunks, streamed answers, judge scores and Med-CoDE on request."),
     ("trust", "Can the judge be believed here? Its reliability per language, script and theme, a jury's agreement "
               "and disagreements, human-calibrated means, repeated judging and where every score came from."),
+    ("rubrics", "HealthBench rubric scores: models by the share of rubric points earned, with CIs, per axis and "
+                "theme tag, and the grader against physicians."),
+    ("compare", "Two runs side by side (two result files, or two models, judges or datasets): paired differences "
+                "per metric with CIs, the items that changed most, and which provenance differs."),
+    ("review", "For doctors: the most worrying answers first (Med-CoDE high, wrong although the KB knows, refused, "
+               "judges disagree, harmful rubric lines met), everything about each, and your verdict as a label."),
 ]
 
 navigation = st.navigation(list(PAGES.values()))

@@ -19,10 +19,13 @@ import streamlit as st
 from pipeline.analysis.medcode import CLAIM_RANGES  # noqa: F401
 from pipeline.analysis.stats import EXPANSION_MIN_N  # noqa: F401
 from pipeline.dataset.critique_labels import save_critique_label  # noqa: F401  (the Med-CoDE page's queue)
+from pipeline.dataset.human_labels import save_label  # noqa: F401  (the review queue's verdicts)
 from pipeline.read import agreement as agreement_read
+from pipeline.read import compare as compare_read
 from pipeline.read import home, judge_trust, medcode, medcode_checks, playground, responses, themes, trust
 from pipeline.read import jury as jury_read
 from pipeline.read import leaderboard as leaderboard_read
+from pipeline.read import review as review_read
 from pipeline.read import rubric as rubric_read
 from pipeline.read import significance as significance_read
 from pipeline.read.agreement import ALL_MODELS, PAPER_METRIC  # noqa: F401
@@ -185,3 +188,29 @@ dataset_path = cached(playground.dataset_path)
 
 def query_responses(db: str | Path, dataset: str, query_id: str) -> pd.DataFrame:
     return query_view(db, dataset, query_id)["responses"]
+
+
+# -- rubric scores (HealthBench), compare runs, review queue ---------------------------------------------------
+rubric_graders = cached(rubric_read.rubric_graders)
+rubric_leaderboard = cached(rubric_read.rubric_leaderboard)
+rubric_tags = cached(rubric_read.rubric_tags)
+grader_meta_eval = cached(rubric_read.grader_meta_eval)
+review_queue = review_read.review_queue  # not cached: the queue moves with every verdict
+review_item = cached(review_read.review_item)
+REVIEW_RULES, REVIEW_SOURCE = review_read.RULES, review_read.REVIEW_SOURCE
+Side = compare_read.Side
+
+
+@st.cache_data(ttl=CACHE_TTL_S, max_entries=16, show_spinner=False)
+def _compare_runs(a: compare_read.Side, b: compare_read.Side, weights: tuple[float, ...], metric: str,
+                  n_changed: int, stamps: tuple) -> dict[str, Any]:
+    return compare_read.compare(a, b, weights, metric=metric, n_changed=n_changed)
+
+
+_CACHED.append(_compare_runs)
+
+
+def compare_runs(a: compare_read.Side, b: compare_read.Side, weights: tuple[float, ...], metric: str = "AGG",
+                 n_changed: int = 10) -> dict[str, Any]:
+    """``read.compare.compare``, cached by both databases' stamps (either side may be another file)."""
+    return _compare_runs(a, b, weights, metric, n_changed, (db_stamp(a.db), db_stamp(b.db)))

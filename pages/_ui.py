@@ -7,6 +7,7 @@ No SQL here: data comes from ``pages/_data.py`` (the cached read models). Model 
 
 from __future__ import annotations
 
+import io
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -234,3 +235,44 @@ def metric_help() -> str:
 
 def metric_options(with_agg: bool = True) -> list[str]:
     return (["AGG"] if with_agg else []) + list(METRICS)
+
+
+# -- downloads of shown tables ----------------------------------------------------------------------------------
+def _arrow_ready(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with any column pyarrow cannot type (mixed objects) as text, and a plain index."""
+    import pyarrow as pa
+
+    out = frame.reset_index(drop=True)
+    for col in out.columns:
+        if out[col].dtype == object:
+            try:
+                pa.array(out[col], from_pandas=True)
+            except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError):
+                out[col] = out[col].map(lambda v: None if v is None else str(v))
+    out.columns = [str(c) for c in out.columns]
+    return out
+
+
+def table_bytes(frame: pd.DataFrame, fmt: str) -> bytes:
+    """A table as a CSV (UTF-8) or Parquet (pyarrow) file's bytes, its columns and rows as given."""
+    if fmt == "csv":
+        return frame.to_csv(index=False).encode("utf-8")
+    if fmt == "parquet":
+        buffer = io.BytesIO()
+        _arrow_ready(frame).to_parquet(buffer, index=False, engine="pyarrow")
+        return buffer.getvalue()
+    raise ValueError(f"unknown format {fmt!r}")
+
+
+def downloads(frame: pd.DataFrame, name: str, *, key: str | None = None) -> None:
+    """CSV and Parquet downloads of a table the page shows (the file is made when a button is clicked)."""
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-") or "table"
+    key = key or f"dl|{stem}"
+    shown = frame.copy()
+    with st.container(horizontal=True):
+        st.download_button("CSV", data=lambda: table_bytes(shown, "csv"), file_name=f"{stem}.csv", mime="text/csv",
+                           key=f"{key}|csv", on_click="ignore", icon=":material/download:",
+                           help="This table as CSV (UTF-8).")
+        st.download_button("Parquet", data=lambda: table_bytes(shown, "parquet"), file_name=f"{stem}.parquet",
+                           mime="application/vnd.apache.parquet", key=f"{key}|parquet", on_click="ignore",
+                           icon=":material/download:", help="This table as Parquet (pandas + pyarrow).")
