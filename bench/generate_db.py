@@ -5,7 +5,8 @@ Health-Pariksha evaluated 24 models on 749 queries (666 English, 19 Hindi, 27 Ta
 (179,760 responses, 719,040 judgments) plus every other table: datasets, queries, kb_chunks
 (the bundled cataract KB), retrievals, runs, lexical_scores, critiques, safety_checks,
 human_labels (the paper's design: 5 models, SS, 100 English + all Indic queries), judge_sanity,
-judge_reliability and llm_cache. A small closed-book dataset (Med-CoDE style, 3 models) is added
+judge_reliability and llm_cache; with ``--rubric-items N`` HealthBench-style rubrics on N queries with their
+grades and physician labels (bench/rubric_data.py). A small closed-book dataset (Med-CoDE style, 3 models) is added
 so that Med-CoDE views have more than one dataset. With ``--jury N`` N more judges score every item
 (a MedHELM-style jury; the first judge's scores with some disagreement) and run the sanity set. Queries keep
 the bundled set's scripts and variants (``variant_of``: romanized / native / English restatements). The sanity
@@ -40,6 +41,7 @@ import pyarrow as pa
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench.rubric_data import RubricSpec, attach_rubrics, grade_tables  # noqa: E402
 from pipeline.dataset import REFUSAL_SENTENCE, load_dataset  # noqa: E402
 from pipeline.store import TABLES, Store, text_hash  # noqa: E402
 
@@ -90,12 +92,14 @@ def batched(rows: list[dict[str, Any]], size: int = BATCH_ROWS) -> Iterator[list
 
 class Generator:
     def __init__(self, scale: float, out: Path, seed: int, n_models: int | None, judge_samples: int = 1,
-                 jury: int = 0):
+                 rubric: RubricSpec | None = None, jury: int = 0):
         self.scale, self.out, self.rng = scale, out, np.random.default_rng(seed)
         self.judge_samples = judge_samples
         self.judges = (JUDGE, *JURY[:jury])
         self.jury_rng = np.random.default_rng(seed + 2)  # the first judge's rows are the same with or without a jury
         self.aux_rng = np.random.default_rng(seed + 3)  # prompt echoes, the labels' lean: the rest stays as it was
+        self.rubric = rubric
+        self.rubric_rng = np.random.default_rng(seed + 1)  # the rest of the database is the same with or without
         self.store = Store(out)
         self.models = dict(list(model_ids().items())[: n_models or None])
         self.means = paper_means()
@@ -385,6 +389,22 @@ class Generator:
              "created_at": T0} for i in range(max(100, round(1000 * self.scale)))
         ])
 
+    def write_rubric_grades(self, query_ids: list[str]) -> None:
+        """Rubric grades of the first ``rubric.models`` models' responses to the rubric queries (bench/rubric_data.py),
+        and physician labels of some of them."""
+        models = list(self.models)[: self.rubric.models]
+        quality = {m: float(logit(np.array([self.target_means("en", self.models[m])[0] / 2]))[0]) for m in models}
+        queries = self.store.fetch_df("SELECT query_id, rubric FROM queries WHERE dataset = 'synthetic' "
+                                      "AND list_contains(?, query_id) ORDER BY query_id", [query_ids])
+        responses = self.store.fetch_df(
+            "SELECT query_id, model_id, response_hash FROM responses WHERE dataset = 'synthetic' AND error IS NULL "
+            "AND list_contains(?, query_id) AND list_contains(?, model_id) ORDER BY model_id, query_id",
+            [query_ids, models])
+        batches, labels = grade_tables(queries, responses, quality, self.rubric_rng, "20240701-090000-synth1", T0)
+        for batch in batches:
+            self.written += self.store.write_table("rubric_grades", batch)
+        self.written += self.store.write_table("criterion_labels", labels)
+
     def write_closed_book(self) -> None:
         """A small closed-book QA set with the three models of Med-CoDE Table 2."""
         n = max(20, round(100 * self.scale))
@@ -409,9 +429,12 @@ class Generator:
     def generate(self) -> dict[str, Any]:
         started = time.perf_counter()
         queries = self.make_queries()
+        rubric_ids = attach_rubrics(queries, self.rubric, self.rubric_rng) if self.rubric else []
         self.write_dataset(queries)
         self.write_runs(len(queries))
         self.write_scores(queries, "synthetic", self.models)
+        if self.rubric:
+            self.write_rubric_grades(rubric_ids)
         self.write_judge_checks(queries)
         self.write_closed_book()
         return {"queries": len(queries), "models": len(self.models), "rows": self.written,
@@ -428,12 +451,19 @@ def main(argv: list[str] | None = None) -> int:
                         "(self-consistency)")
     parser.add_argument("--jury", type=int, default=0, choices=range(len(JURY) + 1),
                         help="further judges (a MedHELM-style jury) that score every item and the sanity set")
+    parser.add_argument("--rubric-items", type=int, default=0, help="HealthBench-style rubrics on this many "
+                        "synthetic queries (spread over the languages), graded for every --rubric-models model")
+    parser.add_argument("--rubric-criteria", type=int, default=10, help="criteria per rubric (2 of them harmful)")
+    parser.add_argument("--rubric-models", type=int, default=20, help="models whose responses are graded")
     args = parser.parse_args(argv)
     if args.scale <= 0:
         parser.error("--scale must be positive")
+    if args.rubric_items < 0 or args.rubric_criteria < 3 or args.rubric_models < 1:
+        parser.error("--rubric-items ≥ 0, --rubric-criteria ≥ 3, --rubric-models ≥ 1")
     for suffix in ("", ".wal"):
         Path(str(args.out) + suffix).unlink(missing_ok=True)
-    stats = Generator(args.scale, args.out, args.seed, args.models, args.judge_samples, args.jury).generate()
+    rubric = RubricSpec(args.rubric_items, args.rubric_criteria, args.rubric_models) if args.rubric_items else None
+    stats = Generator(args.scale, args.out, args.seed, args.models, args.judge_samples, rubric, args.jury).generate()
     print(f"wrote {args.out}: {stats['queries']} queries × {stats['models']} models, {stats['rows']:,} rows, "
           f"{stats['bytes'] / 1e6:.0f} MB in {stats['seconds']} s")
     return 0
