@@ -111,7 +111,7 @@ def show_critique(query_id: str, model_id: str) -> None:
         return
     for row in critiques.itertuples():
         st.caption(ui.md_escape(f"Critic {row.critic_id} ({row.classifier}): disagreement {row.label}"))
-        st.text(row.critique or "(empty critique)", width="stretch")
+        st.text(row.critique or f"(no critique: {row.error or 'empty'})", width="stretch")
         dist = pd.DataFrame({"class": [data.DISAGREEMENT_LABELS[p] for p in data.DISAGREEMENT],
                              "p": [getattr(row, p) for p in data.DISAGREEMENT]})
         st.altair_chart(alt.Chart(dist).mark_bar().encode(

@@ -209,12 +209,16 @@ def test_response_browser_shows_everything_about_an_item(pipeline_db, monkeypatc
     chunk = con.execute("SELECT c.text FROM retrievals t, kb_chunks c WHERE c.dataset = t.dataset "
                         "AND c.chunk_id = t.update_ids[1] AND t.query_id = ?", [qid]).fetchone()[0]
     justification = con.execute("SELECT justification FROM judgments WHERE justification <> '' LIMIT 1").fetchone()
-    critique = con.execute("SELECT critique FROM critiques WHERE critique <> '' LIMIT 1").fetchone()[0]
+    critiques = con.execute("SELECT critique, error FROM critiques").fetchall()
     n = con.execute("SELECT count(*) FROM responses").fetchone()[0]
     con.close()
     assert query in body and gt in body and text.strip() in body
     assert chunk in body and "updated 20" in body  # the KB update with its date
-    assert critique in body
+    # one critique row per critiqued response; an empty one is a flagged failure, shown as such (what the tiny
+    # critic writes differs between CPUs: the shown text must be the stored text, whatever it is)
+    assert critiques
+    for critique, error in critiques:
+        assert (critique and critique in body) or (not critique and error and error in body), (critique, error)
     frames = [f.value for f in at.dataframe]
     scores = pd.concat([f for f in frames if "justification" in f.columns and "judge_id" in f.columns])
     assert set(scores.metric) == {"FC", "SS", "COH", "CON"}

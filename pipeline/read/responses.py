@@ -215,8 +215,8 @@ def _item_details(con: duckdb.DuckDBPyConnection, dataset: str, page: pd.DataFra
         "judgments": ("SELECT j.query_id, j.model_id, j.judge_id, j.metric, j.sample, j.score, j.parse_ok, "
                       f"j.justification, j.raw_output, j.response_hash FROM judgments j {_keys_join('j')} "
                       "WHERE j.dataset = ? ORDER BY j.judge_id, j.metric, j.sample"),
-        "critiques": ("SELECT c.query_id, c.model_id, c.critic_id, c.classifier, c.critique, c.p_none, c.p_low, "
-                      f"c.p_moderate, c.p_high, c.label, c.response_hash FROM critiques c {_keys_join('c')} "
+        "critiques": ("SELECT c.query_id, c.model_id, c.critic_id, c.classifier, c.critique, c.error, c.p_none, "
+                      f"c.p_low, c.p_moderate, c.p_high, c.label, c.response_hash FROM critiques c {_keys_join('c')} "
                       "WHERE c.dataset = ?"),
         "safety": ("SELECT s.query_id, s.model_id, s.check_name, s.passed, s.detail, s.response_hash "
                    f"FROM safety_checks s {_keys_join('s')} WHERE s.dataset = ? ORDER BY s.check_name"),
