@@ -87,10 +87,53 @@ def home() -> None:
         st.markdown("**Models**")
         st.dataframe(overview["models"], hide_index=True)
 
+    costs(ctx)
+
     st.subheader("Pages")
     for page, text in PAGE_TEXT:
         st.page_link(PAGES[page], label=PAGES[page].title, icon=PAGES[page].icon)
         st.caption(text)
+
+
+COST_COLUMNS = {
+    "calls": st.column_config.NumberColumn("backend calls", help="Calls the backend made (retries included)."),
+    "cached": st.column_config.NumberColumn("from cache", help="Answered from the LLM cache: free."),
+    "prompt_tokens": st.column_config.NumberColumn("prompt tokens"),
+    "completion_tokens": st.column_config.NumberColumn("completion tokens"),
+    "price_input": st.column_config.NumberColumn("$ / 1M in", format="%.2f"),
+    "price_output": st.column_config.NumberColumn("$ / 1M out", format="%.2f"),
+    "cost": st.column_config.NumberColumn("cost ($)", format="%.4f", help="Empty when unknown: an API model "
+                                          "without a price in the config, or tokens not recorded."),
+    "unpriced_calls": st.column_config.NumberColumn("calls of unknown cost"),
+}
+
+
+def costs(ctx: ui.Context) -> None:
+    """Cost and tokens per model, stage and run (``pipeline.read.cost``; prices from each run's config)."""
+    st.subheader("Cost and tokens")
+    dataset = ctx.filters.dataset
+    table = data.cost_table(ctx.db)
+    table = table[table.dataset == dataset] if dataset else table
+    if table.empty:
+        st.caption("No run has recorded LLM calls for this dataset yet.")
+        return
+    known = table.cost.dropna()
+    cols = st.columns(4)
+    cols[0].metric("Cost (known)", f"${float(known.sum()):.2f}" if len(known) else "–")
+    cols[1].metric("Backend calls", int(table.calls.sum()))
+    cols[2].metric("From cache", int(table.cached.sum()))
+    cols[3].metric("Tokens in / out", f"{int(table.prompt_tokens.fillna(0).sum()):,} / "
+                                      f"{int(table.completion_tokens.fillna(0).sum()):,}")
+    st.caption("Prices come from each run's config (`prices:`, $ per 1M tokens in and out); cached calls are free; "
+               "in-process models (llama.cpp, vLLM offline, extractive) cost 0; an API model without a price is "
+               "counted as calls of unknown cost, never as 0.")
+    tabs = st.tabs(["By model", "By stage", "By run", "Run × stage × model"])
+    frames = [data.cost_by_model(ctx.db, dataset), data.cost_by_stage(ctx.db, dataset),
+              data.cost_by_run(ctx.db, dataset), table]
+    for tab, frame, name in zip(tabs, frames, ("model", "stage", "run", "run-stage-model"), strict=True):
+        with tab:
+            st.dataframe(frame, hide_index=True, column_config=COST_COLUMNS)
+            ui.downloads(frame, f"cost-by-{name}-{dataset or 'all'}")
 
 
 PAGES = {

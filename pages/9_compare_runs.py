@@ -126,6 +126,10 @@ st.dataframe(table, hide_index=True, column_config={
     "only_a": st.column_config.NumberColumn("scored only in A"),
     "only_b": st.column_config.NumberColumn("scored only in B")})
 ui.downloads(table, f"compare-metrics-{a.dataset}-{b.dataset}")
+lines = [f"**{ui.md_escape(r.metric)}**: B − A = {r.diff:+.3f}, 95% CI [{r.ci_lo:+.3f}, {r.ci_hi:+.3f}] over {r.n} "
+         f"items" + (" — differs" if r.differs else "") for r in judged.itertuples() if r.n > 1]
+if lines:
+    st.markdown("  \n".join(lines))
 
 st.subheader("Items that changed most")
 options = list(table.metric)
@@ -153,6 +157,9 @@ else:
 
 st.subheader("Provenance")
 prov = result["provenance"]
+differs = prov[prov.differs]
+said = [f"{r.what}: {r.A}" if r.A == r.B else f"{r.what}: {r.A} → {r.B}" for r in differs.itertuples()]
+st.markdown("**What differs:** " + ("; ".join(ui.md_escape(x) for x in said) or "nothing recorded"))
 st.dataframe(prov, hide_index=True, column_config={"differs": st.column_config.CheckboxColumn("differs")})
 ui.downloads(prov, f"compare-provenance-{a.dataset}-{b.dataset}")
 st.caption("Config keys, code revision and model files are those of the latest run that wrote responses of each "

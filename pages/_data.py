@@ -22,6 +22,7 @@ from pipeline.dataset.critique_labels import save_critique_label  # noqa: F401  
 from pipeline.dataset.human_labels import save_label  # noqa: F401  (the review queue's verdicts)
 from pipeline.read import agreement as agreement_read
 from pipeline.read import compare as compare_read
+from pipeline.read import cost as cost_read
 from pipeline.read import home, judge_trust, medcode, medcode_checks, playground, responses, themes, trust
 from pipeline.read import jury as jury_read
 from pipeline.read import leaderboard as leaderboard_read
@@ -188,6 +189,13 @@ dataset_path = cached(playground.dataset_path)
 
 def query_responses(db: str | Path, dataset: str, query_id: str) -> pd.DataFrame:
     return query_view(db, dataset, query_id)["responses"]
+
+
+# -- cost and tokens (home page) -----------------------------------------------------------------------------
+cost_table = cached(cost_read.cost_table)
+cost_by_model = cached(cost_read.cost_by_model)
+cost_by_stage = cached(cost_read.cost_by_stage)
+cost_by_run = cached(cost_read.cost_by_run)
 
 
 # -- rubric scores (HealthBench), compare runs, review queue ---------------------------------------------------

@@ -261,3 +261,25 @@ def test_downloads_are_the_table_as_csv_and_parquet() -> None:
     assert len(back) == 2 and list(back.columns) == list(table.columns) and list(back.chunks[0]) == ["c1", "c2"]
     assert back.mixed.tolist() == ["1", "two"]
     assert pd.read_csv(io.BytesIO(table_bytes(table, "csv"))).shape == (2, 5)
+
+
+def test_home_shows_cost_per_model_stage_and_run(review_db: Path, tmp_path: Path, monkeypatch) -> None:
+    db = tmp_path / "cost.duckdb"
+    shutil.copy(review_db, db)
+    config = {"name": "priced", "prices": {JUDGE: {"input": 2.5, "output": 10.0}}}
+    summary = [{"stage": "judge", "model_id": JUDGE, "backend_calls": 10, "cache_hits": 2,
+                "prompt_tokens": 1_000_000, "completion_tokens": 100_000}]
+    Store(db).write([RunRow(run_id="run-priced", name="priced", kind="pipeline", dataset="synthetic",
+                            config=json.dumps(config), config_hash="h", code_revision="r", model_files="{}",
+                            status="finished", summary=json.dumps(summary))])
+    monkeypatch.setenv("PARIKSHA_DB", str(db))
+    at = AppTest.from_file(str(REPO / "app.py"), default_timeout=120)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Cost (known)"] == "$3.50"  # 1M in × $2.5 + 0.1M out × $10; in-process models cost 0
+    frames = [f.value for f in at.dataframe]
+    by_model = next(f for f in frames if list(f.columns[:2]) == ["model_id", "runs"])
+    assert by_model.set_index("model_id").loc[JUDGE, "cost"] == pytest.approx(3.5)
+    assert any("stage" in f.columns and "judge" in set(f.stage) for f in frames)
+    assert len(_downloads(at)) >= 8  # every cost table: CSV and Parquet

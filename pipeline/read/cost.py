@@ -177,6 +177,15 @@ def cost_by_model(db: str | Path, dataset: str | None = None) -> pd.DataFrame:
     return _totals(frame, ["model_id"])
 
 
+def cost_by_stage(db: str | Path, dataset: str | None = None) -> pd.DataFrame:
+    """Per stage (generate, judge, rubric, medcode …, over every run and model): ``stage`` and the totals of
+    ``cost_by_model``."""
+    frame = cost_table(db)
+    if dataset is not None:
+        frame = frame[frame.dataset == dataset]
+    return _totals(frame, ["stage"])
+
+
 def cost_by_run(db: str | Path, dataset: str | None = None) -> pd.DataFrame:
     """Per run (newest first): ``run_id``, ``run_name``, ``dataset``, ``started_at`` and the totals of
     ``cost_by_model``."""
