@@ -225,6 +225,8 @@ prov = data.score_provenance(ctx.db, dataset, judge, jury_members)
 for line in prov["mixed"]:
     st.warning(ui.md_escape(f"This view mixes provenance: {line}. Its means average them together."),
                icon=":material/call_split:")
+for line in prov["notes"]:
+    st.caption(ui.md_escape(f"Note: {line}."))
 prompts = prov["prompts"]
 revisions = ", ".join(sorted({str(r) for r in prov["runs"].code_revision.dropna()})) or "unknown"
 st.caption(ui.md_escape(

@@ -60,14 +60,18 @@ with st.expander("Table"):
                  column_config={m: st.column_config.NumberColumn(format="%.2f") for m in ("AGG", *METRICS)})
 
 st.subheader("Variants of the same question")
-changes = data.variant_changes(ctx.db, ctx.filters.with_(languages=(), themes=()), judge, weights, preset, metric)
+wanted = st.session_state.get("th_pair") or st.query_params.get("th_pair")  # CIs of the kind shown only
+variants_view = ctx.filters.with_(languages=(), themes=())
+changes = data.variant_changes(ctx.db, variants_view, judge, weights, preset, metric, wanted)
 if changes.empty:
     st.caption("No query of this dataset names a variant it restates (`variant_of`), or no model answered both.")
 else:
-    kinds = list(dict.fromkeys(changes.kind))
+    kinds = sorted(dict.fromkeys(changes.kind), key=lambda k: (not k.startswith("all languages"), k))
     kind = st.selectbox("Pair", kinds, key="th_pair", bind="query-params",
                         help="Romanized vs native script within a language, or an Indic query vs its English "
                              "restatement: the same question asked two ways.")
+    if kind != wanted:
+        changes = data.variant_changes(ctx.db, variants_view, judge, weights, preset, metric, kind)
     shown = changes[changes.kind == kind].sort_values("change")
     bars = alt.Chart(shown).encode(y=alt.Y("model_id:N", sort=alt.EncodingSortField("change", order="ascending"),
                                            title=None, axis=alt.Axis(labelLimit=420, labelOverlap=False)))

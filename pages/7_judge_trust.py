@@ -122,7 +122,7 @@ else:
         worst["open"] = [
             "responses?" + urlencode({"dataset": dataset, "model": r.model_id, "lang": r.language,
                                       "rb_q": str(r.query)[:80]}) for r in worst.itertuples()]
-        st.dataframe(worst[["query_id", "language", "model_id", *members, "spread", "std", "mean", "query", "open"]],
+        st.dataframe(worst[["query_id", "open", "language", "model_id", *members, "spread", "std", "mean", "query"]],
                      hide_index=True, column_config={
                          **{m: st.column_config.NumberColumn(m, format="%.2f") for m in members},
                          "spread": st.column_config.NumberColumn("spread (max − min)", format="%.2f"),
@@ -178,6 +178,8 @@ st.subheader("Provenance")
 prov = data.score_provenance(ctx.db, dataset, judge, jury_members)
 for line in prov["mixed"]:
     st.warning(ui.md_escape(f"These scores mix provenance: {line}."), icon=":material/call_split:")
+for line in prov["notes"]:
+    st.caption(ui.md_escape(f"Note: {line}."))
 if not prov["mixed"]:
     st.caption("One provenance: every judgment in view comes from runs with the same code revision, judge settings "
                "and retrieval policy.")

@@ -69,16 +69,16 @@ def _patterns(db: str | Path, f: Filters, judges: tuple[str, ...]) -> pd.DataFra
     its count of items; an item a judge did not score (or could not: unparsed) has NULL there."""
     qf, p_qf = queries_cte(f)
     pred, p_model = model_pred(f, "i")
-    cols = ", ".join(f"max(score) FILTER (WHERE judge_id = ?) AS s{k}" for k in range(len(judges)))
-    picked = ", ".join(f"s{k}" for k in range(len(judges)))
+    k = range(len(judges))
+    wide = ", ".join(f"max(i.{m}) FILTER (WHERE i.judge_id = ?) AS {m}_{j}" for m in METRICS for j in k)
+    per_metric = " UNION ALL ".join(
+        f"SELECT language, '{m}' AS metric, {', '.join(f'{m}_{j} AS s{j}' for j in k)}, count(*) AS n FROM w "
+        f"GROUP BY ALL" for m in METRICS)
     return df(db, (
-        f"WITH {qf}, x AS (SELECT qf.language, i.dataset, i.query_id, i.model_id, i.judge_id, "
-        f"{', '.join(f'i.{m}' for m in METRICS)} FROM item_scores i JOIN qf ON {on_qf(f, 'i')} "
-        f"WHERE list_contains(?, i.judge_id) AND {pred}), "
-        f"u AS (UNPIVOT x ON {', '.join(METRICS)} INTO NAME metric VALUE score), "
-        f"p AS (SELECT language, metric, {cols} FROM u GROUP BY language, metric, dataset, query_id, model_id) "
-        f"SELECT language, metric, {picked}, count(*) AS n FROM p GROUP BY ALL ORDER BY ALL"
-    ), [*p_qf, list(judges), *p_model, *judges])
+        f"WITH {qf}, w AS (SELECT qf.language, {wide} FROM item_scores i JOIN qf ON {on_qf(f, 'i')} "
+        f"WHERE list_contains(?, i.judge_id) AND {pred} GROUP BY qf.language, i.dataset, i.query_id, i.model_id) "
+        f"SELECT * FROM ({per_metric}) ORDER BY ALL"
+    ), [*p_qf, *(j for _ in METRICS for j in judges), list(judges), *p_model])
 
 
 def jury_agreement(db: str | Path, f: Filters, judges: tuple[str, ...]) -> dict[str, pd.DataFrame]:

@@ -14,6 +14,7 @@ effects are measured on the same question rather than across different ones.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -23,6 +24,7 @@ from pipeline.dataset import LANGUAGES
 from pipeline.metrics import METRICS
 from pipeline.read.common import Filters, df, model_pred, weights_dict
 from pipeline.read.jury import item_source
+from pipeline.store import SHARED_READERS
 
 NO_THEME = "(none)"
 
@@ -106,18 +108,18 @@ def orient(a: tuple[str, str], b: tuple[str, str]) -> tuple[list[str], bool]:
     return [f"{first[0]} vs {other}"], first[1]
 
 
-def variant_pairs(db: str | Path, f: Filters, judge: str, weights: tuple[float, ...], preset: str | None = None,
-                  metric: str = "AGG") -> pd.DataFrame:
-    """Every (variant, the query it restates) pair with both answered and scored by a model: the two queries'
-    languages and scripts and the model's two scores (AGG with these weights, or ``metric``)."""
+def _pairs_sql(f: Filters, judge: str, weights: tuple[float, ...], preset: str | None,
+               metric: str) -> tuple[str, list[Any]]:
     w = weights_dict(weights, preset)
     used = [m for m in METRICS if w[m] > 0] if metric == "AGG" else [metric]
-    score = (lambda a: " + ".join(f"{w[m]!r} * {a}.{m}" for m in used)) if metric == "AGG" else (
-        lambda a: f"{a}.{metric}")
+
+    def score(a: str) -> str:
+        return " + ".join(f"{w[m]!r} * {a}.{m}" for m in used) if metric == "AGG" else f"{a}.{metric}"
+
     dataset_pred, p_dataset = ("v.dataset = ?", [f.dataset]) if f.dataset is not None else ("TRUE", [])
     pred, p_model = model_pred(f.with_(dataset=None), "ia")
     source, p_source = item_source(f, judge)
-    return df(db, (
+    return (
         "WITH pairs AS (SELECT v.dataset, v.query_id AS a_id, v.variant_of AS b_id, v.language AS a_language, "
         "coalesce(v.script, 'native') AS a_script, o.language AS b_language, coalesce(o.script, 'native') AS b_script "
         "FROM queries v JOIN queries o ON o.dataset = v.dataset AND o.query_id = v.variant_of "
@@ -126,30 +128,54 @@ def variant_pairs(db: str | Path, f: Filters, judge: str, weights: tuple[float, 
         f"SELECT p.*, ia.model_id, {score('ia')} AS a_score, {score('ib')} AS b_score FROM pairs p "
         "JOIN src ia ON ia.dataset = p.dataset AND ia.query_id = p.a_id "
         "JOIN src ib ON ib.dataset = p.dataset AND ib.query_id = p.b_id AND ib.model_id = ia.model_id "
-        f"WHERE {pred} AND {score('ia')} IS NOT NULL AND {score('ib')} IS NOT NULL "
-        "ORDER BY p.dataset, p.a_id, ia.model_id"), [*p_dataset, *p_source, judge, *p_model])
+        f"WHERE {pred} AND {score('ia')} IS NOT NULL AND {score('ib')} IS NOT NULL"), [*p_dataset, *p_source, judge,
+                                                                                       *p_model]
+
+
+def variant_pairs(db: str | Path, f: Filters, judge: str, weights: tuple[float, ...], preset: str | None = None,
+                  metric: str = "AGG") -> pd.DataFrame:
+    """Every (variant, the query it restates) pair with both answered and scored by a model: the two queries'
+    languages and scripts and the model's two scores (AGG with these weights, or ``metric``)."""
+    sql, params = _pairs_sql(f, judge, weights, preset, metric)
+    return df(db, f"{sql} ORDER BY p.dataset, p.a_id, ia.model_id", params)
 
 
 def variant_changes(db: str | Path, f: Filters, judge: str, weights: tuple[float, ...], preset: str | None = None,
-                    metric: str = "AGG") -> pd.DataFrame:
+                    metric: str = "AGG", kind: str | None = None) -> pd.DataFrame:
     """Per kind of variant pair (``orient``) and model: the pairs, the mean score of the base and the variant side,
     the mean change (variant − base) and its 95 % paired bootstrap CI (the pairs resampled, ``bootstrap_mean_cis``
-    on the per-pair differences binned to 0.01)."""
-    pairs = variant_pairs(db, f, judge, weights, preset, metric)
-    rows = []
-    for r in pairs.itertuples():
-        kinds, a_is_variant = orient((r.a_language, r.a_script), (r.b_language, r.b_script))
-        variant, base = (r.a_score, r.b_score) if a_is_variant else (r.b_score, r.a_score)
-        rows += [(kind, r.model_id, float(base), float(variant)) for kind in kinds]
-    if not rows:
+    on the per-pair differences binned to 0.01) — for every kind, or only for ``kind`` (the others' CIs NaN:
+    the page shows one kind at a time). Counted in SQL: per (language and script of both sides, model, difference)."""
+    sql, params = _pairs_sql(f, judge, weights, preset, metric)
+    with SHARED_READERS.cursor(db) as con:
+        rows = con.execute(f"WITH x AS ({sql}) SELECT a_language, a_script, b_language, b_script, model_id, "
+                           "round(a_score - b_score, 2) AS d, count(*) AS n, sum(a_score) AS sum_a, "
+                           "sum(b_score) AS sum_b FROM x GROUP BY ALL ORDER BY ALL", params).fetchall()
+    groups: dict[tuple[str, str], dict[str, Any]] = {}
+    for a_lang, a_script, b_lang, b_script, model, d, n, sum_a, sum_b in rows:
+        kinds, a_is_variant = orient((a_lang, a_script), (b_lang, b_script))
+        sign = 1.0 if a_is_variant else -1.0
+        variant, base = (sum_a, sum_b) if a_is_variant else (sum_b, sum_a)
+        for k in kinds:
+            g = groups.setdefault((k, model), {"n": 0, "base": 0.0, "variant": 0.0, "hist": {}})
+            g["n"] += n
+            g["base"] += base
+            g["variant"] += variant
+            g["hist"][round(sign * d, 2)] = g["hist"].get(round(sign * d, 2), 0) + n
+    if not groups:
         return pd.DataFrame(columns=VARIANT_COLUMNS)
-    long = pd.DataFrame(rows, columns=["kind", "model_id", "base", "variant"])
-    long["change"] = long.variant - long.base
-    out = long.groupby(["kind", "model_id"], sort=True).agg(pairs=("change", "size"), base=("base", "mean"),
-                                                            variant=("variant", "mean"), change=("change", "mean"))
-    out = out.reset_index()
-    group = long.groupby(["kind", "model_id"], sort=True).ngroup().to_numpy()
-    values = np.round(long.change.to_numpy(dtype=float), 2)
-    hist = pd.DataFrame({"g": group, "v": values}).groupby(["g", "v"]).size().reset_index(name="n")
-    lo, hi = bootstrap_mean_cis(hist.g.to_numpy(), hist.v.to_numpy(), hist.n.to_numpy(), len(out))
+    keys = sorted(groups)
+    out = pd.DataFrame({"kind": [k for k, _ in keys], "model_id": [m for _, m in keys],
+                        "pairs": [groups[k]["n"] for k in keys],
+                        "base": [groups[k]["base"] / groups[k]["n"] for k in keys],
+                        "variant": [groups[k]["variant"] / groups[k]["n"] for k in keys]})
+    out["change"] = out.variant - out.base
+    lo, hi = np.full(len(keys), np.nan), np.full(len(keys), np.nan)
+    chosen = [i for i, (k, _) in enumerate(keys) if kind is None or k == kind]
+    if chosen:
+        group = np.concatenate([np.full(len(groups[keys[i]]["hist"]), j) for j, i in enumerate(chosen)])
+        values = np.concatenate([list(groups[keys[i]]["hist"]) for i in chosen]).astype(float)
+        counts = np.concatenate([list(groups[keys[i]]["hist"].values()) for i in chosen]).astype(np.int64)
+        got_lo, got_hi = bootstrap_mean_cis(group, values, counts, len(chosen))
+        lo[chosen], hi[chosen] = got_lo, got_hi
     return out.assign(lo=lo, hi=hi)[VARIANT_COLUMNS]

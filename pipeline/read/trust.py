@@ -260,7 +260,8 @@ def score_provenance(db: str | Path, dataset: str, judge: str, members: tuple[st
     ``runs``: per (judge, run) the judgments it wrote, the run's code revision, config hash, start, the judge's
     settings, weights and preset and retrieval policy of its config; ``retrieval``: the stored retrieval
     policies (``retrievals.settings``) and their queries; ``dataset``: name, path, content hash; ``prompts``:
-    ``prompt_hashes``; ``mixed``: one sentence per thing that differs between the runs (empty: one provenance).
+    ``prompt_hashes``; ``mixed``: one sentence per thing that differs between the runs (empty: one provenance);
+    ``notes``: caveats that are not a mix (``provenance_notes``).
     """
     judges = list(members) if is_jury(judge) else [judge]
     runs, retrieval, ds = dfs(db, [
@@ -284,7 +285,7 @@ def score_provenance(db: str | Path, dataset: str, judge: str, members: tuple[st
         folder is not None and (folder / PROMPTS_SUBDIR).is_dir()) else 0
     prompts = prompt_hashes(path, stamp)
     return {"runs": runs, "retrieval": retrieval, "dataset": info, "prompts": prompts,
-            "mixed": mixed_provenance(runs, retrieval)}
+            "mixed": mixed_provenance(runs, retrieval), "notes": provenance_notes(runs)}
 
 
 def mixed_provenance(runs: pd.DataFrame, retrieval: pd.DataFrame) -> list[str]:
@@ -301,7 +302,11 @@ def mixed_provenance(runs: pd.DataFrame, retrieval: pd.DataFrame) -> list[str]:
     if len(retrieval) > 1:
         out.append(f"the queries were retrieved under {len(retrieval)} retrieval policies: models saw chunks chosen "
                    "differently")
-    dirty = sorted({r for r in revisions if r.endswith("-dirty") or r == "unknown"})
-    if dirty:
-        out.append(f"code revision {', '.join(dirty)} had uncommitted changes: its prompts are not pinned by it")
     return out
+
+
+def provenance_notes(runs: pd.DataFrame) -> list[str]:
+    """Caveats that are not a mix: a run whose code had uncommitted changes (its revision pins nothing)."""
+    dirty = sorted({str(r) for r in runs.code_revision.dropna() if str(r).endswith("-dirty") or str(r) == "unknown"})
+    return [f"code revision {r} had uncommitted changes (or none could be read): the prompt files it used are not "
+            "pinned by it" for r in dirty]
