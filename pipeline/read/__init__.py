@@ -4,5 +4,7 @@ aggregation happens in DuckDB over read-only connections, and nothing here write
 
 ``common`` (database file, filters, connections, SQL pieces), then one module per page or concern:
 ``home``, ``leaderboard``, ``responses``, ``themes``, ``medcode``, ``agreement``, ``playground`` and
-``judge_trust`` (the judge warning and self-consistency).
+``judge_trust`` (the judge warning and self-consistency), and for how far a score can be trusted ``trust``
+(reliability matrix, cell marks, provenance), ``jury`` (a jury's scores, α, κ, disagreements) and
+``significance`` (tied groups, minimum detectable difference, calibrated means, worst of k).
 """
