@@ -105,6 +105,9 @@ class Store:
                 raise TypeError(f"{cls.__name__} is not a row class of pipeline.store.schema")
         if con is None:
             with self.connect() as own:
+                # One thread for a batch: most of its cost is serial (primary-key index upkeep), and on a 2-core
+                # machine the other core stays with the event loop driving requests (bench_store_writes.py).
+                own.execute("SET threads = 1")
                 return self.write(rows=[r for group in by_table.values() for r in group], con=own)
         total = 0
         for cls, group in by_table.items():
