@@ -130,6 +130,11 @@ lines = [f"**{ui.md_escape(r.metric)}**: B − A = {r.diff:+.3f}, 95% CI [{r.ci_
          f"items" + (" — differs" if r.differs else "") for r in judged.itertuples() if r.n > 1]
 if lines:
     st.markdown("  \n".join(lines))
+few = int(table.n[table.n > 0].min()) if (table.n > 0).any() else 0
+if few < data.MIN_ITEMS_FOR_RANKS:
+    st.warning(f"Only {few} shared items for some metrics: with fewer than {data.MIN_ITEMS_FOR_RANKS} the percentile "
+               "bootstrap under-covers, so treat these intervals as rough and compare on more queries.",
+               icon=":material/info:")
 
 st.subheader("Items that changed most")
 options = list(table.metric)

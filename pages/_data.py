@@ -207,6 +207,7 @@ review_queue = review_read.review_queue  # not cached: the queue moves with ever
 review_item = cached(review_read.review_item)
 REVIEW_RULES, REVIEW_SOURCE = review_read.RULES, review_read.REVIEW_SOURCE
 Side = compare_read.Side
+MIN_ITEMS_FOR_RANKS = compare_read.MIN_ITEMS
 
 
 @st.cache_data(ttl=CACHE_TTL_S, max_entries=16, show_spinner=False)

@@ -29,6 +29,7 @@ import duckdb
 import numpy as np
 import pandas as pd
 
+from pipeline.analysis.significance import MIN_ITEMS_FOR_RANKS
 from pipeline.analysis.stats import bootstrap_mean_ci, histogram
 from pipeline.metrics import METRICS
 from pipeline.read.common import current_hash, weights_dict
@@ -37,6 +38,7 @@ from pipeline.store import LEXICAL, SHARED_READERS
 MEDCODE = "p_high"
 RUBRIC = "rubric"
 LOWER_IS_BETTER = {MEDCODE}
+MIN_ITEMS = MIN_ITEMS_FOR_RANKS  # fewer shared items: the percentile bootstrap under-covers (say so)
 METRIC_COLUMNS = ["metric", "n", "mean_a", "mean_b", "diff", "ci_lo", "ci_hi", "differs", "better", "only_a",
                   "only_b"]
 CHANGED_COLUMNS = ["query_id", "model_id", "language", "query", "query_en", "gt_response", "text_a", "text_b",

@@ -1,0 +1,152 @@
+"""Compare runs in headless Chromium, on two runs of the bundled data that differ in retrieval: the pipeline's own
+database (retrieval split ``separate``, 1 raw chunk + 1 update) and a copy into which a second run with the paper's
+split (``by_kind``, top 3 over the whole KB) regenerated and re-judged the extractive baseline. The page shows the
+paired differences with their CI, the items whose answers changed and the retrieval settings that differ."""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import urlencode
+
+import duckdb
+import httpx
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+ARTIFACTS = REPO / "tests" / "artifacts"
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--headless=new", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+SMOLLM2 = "llamacpp/smollm2-135m-instruct"
+EXTRACTIVE = "extractive/top-sentences"
+pytestmark = [pytest.mark.browser,
+              pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="apt-get install chromium chromium-driver")]
+
+
+def _copy(db: Path, target: Path) -> Path:
+    shutil.copy(db, target)
+    index = db.with_name(db.stem + ".lancedb")
+    if index.is_dir():
+        shutil.copytree(index, target.with_name(target.stem + ".lancedb"))
+    return target
+
+
+@pytest.fixture(scope="module")
+def two_runs(pipeline_db: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """(A, B) in one folder: A the pipeline's run; B the same, then rerun with the paper's retrieval split for the
+    extractive model (retrieve, generate, judge, lexical)."""
+    from rich.console import Console
+
+    from pipeline.config import RunConfig
+    from pipeline.runner import run
+
+    folder = tmp_path_factory.mktemp("compare-runs")
+    a = _copy(pipeline_db, folder / "run-separate.duckdb")
+    b = _copy(pipeline_db, folder / "run-by-kind.duckdb")
+    config = RunConfig.model_validate({
+        "name": "app-tests-by-kind", "dataset": str(REPO / "data" / "cataract"), "db": str(b),
+        "languages": ["en", "hi"], "per_language": 1, "retrieval": {"top_k": 3, "split": "by_kind"},
+        "models": [{"id": EXTRACTIVE}], "judge": {"id": SMOLLM2, "max_tokens": 24}, "concurrency": 4,
+    })
+    run(config, stages="retrieve,generate,judge,lexical", console=Console(file=io.StringIO()))
+    return a, b
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def app_url(two_runs: tuple[Path, Path]) -> Iterator[str]:
+    port = free_port()
+    env = {**os.environ, "PARIKSHA_DB": str(two_runs[0])}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port), "--server.address",
+         "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false"],
+        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + 90
+        while time.time() < deadline:
+            try:
+                if httpx.get(f"{url}/_stcore/health", timeout=2).text == "ok":
+                    break
+            except httpx.HTTPError:
+                pass
+            if proc.poll() is not None:
+                raise RuntimeError(proc.stdout.read().decode() if proc.stdout else "streamlit exited")
+            time.sleep(0.5)
+        else:
+            raise RuntimeError("streamlit did not come up in 90 s")
+        yield url
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+@pytest.fixture(scope="module")
+def page(app_url):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        context = browser.new_context(viewport={"width": 1440, "height": 2400})
+        yield context.new_page()
+        context.close()
+        browser.close()
+
+
+def settle(page, timeout_s: float = 120) -> None:
+    page.wait_for_selector('[data-testid="stApp"]', timeout=timeout_s * 1000)
+    deadline = time.time() + timeout_s
+    quiet = 0
+    while time.time() < deadline:
+        state = page.get_attribute('[data-testid="stApp"]', "data-test-script-state")
+        quiet = quiet + 1 if state == "notRunning" else 0
+        if quiet >= 3:
+            return
+        page.wait_for_timeout(300)
+    raise AssertionError(f"page still running after {timeout_s} s")
+
+
+def _texts(db: Path) -> dict[str, str]:
+    with duckdb.connect(str(db), read_only=True) as con:
+        return dict(con.execute("SELECT query_id, text FROM responses WHERE model_id = ?", [EXTRACTIVE]).fetchall())
+
+
+def test_compare_runs_that_differ_in_retrieval(app_url, page, two_runs) -> None:
+    a, b = two_runs
+    texts_a, texts_b = _texts(a), _texts(b)
+    changed = sorted(q for q in texts_a if q in texts_b and texts_a[q] != texts_b[q])
+    assert changed, "the paper's split gave the extractive baseline other chunks, so other answers"
+    params = {"cr_b_db": str(b.resolve()), "cr_model_a": EXTRACTIVE, "cr_model_b": EXTRACTIVE}
+    page.goto(f"{app_url}/compare_runs?{urlencode(params)}")
+    settle(page)
+    assert not page.query_selector_all('[data-testid="stException"]')
+    text = page.inner_text('[data-testid="stMain"]')
+    assert "Paired differences (B − A)" in text and "95% CI [" in text  # the paired CI of the judge metrics
+    assert "Items that changed most" in text
+    for qid in changed:  # every changed item has its side-by-side expander
+        assert qid in text, qid
+    first = page.locator('[data-testid="stExpander"]').first
+    assert "Response A" in first.inner_text() and "Response B" in first.inner_text()
+    assert texts_b[changed[0]][:40] in text or any(texts_b[q][:40] in text for q in changed)
+    assert "config: retrieval.split: separate → by_kind" in text
+    assert "queries whose retrieved chunks differ" in text
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "compare_runs.png"), full_page=True)
