@@ -114,7 +114,9 @@ def load_classifier(path: str):
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
+    from transformers.utils import logging as hf_logging
 
+    hf_logging.disable_progress_bar()  # no "Loading weights" bar inside the step's own progress display
     folder = classifier_path(path)
     if not (folder / "config.json").is_file():
         raise UserError(f"medcode classifier {path}: not a transformers checkpoint folder (no config.json); "
