@@ -75,7 +75,7 @@ def test_tiny_lora_run_writes_an_adapter_and_the_loss_falls(tmp_path):
     losses = card["step_losses"]
     assert len(losses) == card["steps"] == 12  # 24 rows / 4 per step × 2 epochs
     first, last = sum(losses[:3]) / 3, sum(losses[-3:]) / 3
-    assert last < first - 0.5, losses  # measured: 9.5 → 7.0 with this seed and lr
+    assert last < first - 0.5, losses  # measured: first three steps 6.16, last three 2.54 (7.31 → 2.74)
     assert card["test_loss"] is not None and card["epochs"][-1]["val_loss"] < card["epochs"][0]["val_loss"] + 1
 
 
