@@ -46,7 +46,7 @@ def home() -> None:
         if rel.empty:
             st.caption("No sanity check stored for this judge (run the `sanity` stage).")
         else:
-            st.dataframe(rel[["dataset", "metric", "auc", "n_good", "n_bad", "n_unparsed"]], hide_index=True,
+            ui.dataframe(rel[["dataset", "metric", "auc", "n_good", "n_bad", "n_unparsed"]], hide_index=True,
                          column_config={"auc": st.column_config.NumberColumn("AUC", format="%.2f")})
     with right:
         st.markdown("**Human agreement** (labels vs the judge's score on the same items)")
@@ -56,7 +56,7 @@ def home() -> None:
             st.caption("No human labels yet: import them (`python -m pipeline import-human-labels`) or annotate "
                        "on the Human vs LLM page.")
         else:
-            st.dataframe(agr, hide_index=True, column_config={
+            ui.dataframe(agr, hide_index=True, column_config={
                 "agreement": st.column_config.NumberColumn("% agreement", format="percent"),
                 "kappa": st.column_config.NumberColumn("weighted κ", format="%.2f")})
     judges = summary["judges"]
@@ -64,28 +64,28 @@ def home() -> None:
     if not mine.empty and mine.samples.max() > 1:
         st.markdown("**Self-consistency** (the judge asked several times per item: the mean standard deviation "
                     "of an item's scores, and the share of items whose samples differ)")
-        st.dataframe(data.judge_consistency(ctx.db, ctx.filters, ctx.judge), hide_index=True, column_config={
+        ui.dataframe(data.judge_consistency(ctx.db, ctx.filters, ctx.judge), hide_index=True, column_config={
             "multi_items": st.column_config.NumberColumn("items sampled ≥ 2×"),
             "samples": st.column_config.NumberColumn("mean samples", format="%.1f"),
             "mean_std": st.column_config.NumberColumn("mean std", format="%.2f"),
             "flip_rate": st.column_config.NumberColumn("flip rate", format="percent")})
     if not judges.empty:
-        st.dataframe(judges, hide_index=True, column_config={
+        ui.dataframe(judges, hide_index=True, column_config={
             "parse_failures": st.column_config.NumberColumn("parse failures", help="Unparseable judge outputs: "
                                                             "stored unscored (NULL), never as 0.")})
 
     st.subheader("Runs")
-    st.dataframe(overview["runs"], hide_index=True, column_config={
+    ui.dataframe(overview["runs"], hide_index=True, column_config={
         "seconds": st.column_config.NumberColumn("time (s)"),
         "backend_calls": st.column_config.NumberColumn("backend calls"),
         "cache_hits": st.column_config.NumberColumn("cache hits")})
     left, right = st.columns(2)
     with left:
         st.markdown("**Queries and responses per language**")
-        st.dataframe(per_language.assign(language=per_language.language.map(ui.lang_label)), hide_index=True)
+        ui.dataframe(per_language.assign(language=per_language.language.map(ui.lang_label)), hide_index=True)
     with right:
         st.markdown("**Models**")
-        st.dataframe(overview["models"], hide_index=True)
+        ui.dataframe(overview["models"], hide_index=True)
 
     costs(ctx)
 

@@ -23,8 +23,9 @@ st.caption("Answers are ordered by severity: how likely they are to mislead a pa
 ui.require_data(ctx)
 ui.judge_banner(ctx)
 with st.expander("How severity is computed"):
-    st.dataframe(pd.DataFrame([{"rule": r, "fires when": what, "adds": adds}
-                               for r, (what, adds) in data.REVIEW_RULES.items()]), hide_index=True)
+    ui.dataframe(pd.DataFrame([{"rule": r, "fires when": what, "adds": adds}
+                               for r, (what, adds) in data.REVIEW_RULES.items()]), hide_index=True,
+                 name="review-severity-rules")
     st.caption("Severity is the sum (0–13); ties go to the higher Med-CoDE P(High). A rule without its inputs (no "
                "critique, one judge, no rubric) adds nothing.")
 
@@ -88,7 +89,7 @@ facts = pd.concat([detail["safety"].assign(kind="safety check").rename(columns={
                   ignore_index=True) if len(detail["lexical"]) or len(detail["safety"]) else pd.DataFrame()
 if not facts.empty:
     facts["value"] = facts["value"].map(lambda v: ui.fmt_score(v) if isinstance(v, float) else str(v))
-    st.dataframe(facts, hide_index=True)
+    ui.dataframe(facts, hide_index=True, name=f"review-checks-{row.query_id}")
 for grader, rubric in detail["rubric"].items():
     crit = rubric["criteria"]
     if crit.empty:
@@ -96,10 +97,10 @@ for grader, rubric in detail["rubric"].items():
     st.caption(ui.md_escape(f"Rubric criteria graded by {grader}: score {ui.fmt_score(rubric['score'])} "
                             f"({ui.fmt_score(rubric['achieved'])} of {ui.fmt_score(rubric['possible'])} points)"))
     table = crit[["criterion", "points", "status", "explanation"]]
-    st.dataframe(table, hide_index=True)
+    ui.dataframe(table, hide_index=True, name=f"review-rubric-{row.query_id}")
 if not detail["labels"].empty:
     st.caption("Human labels already given to this answer")
-    st.dataframe(detail["labels"], hide_index=True)
+    ui.dataframe(detail["labels"], hide_index=True, name=f"review-labels-{row.query_id}")
 
 st.subheader("Your verdict")
 if not annotator.strip():

@@ -217,8 +217,7 @@ columns["paper_AGG"] = number("paper AGG", format="%.2f", help="Health-Pariksha'
 shown = [c for c in columns if c in board.columns]
 st.dataframe(board[shown], hide_index=True, column_config={k: v for k, v in columns.items() if k in shown},
              height=min(38 * (len(board) + 1) + 3, 700))
-st.download_button("Download CSV", board[shown].to_csv(index=False).encode("utf-8"),
-                   file_name=f"leaderboard-{dataset}-{language}.csv", mime="text/csv", icon=":material/download:")
+ui.downloads(board[shown], f"leaderboard-{dataset}-{language}")
 
 # -- provenance ------------------------------------------------------------------------------------------------
 prov = data.score_provenance(ctx.db, dataset, judge, jury_members)
@@ -235,14 +234,14 @@ st.caption(ui.md_escape(
     + f" · weights {weights_text} · retrieval {', '.join(prov['retrieval'].settings) or 'none stored'}"
     + f" · dataset {prov['dataset'].get('content_hash') or 'unknown'} · code {revisions}"))
 with st.expander("Provenance of these scores: runs, settings, hashes"):
-    st.dataframe(prov["runs"], hide_index=True)
+    ui.dataframe(prov["runs"], hide_index=True)
     st.caption("Judge prompt and rubric hashes: sha256 of the files the judge reads (the dataset's own prompts/ "
                "first), as they are on disk now; the code revision pins the studio's own prompt files.")
 
 if any(c.startswith("check_") for c in board.columns):  # counts on request: they scan every check
     if st.toggle("Safety checks: passed, failed and unclear per model", key="lb_safety", bind="query-params"):
         safety = data.safety_summary(ctx.db, view.with_(languages=(language,)))
-        st.dataframe(safety.assign(check_name=safety.check_name.map(lambda c: CHECK_LABELS.get(c, (c,))[0]))
+        ui.dataframe(safety.assign(check_name=safety.check_name.map(lambda c: CHECK_LABELS.get(c, (c,))[0]))
                      .drop(columns=["language"]), hide_index=True, column_config={
                          "check_name": "check", "pass_rate": number("pass rate", format="percent",
                                                                     help="passed / (passed + failed)")})
@@ -270,7 +269,7 @@ with right:
     if paper.empty:
         st.caption("The paper has no leaderboard for this language.")
     else:
-        st.dataframe(paper, hide_index=True, height=min(38 * (len(paper) + 1) + 3, 700), column_config={
+        ui.dataframe(paper, hide_index=True, height=min(38 * (len(paper) + 1) + 3, 700), column_config={
             **{m: number(m, format="%.2f") for m in ("AGG", *METRICS)},
             "AGG_here": number("AGG, these weights", format="%.2f", help="The paper's own FC, SS, COH and CON "
                                f"weighted as our AGG is now: {weights_text}."),
@@ -285,6 +284,6 @@ with right:
 with st.expander("Per-metric means across languages"):
     long = means.melt(id_vars=["language", "model_id"], value_vars=list(METRICS), var_name="metric",
                       value_name="mean")
-    st.dataframe(long.pivot_table(index=["model_id", "metric"], columns="language", values="mean").reset_index(),
+    ui.dataframe(long.pivot_table(index=["model_id", "metric"], columns="language", values="mean").reset_index(),
                  hide_index=True)
     st.caption("Means per metric over each language's scored items.")

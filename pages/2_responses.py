@@ -95,7 +95,7 @@ def show_scores(query_id: str, model_id: str) -> None:
         st.caption("Not judged.")
         return
     table = scores.assign(score=scores.score.map(ui.fmt_score))
-    st.dataframe(table[["judge_id", "metric", "sample", "score", "parse_ok", "justification"]], hide_index=True,
+    ui.dataframe(table[["judge_id", "metric", "sample", "score", "parse_ok", "justification"]], hide_index=True,
                  column_config={"justification": st.column_config.TextColumn(width="large")})
     for row in scores[~scores.parse_ok.astype(bool)].itertuples():
         st.caption(ui.md_escape(f"Raw judge output for {row.metric} (sample {row.sample}), which did not parse:"))
@@ -133,7 +133,7 @@ def show_rubric(query_id: str, model_id: str) -> None:
     table = item["criteria"].assign(tags=[", ".join(t) for t in item["criteria"].tags])
     if item["n_ungraded"] == len(table):
         st.caption(ui.md_escape(f"Not graded by {view['grader']} (or only an earlier text). The rubric's criteria:"))
-        st.dataframe(table[["criterion", "points", "tags"]], hide_index=True,
+        ui.dataframe(table[["criterion", "points", "tags"]], hide_index=True,
                      column_config={"criterion": st.column_config.TextColumn(width="large")})
         return
     score = "unscored" if item["score"] is None else f"{item['score']:.2f}"
@@ -142,7 +142,7 @@ def show_rubric(query_id: str, model_id: str) -> None:
                             item["n_unparsed"] else "") + (f"; {item['n_ungraded']} not graded (or graded on "
                             "an earlier text or criterion)" if item["n_ungraded"] else "")
                             + ". Unscored when any criterion lacks a current, parsed grade — never 0."))
-    st.dataframe(table[["criterion", "points", "status", "explanation", "tags"]], hide_index=True,
+    ui.dataframe(table[["criterion", "points", "status", "explanation", "tags"]], hide_index=True,
                  column_config={"criterion": st.column_config.TextColumn(width="large"),
                                 "explanation": st.column_config.TextColumn("grader's explanation", width="large")})
 
@@ -176,9 +176,9 @@ def show_safety(query_id: str, model_id: str) -> None:
         st.caption("No safety checks or lexical scores.")
         return
     if not safety.empty:
-        st.dataframe(safety[["check_name", "passed", "detail"]], hide_index=True)
+        ui.dataframe(safety[["check_name", "passed", "detail"]], hide_index=True)
     if not lexical.empty:
-        st.dataframe(lexical[list(data.LEXICAL)].rename(columns=data.LEXICAL_LABELS), hide_index=True)
+        ui.dataframe(lexical[list(data.LEXICAL)].rename(columns=data.LEXICAL_LABELS), hide_index=True)
 
 
 for item in items.itertuples():
@@ -252,5 +252,5 @@ else:
             js = pair_view["judgments"]
             js = js[(js.model_id == model) & (js.judge_id == ctx.judge)] if not js.empty else js
             if not js.empty:
-                st.dataframe(js.assign(score=js.score.map(ui.fmt_score))[["metric", "score", "justification"]],
+                ui.dataframe(js.assign(score=js.score.map(ui.fmt_score))[["metric", "score", "justification"]],
                              hide_index=True)

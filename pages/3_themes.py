@@ -56,7 +56,7 @@ counts = view.groupby("theme")["n"].max()
 per_theme = ", ".join(f"{ui.theme_label(t)} {n}" for t, n in counts.items())
 st.caption(ui.md_escape(f"Scored queries per theme: {per_theme}"))
 with st.expander("Table"):
-    st.dataframe(view.drop(columns=["language"]), hide_index=True,
+    ui.dataframe(view.drop(columns=["language"]), hide_index=True,
                  column_config={m: st.column_config.NumberColumn(format="%.2f") for m in ("AGG", *METRICS)})
 
 st.subheader("Variants of the same question")
@@ -83,7 +83,7 @@ else:
     rules = bars.mark_rule(color="#1f2933").encode(x="lo:Q", x2="hi:Q")
     zero = alt.Chart().mark_rule(color="#9ca3af", strokeDash=[4, 4]).encode(x=alt.datum(0))
     st.altair_chart((rules + dots + zero).properties(height=max(120, 22 * len(shown))), width="stretch")
-    st.dataframe(shown.drop(columns=["kind"]).assign(ci=[ui.fmt_ci(lo, hi) for lo, hi in
+    ui.dataframe(shown.drop(columns=["kind"]).assign(ci=[ui.fmt_ci(lo, hi) for lo, hi in
                                                          zip(shown.lo, shown.hi, strict=True)]).drop(
         columns=["lo", "hi"]), hide_index=True, column_config={
         "base": st.column_config.NumberColumn(format="%.2f"), "variant": st.column_config.NumberColumn(format="%.2f"),
@@ -114,6 +114,6 @@ for query_id, group in examples.groupby("query_id", sort=False):
                 ui.show_text("English rendering", first.query_en)
         ui.show_text("Ground truth", first.gt_response)
         answers = group[["model_id", "text", *METRICS]].rename(columns={"text": "response"})
-        st.dataframe(answers, hide_index=True, height=min(36 * (len(answers) + 1) + 3, 900), column_config={
+        ui.dataframe(answers, hide_index=True, height=min(36 * (len(answers) + 1) + 3, 900), column_config={
             "response": st.column_config.TextColumn(width="large"),
             **{m: st.column_config.NumberColumn(format="%.1f", width="small") for m in METRICS}})

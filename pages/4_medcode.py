@@ -48,7 +48,7 @@ def classifier_notes(classifiers: pd.DataFrame) -> None:
                 f"(model card; trained on {r.trained_on})."))
         else:
             st.warning(ui.md_escape(f"{who}: {r.card}."), icon=":material/help:")
-    st.dataframe(classifiers, hide_index=True, column_config={
+    ui.dataframe(classifiers, hide_index=True, column_config={
         "test_accuracy": st.column_config.NumberColumn("test accuracy", format="%.2f"),
         "test_macro_f1": st.column_config.NumberColumn("test macro-F1", format="%.2f")})
 
@@ -72,7 +72,7 @@ def distribution_charts(dist: pd.DataFrame) -> None:
                                         width=max(110, 620 // max(1, part.language.nunique())))
                         .facet(column=alt.Column("language:N", title=None)), width="content")
     with st.expander("Distribution table"):
-        st.dataframe(dist, hide_index=True, column_config={
+        ui.dataframe(dist, hide_index=True, column_config={
             p: st.column_config.NumberColumn(data.DISAGREEMENT_LABELS[p], format="%.2f") for p in data.DISAGREEMENT})
 
 
@@ -106,14 +106,14 @@ def table2(view: dict) -> None:
     left, right = st.columns(2)
     with left:
         st.markdown("**This database**")
-        st.dataframe(ours, hide_index=True, column_config=fmt)
+        ui.dataframe(ours, hide_index=True, column_config=fmt)
     with right:
         st.markdown("**Med-CoDE, published** (LLaMA-3 as the LLM-Accuracy checker)")
         paper = data.reference_table("medcode_table2")
-        st.dataframe(paper, hide_index=True, column_config=fmt)
+        ui.dataframe(paper, hide_index=True, column_config=fmt)
         st.caption("Med-CoDE Table 2 as printed (data/reference/medcode_table2.csv); some rows do not sum to 1.")
     st.markdown("**n and 95 % intervals** (percentile bootstrap of the mean; Wilson for the accuracies)")
-    st.dataframe(long, hide_index=True, column_config={**NUM, "measure": None,
+    ui.dataframe(long, hide_index=True, column_config={**NUM, "measure": None,
                                                       "measure_label": st.column_config.TextColumn("measure")})
     if not ours.dropna(subset=list(data.DISAGREEMENT)).empty:
         left, right = st.columns(2)
@@ -161,7 +161,7 @@ def correlation_view() -> None:
     shown = claims.assign(published_r=published.r.to_numpy())
     shown["quantity"] = shown.quantity.map(data.QUANTITIES)
     shown["score"] = shown.score.map(data.SCORE_LABELS)
-    st.dataframe(shown.drop(columns=["says"]), hide_index=True, column_config={
+    ui.dataframe(shown.drop(columns=["says"]), hide_index=True, column_config={
         **NUM, "published_r": st.column_config.NumberColumn("r on the paper's Table 2 (12 rows)", format="%.2f")})
     st.caption(ui.md_escape(
         "The claims are quoted from Med-CoDE §5. Ranges: " + data.CLAIM_RANGES + ". consistent = the whole 95 % "
@@ -170,7 +170,7 @@ def correlation_view() -> None:
         "(model × dataset means, not items)."))
     with st.expander("Every correlation with n and 95 % interval"):
         table = corr.assign(quantity=corr.quantity.map(data.QUANTITIES), score=corr.score.map(data.SCORE_LABELS))
-        st.dataframe(table, hide_index=True, column_config=NUM)
+        ui.dataframe(table, hide_index=True, column_config=NUM)
 
 
 def results_view() -> None:
@@ -199,12 +199,12 @@ def human_checks_view() -> None:
         st.caption("Accuracy = share of human-labelled items where the classifier's label equals the annotator's "
                    "(one comparison per item and annotator; an item the classifier left unlabelled is counted as "
                    "unparsed, not as wrong). 95 % Wilson intervals.")
-        st.dataframe(table1, hide_index=True, column_config=NUM)
+        ui.dataframe(table1, hide_index=True, column_config=NUM)
         if not any(k.startswith("zero-shot") for k in table1.kind):
             st.caption("No zero-shot row yet (the paper's GPT-3.5): run `python -m pipeline medcode label --config "
                        "F` with `medcode: {teacher: MODEL}` on the same responses, or a critic with `classifier: "
                        "logprobs`.")
-    st.dataframe(paper[paper.check.str.startswith("disagreement")], hide_index=True,
+    ui.dataframe(paper[paper.check.str.startswith("disagreement")], hide_index=True,
                  column_config={"accuracy": st.column_config.NumberColumn("accuracy", format="%.4f")})
     st.caption("Med-CoDE Table 1 as printed (265 human-labelled samples).")
     st.subheader("Critique accuracy (§5.1)")
@@ -212,7 +212,7 @@ def human_checks_view() -> None:
         st.info("No critique has been checked yet (Annotate view: \"Is the critique accurate?\").")
     else:
         st.caption("Share of the checked critiques that the annotators call accurate, with a 95 % Wilson interval.")
-        st.dataframe(critique, hide_index=True, column_config=NUM)
+        ui.dataframe(critique, hide_index=True, column_config=NUM)
     st.caption("The paper: about 240 of 265 GPT-4 critiques (≈ 91 %) were accurate.")
 
 

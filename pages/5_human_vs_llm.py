@@ -47,7 +47,7 @@ def plan_summary() -> None:
         f"({int(overall.labelled)} of {int(overall['items'])} items labelled)"))
     shown = progress.assign(language=[("all languages" if c == "all" else ui.lang_label(c))
                                       for c in progress.language])
-    st.dataframe(shown, hide_index=True, column_config={
+    ui.dataframe(shown, hide_index=True, column_config={
         "items": st.column_config.NumberColumn("items planned"),
         "labelled": st.column_config.NumberColumn("items labelled"),
         "labels": st.column_config.NumberColumn("labels given"),
@@ -80,7 +80,7 @@ def agreement_view() -> None:
                "(the judge's samples averaged and rounded). Weighted κ: Cohen's kappa with linear weights "
                "(1 = perfect, 0 = chance). The paper found PA above 0.7 on average.")
     table = table.assign(language=table.language.map(ui.lang_label))
-    st.dataframe(table, hide_index=True, column_config={
+    ui.dataframe(table, hide_index=True, column_config={
         "agreement": st.column_config.NumberColumn("% agreement", format="percent"),
         "kappa": st.column_config.NumberColumn("weighted κ", format="%.2f")})
     per_model = table[table.model_id != data.ALL_MODELS]
@@ -104,7 +104,7 @@ def agreement_view() -> None:
         with left:
             compact = group.assign(model=group.model_id.map(data.short_name))[
                 ["model", "human_rank", "human_mean", "llm_rank", "llm_mean", "n"]]
-            st.dataframe(compact, hide_index=True, column_config={
+            ui.dataframe(compact, hide_index=True, column_config={
                 "model": st.column_config.TextColumn("model", help="Last part of the model id."),
                 "human_mean": st.column_config.NumberColumn("human mean", format="%.2f"),
                 "llm_mean": st.column_config.NumberColumn("judge mean", format="%.2f")})
@@ -116,7 +116,7 @@ def agreement_view() -> None:
             if ref.empty:
                 st.caption("No published ranking for this language.")
             else:
-                st.dataframe(ref, hide_index=True)
+                ui.dataframe(ref, hide_index=True)
                 st.caption("Health-Pariksha Table 7 (Semantic Similarity, GPT-4o judge).")
 
 

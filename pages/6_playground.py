@@ -108,7 +108,7 @@ else:
     ui.show_text("Ground truth", gt)
     with st.expander("Answers stored in the database for this query"):
         stored = data.query_responses(ctx.db, ctx.filters.dataset, pick)
-        st.dataframe(stored, hide_index=True, column_config={"text": st.column_config.TextColumn(width="large")})
+        ui.dataframe(stored, hide_index=True, column_config={"text": st.column_config.TextColumn(width="large")})
 
 translators = pg.translator_choices(config)
 needs_translation = language != "en" and not (query_en or "").strip()
@@ -198,11 +198,11 @@ for model_id, answer in result["answers"].items():
         with st.expander(f"Prompt sent to {model_id} ({answer.get('prompt_hash')}) and safety checks"):
             st.text(answer.get("prompt", ""), width="stretch")
             if answer.get("checks"):
-                st.dataframe(pd.DataFrame(answer["checks"]), hide_index=True)
+                ui.dataframe(pd.DataFrame(answer["checks"]), hide_index=True)
         scores = result["scores"].get(model_id)
         if scores:
             table = pd.DataFrame(scores)
-            st.dataframe(table[["metric", "score", "parse_ok", "justification"]], hide_index=True)
+            ui.dataframe(table[["metric", "score", "parse_ok", "justification"]], hide_index=True)
             for row in table[~table.parse_ok].itertuples():
                 st.caption(ui.md_escape(f"Raw judge output for {row.metric} (did not parse):"))
                 st.code(row.raw_output or "(empty)", language=None, wrap_lines=True)
@@ -210,7 +210,7 @@ for model_id, answer in result["answers"].items():
         if crit:
             st.caption(ui.md_escape(f"Med-CoDE: disagreement {crit.get('label')}"))
             st.text(crit.get("critique") or "", width="stretch")
-            st.dataframe(pd.DataFrame([{data.DISAGREEMENT_LABELS[p]: crit.get(p) for p in data.DISAGREEMENT}]),
+            ui.dataframe(pd.DataFrame([{data.DISAGREEMENT_LABELS[p]: crit.get(p) for p in data.DISAGREEMENT}]),
                          hide_index=True)
 
 judge_mc = pg.role_config(config, "judge")

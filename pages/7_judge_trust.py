@@ -73,7 +73,7 @@ else:
                f"agreement κ ≥ {data.KAPPA_TRUST}; grey: too little evidence to say. The leaderboard marks cells of "
                "languages (and scripts) that are not sufficient.")
     with st.expander("The matrix as a table (with human agreement)"):
-        st.dataframe(part.drop(columns=["stratum", "shown", "where"]), hide_index=True, column_config={
+        ui.dataframe(part.drop(columns=["stratum", "shown", "where"]), hide_index=True, column_config={
             "auc": st.column_config.NumberColumn("sanity AUC", format="%.2f"),
             "kappa": st.column_config.NumberColumn("human κ (weighted)", format="%.2f"),
             "agreement": st.column_config.NumberColumn("% agreement", format="percent"),
@@ -96,7 +96,7 @@ else:
                                                                  else j))
     per_judge = pd.concat(boards, axis=1).sort_values(boards[-1].name, ascending=False).reset_index()
     st.markdown(f"**AGG per judge and by the jury, {ui.md_escape(ui.lang_label(language or ''))}**")
-    st.dataframe(per_judge, hide_index=True,
+    ui.dataframe(per_judge, hide_index=True,
                  column_config={c: st.column_config.NumberColumn(format="%.2f") for c in per_judge.columns[1:]})
     agreement = data.jury_agreement(ctx.db, ctx.filters, members)
     alpha = agreement["alpha"]
@@ -106,12 +106,12 @@ else:
         table = alpha.pivot(index="language", columns="metric", values="alpha").reindex(columns=list(METRICS))
         items = alpha.pivot(index="language", columns="metric", values="items").reindex(columns=list(METRICS))
         table.insert(0, "items", items.max(axis=1).astype(int))
-        st.dataframe(table.reset_index(), hide_index=True,
+        ui.dataframe(table.reset_index(), hide_index=True,
                      column_config={m: st.column_config.NumberColumn(format="%.2f") for m in METRICS})
     with right:
         st.markdown("**Pairwise weighted κ per metric** (all languages)")
         kappa = agreement["kappa"]
-        st.dataframe(kappa[kappa.language == "all"].drop(columns=["language"]), hide_index=True,
+        ui.dataframe(kappa[kappa.language == "all"].drop(columns=["language"]), hide_index=True,
                      column_config={"kappa": st.column_config.NumberColumn("κ (linear)", format="%.2f")})
     st.markdown("**Where the judges disagree most**")
     metric = st.selectbox("Metric", list(METRICS), key="jt_metric", bind="query-params", help=ui.metric_help())
@@ -122,7 +122,7 @@ else:
         worst["open"] = [
             "responses?" + urlencode({"dataset": dataset, "model": r.model_id, "lang": r.language,
                                       "rb_q": str(r.query)[:80]}) for r in worst.itertuples()]
-        st.dataframe(worst[["query_id", "open", "language", "model_id", *members, "spread", "std", "mean", "query"]],
+        ui.dataframe(worst[["query_id", "open", "language", "model_id", *members, "spread", "std", "mean", "query"]],
                      hide_index=True, column_config={
                          **{m: st.column_config.NumberColumn(m, format="%.2f") for m in members},
                          "spread": st.column_config.NumberColumn("spread (max − min)", format="%.2f"),
@@ -141,7 +141,7 @@ cal = data.calibrated_means(ctx.db, ctx.filters, judge, cal_lang) if cal_lang el
 if cal.empty:
     st.caption(f"No model has {data.MIN_PPI_LABELS} or more human-labelled answers in this language.")
 else:
-    st.dataframe(cal.assign(ci=[ui.fmt_ci(lo, hi) for lo, hi in zip(cal.lo, cal.hi, strict=True)])[
+    ui.dataframe(cal.assign(ci=[ui.fmt_ci(lo, hi) for lo, hi in zip(cal.lo, cal.hi, strict=True)])[
         ["model_id", "metric", "judge_mean", "mean", "ci", "correction", "n_labelled", "n_unlabelled", "method"]],
         hide_index=True, column_config={
             "judge_mean": st.column_config.NumberColumn("judge mean", format="%.2f"),
@@ -159,7 +159,7 @@ if not mine.empty and mine.samples.max() > 1 and not data.is_jury(judge):
     rep_lang = st.segmented_control("Language  ", languages, key="jt_rep_lang", bind="query-params",
                                     default=languages[0] if languages else None) or languages[0]
     worst_k = data.worst_of_k(ctx.db, ctx.filters, judge, weights, rep_lang, preset)
-    st.dataframe(worst_k, hide_index=True, column_config={
+    ui.dataframe(worst_k, hide_index=True, column_config={
         "worst": st.column_config.NumberColumn("worst of k (AGG)", format="%.2f"),
         "mean": st.column_config.NumberColumn("mean of the samples", format="%.2f")})
     st.caption("Worst of k (HealthBench): the expected lowest of the judge's k scores of the same answer, averaged "
@@ -169,7 +169,7 @@ if not mine.empty and mine.samples.max() > 1 and not data.is_jury(judge):
     if not varied.empty:
         varied["open"] = ["responses?" + urlencode({"dataset": dataset, "model": r.model_id, "lang": rep_lang,
                                                      "rb_q": str(r.query)[:80]}) for r in varied.itertuples()]
-    st.dataframe(varied, hide_index=True, column_config={
+    ui.dataframe(varied, hide_index=True, column_config={
         "variance": st.column_config.NumberColumn(format="%.2f"), "query": st.column_config.TextColumn(width="large"),
         "open": st.column_config.LinkColumn("response browser", display_text="open")})
 
@@ -183,9 +183,9 @@ for line in prov["notes"]:
 if not prov["mixed"]:
     st.caption("One provenance: every judgment in view comes from runs with the same code revision, judge settings "
                "and retrieval policy.")
-st.dataframe(prov["runs"], hide_index=True)
+ui.dataframe(prov["runs"], hide_index=True)
 prompts = prov["prompts"]
-st.dataframe(pd.DataFrame([
+ui.dataframe(pd.DataFrame([
     {"what": "dataset content", "hash": prov["dataset"].get("content_hash")},
     {"what": "judge prompt files" + (f" (the dataset's own: {', '.join(prompts['own_files'])})"
                                      if prompts["own_files"] else ""), "hash": prompts["judge_prompt"]},

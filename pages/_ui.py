@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import io
 import re
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import duckdb
@@ -143,6 +145,7 @@ def ensure_navigation() -> None:
 def context() -> Context:
     """The context the entry file computed for this run, or the sidebar drawn here if it did not run."""
     ensure_navigation()
+    st.session_state[_TABLES] = 0  # tables drawn by ``dataframe`` in this run (their download keys)
     if _routed_by_folder() or "_ctx" not in st.session_state:
         st.session_state["_ctx"] = sidebar()
     return st.session_state["_ctx"]
@@ -238,6 +241,7 @@ def metric_options(with_agg: bool = True) -> list[str]:
 
 
 # -- downloads of shown tables ----------------------------------------------------------------------------------
+_TABLES = "_ui_tables"
 def _arrow_ready(frame: pd.DataFrame) -> pd.DataFrame:
     """``frame`` with any column pyarrow cannot type (mixed objects) as text, and a plain index."""
     import pyarrow as pa
@@ -276,3 +280,16 @@ def downloads(frame: pd.DataFrame, name: str, *, key: str | None = None) -> None
         st.download_button("Parquet", data=lambda: table_bytes(shown, "parquet"), file_name=f"{stem}.parquet",
                            mime="application/vnd.apache.parquet", key=f"{key}|parquet", on_click="ignore",
                            icon=":material/download:", help="This table as Parquet (pandas + pyarrow).")
+
+
+def dataframe(frame: Any, *args: Any, name: str | None = None, **kwargs: Any) -> Any:
+    """``st.dataframe`` with the CSV and Parquet downloads of the same table below it (``downloads``). Without a
+    ``name`` the files are named after the page and the table's place on it (``leaderboards-3.csv``)."""
+    out = st.dataframe(frame, *args, **kwargs)
+    table = getattr(frame, "data", frame) if not isinstance(frame, pd.DataFrame) else frame  # a Styler's frame
+    if isinstance(table, pd.DataFrame) and not table.empty:
+        n = st.session_state.get(_TABLES, 0) + 1
+        st.session_state[_TABLES] = n
+        page = Path(sys._getframe(1).f_code.co_filename).stem.split("_", 1)[-1]
+        downloads(table, name or f"{page}-{n}", key=f"dl|{page}|{n}")
+    return out
