@@ -59,6 +59,17 @@ with st.expander("Table"):
     ui.dataframe(view.drop(columns=["language"]), hide_index=True,
                  column_config={m: st.column_config.NumberColumn(format="%.2f") for m in ("AGG", *METRICS)})
 
+prov = data.score_provenance(ctx.db, ctx.filters.dataset, judge,
+                             data.jury_members(ctx.db, ctx.filters.dataset) if data.is_jury(judge) else ())
+for line in prov["mixed"]:
+    st.warning(ui.md_escape(f"These scores mix provenance: {line}."), icon=":material/call_split:")
+st.caption(ui.md_escape(
+    f"Provenance: judge {judge} · judge prompt {prov['prompts']['judge_prompt']} · weights "
+    + ", ".join(f"{m} {w:.2f}" for m, w in zip(METRICS, weights, strict=True)) + (f" ({preset})" if preset else "")
+    + f" · dataset {prov['dataset'].get('content_hash') or 'unknown'} · code "
+    + (", ".join(sorted({str(r) for r in prov["runs"].code_revision.dropna()})) or "unknown")
+    + " (the Judge trust page has the full provenance)."))
+
 st.subheader("Variants of the same question")
 wanted = st.session_state.get("th_pair") or st.query_params.get("th_pair")  # CIs of the kind shown only
 variants_view = ctx.filters.with_(languages=(), themes=())
