@@ -125,7 +125,9 @@ def page_queries(db: str) -> dict[str, list[tuple[str, Callable[[], Any]]]]:
         "responses (search + score filter, page 50)": [
             ("browse_view", lambda: data.browse_view(db, searched, 10, 490))],
         "themes": [("theme_scores", lambda: data.theme_table(data.theme_scores(db, f, judge), weights)),
-                   ("variant_changes (paired CIs)", lambda: data.variant_changes(db, f, judge, weights, preset)),
+                   ("variant_changes (paired CIs of the pair shown)",
+                    lambda: data.variant_changes(db, f, judge, weights, preset, "AGG",
+                                                 "all languages: Indic vs English")),
                    ("theme_examples",
                     lambda: data.theme_examples(db, f.with_(languages=("en",)), judge, "cultural", 3, 0))],
         "medcode": [("medcode_view (distribution, Table 2)",
