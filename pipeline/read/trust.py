@@ -33,7 +33,7 @@ from pipeline.dataset.loader import PROMPTS_SUBDIR
 from pipeline.dataset.records import dataset_folder
 from pipeline.metrics import METRICS, registry, registry_path, rubric_file
 from pipeline.prompts import PROMPTS_DIR
-from pipeline.read.common import REPO_ROOT, Filters, dfs, metric_case
+from pipeline.read.common import REPO_ROOT, Filters, metric_case
 from pipeline.read.judge_trust import AUC_TRUST
 from pipeline.read.jury import is_jury, item_source
 from pipeline.store import SHARED_READERS
@@ -74,11 +74,11 @@ def _grouped(source: str, values: str) -> str:
     """SQL: counts of ``source`` (per-query rows with language, script, themes, metric and ``values``) per
     stratum — everything, language, language × script (GROUPING SETS) and theme (one row per theme)."""
     sets = ", ".join(f"({keys}metric, {values})" for keys in ("", "language, ", "language, script, "))
-    return (f"WITH s AS ({source}) SELECT CASE WHEN grouping(language) = 1 THEN 'all' WHEN grouping(script) = 1 "
-            "THEN 'language' ELSE 'script' END AS stratum, language, script, NULL::VARCHAR AS theme, metric, "
-            f"{values}, count(*) AS n FROM s GROUP BY GROUPING SETS ({sets}) UNION ALL SELECT 'theme', NULL, NULL, "
-            f"theme, metric, {values}, count(*) FROM (SELECT unnest(themes) AS theme, * EXCLUDE (themes) FROM s) "
-            "GROUP BY ALL")
+    return (f"WITH s AS MATERIALIZED ({source}) SELECT CASE WHEN grouping(language) = 1 THEN 'all' "
+            "WHEN grouping(script) = 1 THEN 'language' ELSE 'script' END AS stratum, language, script, "
+            f"NULL::VARCHAR AS theme, metric, {values}, count(*) AS n FROM s GROUP BY GROUPING SETS ({sets}) "
+            f"UNION ALL SELECT 'theme', NULL, NULL, theme, metric, {values}, count(*) FROM (SELECT unnest(themes) "
+            "AS theme, * EXCLUDE (themes) FROM s) GROUP BY ALL")
 
 
 def reliability_matrix(db: str | Path, dataset: str, judge: str, members: tuple[str, ...] = ()) -> pd.DataFrame:
@@ -257,28 +257,33 @@ def _judge_settings(config: dict[str, Any], judge_id: str) -> str:
 def score_provenance(db: str | Path, dataset: str, judge: str, members: tuple[str, ...] = ()) -> dict[str, Any]:
     """Where the judge's (or jury's) scores of ``dataset`` come from, and whether they mix provenance.
 
-    ``runs``: per (judge, run) the judgments it wrote, the run's code revision, config hash, start, the judge's
-    settings, weights and preset and retrieval policy of its config; ``retrieval``: the stored retrieval
+    ``runs``: per (judge, run) that wrote judgments of the dataset: the run's code revision, config hash, start,
+    the judge's settings, weights and preset and retrieval policy of its config; ``retrieval``: the stored retrieval
     policies (``retrievals.settings``) and their queries; ``dataset``: name, path, content hash; ``prompts``:
     ``prompt_hashes``; ``mixed``: one sentence per thing that differs between the runs (empty: one provenance);
     ``notes``: caveats that are not a mix (``provenance_notes``).
     """
     judges = list(members) if is_jury(judge) else [judge]
-    runs, retrieval, ds = dfs(db, [
-        ("WITH j AS (SELECT judge_id, run_id, count(*) AS judgments FROM judgments WHERE dataset = ? "
-         "AND list_contains(?, judge_id) GROUP BY ALL) SELECT j.*, r.code_revision, r.config_hash, r.started_at, "
-         "r.config FROM j LEFT JOIN runs r USING (run_id) ORDER BY r.started_at, j.judge_id", [dataset, judges]),
-        ("SELECT settings, count(*) AS queries FROM retrievals WHERE dataset = ? GROUP BY ALL ORDER BY queries DESC",
-         [dataset]),
-        ("SELECT name, path, content_hash, loaded_at FROM datasets WHERE name = ?", [dataset]),
-    ])
+    with SHARED_READERS.cursor(db) as con:  # small results: plain rows, no frame conversion per query
+        got = con.execute(
+            "WITH j AS (SELECT DISTINCT judge_id, run_id FROM judgments WHERE dataset = ? "
+            "AND list_contains(?, judge_id)) "
+            "SELECT j.judge_id, j.run_id, r.code_revision, r.config_hash, r.started_at, r.config FROM j "
+            "LEFT JOIN runs r USING (run_id) ORDER BY r.started_at, j.judge_id", [dataset, judges]).fetchall()
+        settings = con.execute("SELECT settings, count(*) AS queries FROM retrievals WHERE dataset = ? GROUP BY ALL "
+                               "ORDER BY queries DESC", [dataset]).fetchall()
+        ds = con.execute("SELECT name, path, content_hash, loaded_at FROM datasets WHERE name = ?",
+                         [dataset]).fetchall()
+    runs = pd.DataFrame(got, columns=["judge_id", "run_id", "code_revision", "config_hash", "started_at", "config"])
+    retrieval = pd.DataFrame(settings, columns=["settings", "queries"])
     configs = [json.loads(c) if isinstance(c, str) and c else {} for c in runs.pop("config")]
     runs["judge_settings"] = [_judge_settings(c, j) for c, j in zip(configs, runs.judge_id, strict=True)]
     runs["weights"] = [json.dumps(c.get("weights"), sort_keys=True) if c.get("weights") else "" for c in configs]
     runs["preset"] = [c.get("weights_preset") or "" for c in configs]
     runs["retrieval_config"] = [json.dumps(c.get("retrieval"), sort_keys=True) if c.get("retrieval") else ""
                                 for c in configs]
-    info = ds.iloc[0].to_dict() if len(ds) else {"name": dataset, "path": None, "content_hash": None}
+    info = dict(zip(["name", "path", "content_hash", "loaded_at"], ds[0], strict=True)) if ds else {
+        "name": dataset, "path": None, "content_hash": None}
     path = info.get("path")
     folder = _folder(path)
     stamp = max((p.stat().st_mtime_ns for p in (folder / PROMPTS_SUBDIR).glob("*")), default=0) if (
