@@ -78,6 +78,15 @@ def test_paper_retrieval_and_the_kb_as_of_the_query_date(dated_kb: Path, tmp_pat
     with_update = [p for p in prompts if "two weeks after surgery" in p]
     assert len(with_update) == 1 + 4
     assert not any("Wear the eye shield at night for one week." in p for p in with_update)
+    # judge inputs per metric (Health-Pariksha 3.5.1): FC and SS see chunks and ground truth, COH and CON the
+    # chunks and no ground truth
+    for p in prompts:
+        metric = next((m for m, label in (("FC", "Factual"), ("SS", "Semantic Similarity"), ("COH", "Coherence"),
+                                          ("CON", "Conciseness")) if f'\\"name\\": \\"{label}' in p), None)
+        if metric is None:
+            continue  # a generation prompt
+        assert "Raw knowledge base chunks:" in p, metric
+        assert ("Ground-truth reference:" in p) == (metric in ("FC", "SS")), metric
 
 
 @pytest.mark.slow
