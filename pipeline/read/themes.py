@@ -26,6 +26,8 @@ from pipeline.read.common import Filters, df, model_pred, weights_dict
 from pipeline.read.jury import item_source
 from pipeline.store import SHARED_READERS
 
+CI_RESAMPLES = 1000  # as the leaderboard's intervals
+
 NO_THEME = "(none)"
 
 
@@ -176,6 +178,6 @@ def variant_changes(db: str | Path, f: Filters, judge: str, weights: tuple[float
         group = np.concatenate([np.full(len(groups[keys[i]]["hist"]), j) for j, i in enumerate(chosen)])
         values = np.concatenate([list(groups[keys[i]]["hist"]) for i in chosen]).astype(float)
         counts = np.concatenate([list(groups[keys[i]]["hist"].values()) for i in chosen]).astype(np.int64)
-        got_lo, got_hi = bootstrap_mean_cis(group, values, counts, len(chosen))
+        got_lo, got_hi = bootstrap_mean_cis(group, values, counts, len(chosen), n_resamples=CI_RESAMPLES)
         lo[chosen], hi[chosen] = got_lo, got_hi
     return out.assign(lo=lo, hi=hi)[VARIANT_COLUMNS]
