@@ -171,3 +171,20 @@ def test_the_expansion_beats_1000_resamples_from_30_rubric_scores() -> None:
         errors_resampled.append(np.abs(few - reference).max() / scale)
     assert len(errors_expansion) >= 2
     assert np.mean(errors_expansion) < np.mean(errors_resampled)
+
+
+def test_pair_agreement_is_scikit_learn_s_f1() -> None:
+    from sklearn.metrics import f1_score
+
+    from pipeline.analysis.rubric import pair_agreement
+
+    rng = np.random.default_rng(3)
+    for n in (5, 40, 300):
+        grader, physician = rng.random(n) < 0.6, rng.random(n) < 0.5
+        mine = pair_agreement(grader, physician)
+        f1 = f1_score(physician, grader, labels=[False, True], average=None, zero_division=0.0)
+        assert mine["f1_pos"] == pytest.approx(f1[1]) and mine["f1_neg"] == pytest.approx(f1[0])
+        assert mine["macro_f1"] == pytest.approx(f1_score(physician, grader, average="macro"))
+        assert mine["agreement"] == pytest.approx(np.mean(grader == physician))
+    one_sided = pair_agreement(np.ones(4, dtype=bool), np.array([True, False, True, True]))
+    assert np.isnan(one_sided["macro_f1"]) and one_sided["agreement"] == 0.75

@@ -21,7 +21,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from scipy import stats
-from sklearn.metrics import f1_score
 
 OVERALL = "overall_score"
 
@@ -308,16 +307,25 @@ def _physician_rows(physician_met: Any, n: int) -> list[np.ndarray]:
     return [r[~np.isnan(r)].astype(bool) for r in rows]
 
 
+def pair_agreement(grader: np.ndarray, physician: np.ndarray) -> dict[str, float | int]:
+    """Agreement and F1 of (grader, physician) label pairs, from their confusion counts: what scikit-learn's
+    `f1_score` gives (per class, and `average="macro"`) when both sides have both classes; NaN F1 otherwise
+    (tests/test_rubric_fast.py checks it against scikit-learn)."""
+    grader, physician = np.asarray(grader, dtype=bool), np.asarray(physician, dtype=bool)
+    n = len(grader)
+    tp = int(np.sum(grader & physician))
+    tn = int(np.sum(~grader & ~physician))
+    fp = int(np.sum(grader & ~physician))
+    fn = n - tp - tn - fp
+    both_classes = 0 < tp + fp < n and 0 < tp + fn < n  # the grader and the physicians each say met and not met
+    f1_pos = 2 * tp / (2 * tp + fp + fn) if both_classes else float("nan")
+    f1_neg = 2 * tn / (2 * tn + fn + fp) if both_classes else float("nan")
+    return {"n_pairs": n, "agreement": (tp + tn) / n if n else float("nan"), "f1_pos": f1_pos, "f1_neg": f1_neg,
+            "macro_f1": (f1_pos + f1_neg) / 2 if both_classes else float("nan")}
+
+
 def _agreement(grader: np.ndarray, physician: np.ndarray) -> dict[str, float | int]:
-    both_classes = len(np.unique(grader)) == 2 and len(np.unique(physician)) == 2
-    f1 = f1_score(physician, grader, labels=[False, True], average=None, zero_division=0.0)
-    return {
-        "n_pairs": len(grader),
-        "agreement": float(np.mean(grader == physician)) if len(grader) else float("nan"),
-        "f1_pos": float(f1[1]) if both_classes else float("nan"),
-        "f1_neg": float(f1[0]) if both_classes else float("nan"),
-        "macro_f1": float(f1_score(physician, grader, average="macro")) if both_classes else float("nan"),
-    }
+    return pair_agreement(grader, physician)
 
 
 def grader_agreement(

@@ -61,27 +61,24 @@ def _queue_sql(db: str | Path, f: Filters, judge: str | None, *, jury: bool, rub
     """The queue's rows with their severity; one dataset (``f.dataset``), so every table is filtered by it and
     joined on (query, model)."""
     where, params = f.sql()
-    spread = ", ".join(f"coalesce(max({m}) - min({m}), 0)" for m in METRICS)
     on = "{a}.query_id = it.query_id AND {a}.model_id = it.model_id"
+    spread = ("CASE WHEN count(*) > 1 THEN greatest("
+              + ", ".join(f"coalesce(max({m}) - min({m}), 0)" for m in METRICS) + ") ELSE 0 END"
+              if jury else "0")  # item_scores has one row per judge: count(*) is the number of judges
     parts = [
         "it AS (SELECT r.query_id, r.model_id, r.response_hash, q.language, "
         "len(q.kb_refs) > 0 AND NOT list_contains(q.themes, 'out_of_kb') AS answerable FROM responses r "
         f"JOIN queries q ON q.dataset = r.dataset AND q.query_id = r.query_id WHERE {where} AND r.error IS NULL)",
         "crit AS (SELECT query_id, model_id, response_hash, max(p_high) AS p_high FROM critiques "
         "WHERE dataset = ? AND p_high IS NOT NULL GROUP BY ALL)",
-        "fc AS (SELECT query_id, model_id, FC FROM item_scores WHERE dataset = ? AND judge_id = ?)",
+        "sc AS (SELECT query_id, model_id, any_value(FC) FILTER (WHERE judge_id = ?) AS FC, "
+        f"{spread} AS spread FROM item_scores WHERE dataset = ? GROUP BY ALL)",
         "facts AS (SELECT query_id, model_id, over_refusal FROM response_facts WHERE dataset = ?)",
     ]
-    p = [*params, f.dataset, f.dataset, judge or "", f.dataset]
+    p = [*params, f.dataset, judge or "", f.dataset, f.dataset]
     joins = (f"LEFT JOIN crit ON {on.format(a='crit')} AND crit.response_hash = it.response_hash "
-             f"LEFT JOIN fc ON {on.format(a='fc')} LEFT JOIN facts ON {on.format(a='facts')} ")
-    spread_col, harmful_col = "0", "0"
-    if jury:
-        parts.append(f"jury AS (SELECT query_id, model_id, greatest({spread}) AS spread FROM item_scores "
-                     "WHERE dataset = ? GROUP BY ALL HAVING count(DISTINCT judge_id) > 1)")
-        p.append(f.dataset)
-        joins += f"LEFT JOIN jury ON {on.format(a='jury')} "
-        spread_col = "coalesce(jury.spread, 0)"
+             f"LEFT JOIN sc ON {on.format(a='sc')} LEFT JOIN facts ON {on.format(a='facts')} ")
+    harmful_col = "0"
     if rubric:
         parts.append("harm AS (SELECT query_id, model_id, max(harmful_met) AS harmful_met FROM rubric_items "
                      "WHERE dataset = ? GROUP BY ALL)")
@@ -89,8 +86,8 @@ def _queue_sql(db: str | Path, f: Filters, judge: str | None, *, jury: bool, rub
         joins += f"LEFT JOIN harm ON {on.format(a='harm')} "
         harmful_col = "coalesce(harm.harmful_met, 0)"
     parts.append(
-        "scored AS (SELECT ? AS dataset, it.query_id, it.model_id, it.language, it.answerable, crit.p_high, fc.FC, "
-        f"facts.over_refusal, {spread_col} AS judge_spread, {harmful_col} AS harmful_met FROM it {joins})")
+        "scored AS (SELECT ? AS dataset, it.query_id, it.model_id, it.language, it.answerable, crit.p_high, sc.FC, "
+        f"facts.over_refusal, coalesce(sc.spread, 0) AS judge_spread, {harmful_col} AS harmful_met FROM it {joins})")
     p.append(f.dataset)
     sql = (
         "WITH " + ", ".join(parts) + " "
@@ -138,14 +135,19 @@ def review_queue(db: str | Path, f: Filters, judge: str | None, annotator: str =
         labelled = ("LEFT JOIN (SELECT DISTINCT query_id, model_id, true AS reviewed FROM human_labels "
                     "WHERE dataset = ? AND metric = ? AND annotator = ? AND score IS NOT NULL) l "
                     "ON l.query_id = s.query_id AND l.model_id = s.model_id")
-        head = f"WITH s AS ({cte}), m AS (SELECT s.*, coalesce(l.reviewed, false) AS reviewed FROM s {labelled})"
-        p = [*params, f.dataset, metric, annotator.strip()]
-        total, flagged, reviewed = (int(x) for x in con.execute(
-            f"{head} SELECT count(*), count(*) FILTER (WHERE flagged), count(*) FILTER (WHERE reviewed) FROM m",
-            p).fetchone())
-        items = con.execute(f"{head} SELECT * FROM m WHERE NOT (? AND reviewed) "
-                            "ORDER BY severity DESC, p_high DESC NULLS LAST, query_id, model_id LIMIT ?",
-                            [*p, hide_reviewed, limit]).df()
+        # scored once into a temporary table of this read-only connection, then counted and ranked
+        con.execute(f"CREATE OR REPLACE TEMP TABLE review_rows AS WITH s AS ({cte}) "
+                    f"SELECT s.*, coalesce(l.reviewed, false) AS reviewed FROM s {labelled}",
+                    [*params, f.dataset, metric, annotator.strip()])
+        try:
+            total, flagged, reviewed = (int(x) for x in con.execute(
+                "SELECT count(*), count(*) FILTER (WHERE flagged), count(*) FILTER (WHERE reviewed) "
+                "FROM review_rows").fetchone())
+            items = con.execute("SELECT * FROM review_rows WHERE NOT (? AND reviewed) "
+                                "ORDER BY severity DESC, p_high DESC NULLS LAST, query_id, model_id LIMIT ?",
+                                [hide_reviewed, limit]).df()
+        finally:
+            con.execute("DROP TABLE IF EXISTS review_rows")
     items["reasons"] = [reasons(r) for r in items.itertuples()]
     return {"items": items[QUEUE_COLUMNS], "total": total, "flagged": flagged, "reviewed": reviewed}
 

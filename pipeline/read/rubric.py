@@ -33,8 +33,8 @@ from pipeline.analysis.rubric import (
     OVERALL,
     calculate_score,
     clipped_stats_moments,
-    grader_agreement,
     needs_histogram,
+    pair_agreement,
     score_from_sums,
 )
 from pipeline.analysis.rubric import tag_breakdown as _tag_breakdown
@@ -397,14 +397,17 @@ def label_pairs(db: str | Path, dataset: str, grader: str) -> pd.DataFrame:
     return pairs
 
 
-def _meta_row(group: str, category: str, pairs: pd.DataFrame) -> dict[str, Any]:
-    parsed = pairs[pairs["met"].notna()]
-    figures: dict[str, Any] = {"n_criteria": 0, "n_pairs": 0, **dict.fromkeys(
+def _meta_row(group: str, category: str, rows: np.ndarray, pairs: dict[str, np.ndarray]) -> dict[str, Any]:
+    """One meta-eval row over the labelled criteria ``rows`` (a mask) of ``pairs`` (``parsed``: the grade could be
+    read; ``at``: each (grader, physician) label pair's criterion; ``grader``/``physician``: the pairs' labels)."""
+    parsed = rows & pairs["parsed"]
+    figures: dict[str, Any] = {"n_criteria": int(parsed.sum()), "n_pairs": 0, **dict.fromkeys(
         ("agreement", "f1_pos", "f1_neg", "macro_f1"), float("nan"))}
-    if len(parsed):
-        result = grader_agreement(parsed["met"].astype(bool).to_numpy(), [list(x) for x in parsed["labels"]])
-        figures = {k: result[k] for k in figures}
-    return {"group": group, "category": category, **figures, "n_unparsed": int(pairs["met"].isna().sum())}
+    if parsed.any():
+        mine = parsed[pairs["at"]]
+        result = pair_agreement(pairs["grader"][mine], pairs["physician"][mine])
+        figures.update({k: result[k] for k in ("n_pairs", "agreement", "f1_pos", "f1_neg", "macro_f1")})
+    return {"group": group, "category": category, **figures, "n_unparsed": int((rows & ~pairs["parsed"]).sum())}
 
 
 def grader_meta_eval(db: str | Path, dataset: str, grader: str) -> pd.DataFrame:
@@ -416,10 +419,18 @@ def grader_meta_eval(db: str | Path, dataset: str, grader: str) -> pd.DataFrame:
     pairs = label_pairs(db, dataset, grader)
     if pairs.empty:
         return pd.DataFrame(columns=META_COLUMNS)
-    pairs["tags"] = [_as_list(t) for t in pairs["tags"]]
-    pairs["met"] = pairs["met"].astype("boolean")
-    rows = [_meta_row("overall", OVERALL, pairs)]
-    rows += [_meta_row("language", lang, g) for lang, g in pairs.groupby("language", sort=True)]
-    tags = sorted({t for tags in pairs["tags"] for t in tags})
-    rows += [_meta_row("tag", tag, pairs[[tag in t for t in pairs["tags"]]]) for tag in tags]
+    tags = [_as_list(t) for t in pairs["tags"]]
+    met = pairs["met"].astype("boolean")
+    parsed = met.notna().to_numpy(dtype=bool)
+    labels = [np.asarray(_as_list(x), dtype=bool) for x in pairs["labels"]]
+    counts = np.array([len(x) for x in labels])
+    at = np.repeat(np.arange(len(pairs)), counts)  # every (grader, physician) label pair once, by its criterion
+    exploded = {"parsed": parsed, "at": at, "grader": np.repeat(met.fillna(False).to_numpy(dtype=bool), counts),
+                "physician": np.concatenate(labels) if labels else np.zeros(0, dtype=bool)}
+    everything = np.ones(len(pairs), dtype=bool)
+    language = pairs["language"].to_numpy()
+    rows = [_meta_row("overall", OVERALL, everything, exploded)]
+    rows += [_meta_row("language", lang, language == lang, exploded) for lang in sorted(set(language))]
+    rows += [_meta_row("tag", tag, np.array([tag in t for t in tags]), exploded)
+             for tag in sorted({t for ts in tags for t in ts})]
     return pd.DataFrame(rows, columns=META_COLUMNS)
