@@ -61,27 +61,28 @@ def _queue_sql(db: str | Path, f: Filters, judge: str | None, *, jury: bool, rub
     """The queue's rows with their severity; one dataset (``f.dataset``), so every table is filtered by it and
     joined on (query, model)."""
     where, params = f.sql()
-    on = "{a}.query_id = it.query_id AND {a}.model_id = it.model_id"
+    on = "{a}.k = it.k"  # joined on a 64-bit hash of (query, model): small hash tables for 10^5–10^6 answers
+    key = "hash(query_id, model_id) AS k"
     spread = ("CASE WHEN count(*) > 1 THEN greatest("
               + ", ".join(f"coalesce(max({m}) - min({m}), 0)" for m in METRICS) + ") ELSE 0 END"
               if jury else "0")  # item_scores has one row per judge: count(*) is the number of judges
     parts = [
-        "it AS (SELECT r.query_id, r.model_id, r.response_hash, q.language, "
+        "it AS (SELECT hash(r.query_id, r.model_id) AS k, r.query_id, r.model_id, r.response_hash, q.language, "
         "len(q.kb_refs) > 0 AND NOT list_contains(q.themes, 'out_of_kb') AS answerable FROM responses r "
         f"JOIN queries q ON q.dataset = r.dataset AND q.query_id = r.query_id WHERE {where} AND r.error IS NULL)",
-        "crit AS (SELECT query_id, model_id, response_hash, max(p_high) AS p_high FROM critiques "
+        f"crit AS (SELECT {key}, response_hash, max(p_high) AS p_high FROM critiques "
         "WHERE dataset = ? AND p_high IS NOT NULL GROUP BY ALL)",
-        "sc AS (SELECT query_id, model_id, any_value(FC) FILTER (WHERE judge_id = ?) AS FC, "
-        f"{spread} AS spread FROM item_scores WHERE dataset = ? GROUP BY ALL)",
-        "facts AS (SELECT query_id, model_id, over_refusal FROM response_facts WHERE dataset = ?)",
+        f"sc AS (SELECT {key}, any_value(FC) FILTER (WHERE judge_id = ?) AS FC, "
+        f"{spread} AS spread FROM item_scores WHERE dataset = ? GROUP BY k)",
+        f"facts AS (SELECT {key}, over_refusal FROM response_facts WHERE dataset = ?)",
     ]
     p = [*params, f.dataset, judge or "", f.dataset, f.dataset]
     joins = (f"LEFT JOIN crit ON {on.format(a='crit')} AND crit.response_hash = it.response_hash "
              f"LEFT JOIN sc ON {on.format(a='sc')} LEFT JOIN facts ON {on.format(a='facts')} ")
     harmful_col = "0"
     if rubric:
-        parts.append("harm AS (SELECT query_id, model_id, max(harmful_met) AS harmful_met FROM rubric_items "
-                     "WHERE dataset = ? GROUP BY ALL)")
+        parts.append(f"harm AS (SELECT {key}, max(harmful_met) AS harmful_met FROM rubric_items "
+                     "WHERE dataset = ? GROUP BY k)")
         p.append(f.dataset)
         joins += f"LEFT JOIN harm ON {on.format(a='harm')} "
         harmful_col = "coalesce(harm.harmful_met, 0)"
