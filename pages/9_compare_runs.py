@@ -62,7 +62,11 @@ if mode == FILES:
         st.stop()
     st.caption(ui.md_escape(f"A: {ctx.db} (this database) · B: {b_db}"))
 
-choices = {"A": ctx.choices, "B": ctx.choices if b_db == ctx.db else data.choices(b_db)}
+try:
+    choices = {"A": ctx.choices, "B": ctx.choices if b_db == ctx.db else data.choices(b_db)}
+except Exception as exc:  # not a results database (DuckDB's error says why)
+    st.error(ui.md_escape(f"Cannot read {b_db} as a result database: {exc}"))
+    st.stop()
 sides = {}
 cols = st.columns(2)
 for (name, db), col in zip((("A", ctx.db), ("B", b_db)), cols, strict=True):
