@@ -34,6 +34,7 @@ from __future__ import annotations
 LEVEL_PREFIXES = ("axis:", "level:", "cluster:")  # criterion-level tags in HealthBench's vocabulary
 KEY = ("dataset", "query_id", "model_id", "grader_id")
 SOURCES = ("rubric_grades", "responses", "queries")
+WATCH = (("queries", ("rubric",)),)  # of a query only its rubric counts: a rewrite with the same rubric touches nothing
 ALIAS = "g"
 _TYPE = '[{{"criterion": "VARCHAR", "points": "DOUBLE", "tags": ["VARCHAR"]}}]'  # {{ }}: str.format escapes
 # The queries' current rubrics, parsed once per query

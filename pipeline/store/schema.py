@@ -568,11 +568,14 @@ def _on(a: str, b: str, columns: tuple[str, ...]) -> str:
 
 class Derived(NamedTuple):
     """A derived table: the tables it follows and the SELECT of its rows (alias ``alias`` for the
-    driving table; ``{touched}`` and ``{touched_s}`` join the touched keys ``k``)."""
+    driving table; ``{touched}`` and ``{touched_s}`` join the touched keys ``k``). ``watch`` names, per
+    source, the columns it depends on: a write to that source touches only the keys whose values of
+    those columns change (a run rewrites every query; only a changed rubric matters to the rubric tables)."""
 
     sources: tuple[str, ...]
     alias: str
     select: str
+    watch: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
 DERIVED: dict[str, Derived] = {
@@ -593,7 +596,8 @@ DERIVED: dict[str, Derived] = {
         + f" FROM safety_checks s {{touched_s}} GROUP BY ALL) s ON {_on('s', 'r', _RESPONSE)} "
         "AND s.response_hash = r.response_hash")),
     # per rubric item, and per item and tag: HealthBench's sums over current grades (pipeline/store/derived_rubric.py)
-    **{t: Derived(derived_rubric.SOURCES, derived_rubric.ALIAS, sql) for t, sql in derived_rubric.SELECTS.items()},
+    **{t: Derived(derived_rubric.SOURCES, derived_rubric.ALIAS, sql, derived_rubric.WATCH)
+       for t, sql in derived_rubric.SELECTS.items()},
 }
 
 

@@ -132,14 +132,26 @@ class Store:
     @staticmethod
     def _insert(con: duckdb.DuckDBPyConnection, table: str, arrow_rows: pa.Table) -> int:
         con.register("_incoming_rows", arrow_rows)
+        changed: dict[str, str] = {}  # derived table -> the temp table of the keys whose watched columns change
         try:
+            for name, d in DERIVED.items():
+                watched = dict(d.watch).get(table)
+                if table in d.sources and watched:
+                    key = TABLES[table].key
+                    changed[name] = f"_changed_{name}"
+                    con.execute(f"CREATE OR REPLACE TEMP TABLE {changed[name]} AS SELECT "
+                                f"{', '.join('i.' + k for k in key)} FROM _incoming_rows i LEFT JOIN {table} t ON "
+                                + " AND ".join(f"t.{k} = i.{k}" for k in key) + " WHERE "
+                                + " OR ".join(f"t.{c} IS DISTINCT FROM i.{c}" for c in watched))
             con.execute(f"INSERT OR REPLACE INTO {table} BY NAME SELECT * FROM _incoming_rows")
             for name, d in DERIVED.items():
                 if table in d.sources:
                     key_columns = tuple(c for c in TABLES[name].key if c in arrow_rows.column_names)
-                    for sql in refresh_sql(name, "_incoming_rows", key_columns):
+                    for sql in refresh_sql(name, changed.get(name, "_incoming_rows"), key_columns):
                         con.execute(sql)
         finally:
+            for temp in changed.values():
+                con.execute(f"DROP TABLE IF EXISTS {temp}")
             con.unregister("_incoming_rows")
         return arrow_rows.num_rows
 
