@@ -58,7 +58,7 @@ def _rows(db: Path, sql: str) -> list[tuple]:
 
 def _recomputed(db: Path, table: str) -> list[tuple]:
     """The derived table as its SELECT computes it from scratch."""
-    return _rows(db, SELECTS[table].format(touched="", touched_s="") + " ORDER BY ALL")
+    return _rows(db, SELECTS[table].format(touched="", touched_s="", touched_q="") + " ORDER BY ALL")
 
 
 def test_fast_path_is_healthbench_s_scoring(rubric_db: Path) -> None:

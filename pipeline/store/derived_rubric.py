@@ -37,8 +37,9 @@ SOURCES = ("rubric_grades", "responses", "queries")
 WATCH = (("queries", ("rubric",)),)  # of a query only its rubric counts: a rewrite with the same rubric touches nothing
 ALIAS = "g"
 _TYPE = '[{{"criterion": "VARCHAR", "points": "DOUBLE", "tags": ["VARCHAR"]}}]'  # {{ }}: str.format escapes
-# The queries' current rubrics, parsed once per query
-_RUBRICS = (f"(SELECT dataset, query_id, from_json(rubric, '{_TYPE}') AS cs FROM queries WHERE rubric IS NOT NULL)")
+# The touched queries' current rubrics (``{touched_q}``: only those of the keys a write touched), parsed once each
+_RUBRICS = (f"(SELECT q0.dataset, q0.query_id, from_json(q0.rubric, '{_TYPE}') AS cs FROM queries q0 {{touched_q}} "
+            "WHERE q0.rubric IS NOT NULL)")
 _PER_QUERY = (
     "(SELECT dataset, query_id, cs, len(cs) AS n_criteria, "
     "coalesce(list_sum(list_filter(list_transform(cs, lambda c: c.points), lambda p: p > 0)), 0) AS possible "

@@ -611,12 +611,17 @@ def refresh_sql(derived: str, keys_from: str | None = None, key_columns: tuple[s
     """
     d = DERIVED[derived]
     if keys_from is None:
-        return [f"DELETE FROM {derived}", f"INSERT INTO {derived} BY NAME " + d.select.format(touched="", touched_s="")]
+        return [f"DELETE FROM {derived}", f"INSERT INTO {derived} BY NAME "
+                + d.select.format(touched="", touched_s="", touched_q="")]
     cols = ", ".join(key_columns)
     keys = f"(SELECT DISTINCT {cols} FROM {keys_from})"
 
-    def touched(alias: str) -> str:
-        return f"JOIN {keys} k ON {_on('k', alias, key_columns)}"
+    def touched(alias: str, columns: tuple[str, ...] = key_columns) -> str:
+        return f"JOIN (SELECT DISTINCT {', '.join(columns)} FROM {keys_from}) k ON {_on('k', alias, columns)}"
 
+    # ``{touched_q}``: the touched queries (alias q0), for a SELECT that reads per-query data (a rubric)
+    per_query = ("dataset", "query_id")
+    touched_q = touched("q0", per_query) if set(per_query) <= set(key_columns) else ""
     return [f"DELETE FROM {derived} USING {keys} k WHERE {_on('k', derived, key_columns)}",
-            f"INSERT INTO {derived} BY NAME " + d.select.format(touched=touched(d.alias), touched_s=touched("s"))]
+            f"INSERT INTO {derived} BY NAME " + d.select.format(touched=touched(d.alias), touched_s=touched("s"),
+                                                                touched_q=touched_q)]
