@@ -8,6 +8,7 @@ they complete) and records what it did for the run's summary. Steps never import
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -124,25 +125,25 @@ class RunContext:
                 record.completion_tokens += completion.completion_tokens or 0
             self.progress.advance(task)
 
-        async def flusher() -> None:
-            while True:
-                await asyncio.sleep(FLUSH_EVERY_S)
-                if pending_rows:
+        # The periodic flushes are stopped, never cancelled: cancelling a task that awaits
+        # asyncio.to_thread(store.write) drops the batch when its job has not started yet (and a
+        # started one would finish after the stage returned).
+        stopping = asyncio.Event()
+
+        async def every(period_s: float, due: Callable[[], bool]) -> None:
+            while not stopping.is_set():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stopping.wait(), period_s)
+                if not stopping.is_set() and due():
                     await flush()
 
-        async def flush_when_full() -> None:
-            while True:
-                await asyncio.sleep(0.05)
-                if pending_rows >= FLUSH_EVERY_ROWS:
-                    await flush()
-
-        background = [asyncio.create_task(flusher()), asyncio.create_task(flush_when_full())]
+        background = [asyncio.create_task(every(FLUSH_EVERY_S, lambda: pending_rows > 0)),
+                      asyncio.create_task(every(0.05, lambda: pending_rows >= FLUSH_EVERY_ROWS))]
         try:
             results = await model.generate_many(list(requests), on_result=on_result)
         finally:
-            for t in background:
-                t.cancel()
-            await asyncio.gather(*background, return_exceptions=True)
+            stopping.set()
+            await asyncio.gather(*background)  # a flush in progress completes; a failed write is raised
             await flush()
             record.wall_s = time.perf_counter() - started
             after = model.stats
