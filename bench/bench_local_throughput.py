@@ -1,7 +1,7 @@
 """Local throughput: several sequences at once against one at a time, for the embedded models on 2 cores.
 
 The same real generation prompts (data/cataract queries with their kb_refs chunks, messages from
-pipeline.steps.generate.build_request; greedy, max_tokens as configs/default.yaml's generators)
+pipeline.steps.generate.build_request; greedy, 64 completion tokens at most)
 run four ways:
 
 - ``one_at_a_time``: the pipeline's llamacpp backend, one call after another (what the pipeline does:
@@ -40,7 +40,6 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as the pipeline's backend does, before libgomp loads
 
 import numpy as np  # noqa: E402
-import yaml  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
@@ -53,7 +52,7 @@ from pipeline.steps.generate import build_request  # noqa: E402
 SMOLLM = "llamacpp/smollm2-135m-instruct"
 GEMMA = "llamacpp/gemma-3-270m"
 RESULTS = ROOT / "bench" / "results" / "local_throughput.json"
-DEFAULT_CONFIG = ROOT / "configs" / "default.yaml"
+MAX_TOKENS = 64  # as bench_local_model.py; the default config's generators allow 96
 
 
 def load1() -> float:
@@ -100,15 +99,15 @@ def one_at_a_time(backend: LlamaCppBackend, requests) -> dict:
 class Batched:
     """Greedy batched decoding of K sequences in one llama.cpp context (llama_batch with K seq ids)."""
 
-    def __init__(self, llama, k: int, n_ctx_per_seq: int, n_threads: int):
+    def __init__(self, llama, k: int, n_ctx_per_seq: int, n_threads: int, unified: bool = False):
         import llama_cpp
 
         self.C, self.llama, self.k = llama_cpp, llama, k
         params = type(llama.context_params).from_buffer_copy(llama.context_params)
         params.n_ctx, params.n_seq_max = n_ctx_per_seq * k, k
         params.n_threads = params.n_threads_batch = n_threads
-        if hasattr(params, "kv_unified"):
-            params.kv_unified = True
+        if hasattr(params, "kv_unified"):  # False: each sequence attends over its own KV stream only
+            params.kv_unified = unified
         self.ctx = llama_cpp.llama_init_from_model(llama._model.model, params)
         if not self.ctx:
             raise RuntimeError("could not create a batched llama.cpp context")
@@ -243,11 +242,9 @@ def two_models(backends: list[LlamaCppBackend], requests, concurrent: bool) -> d
 def main() -> int:
     from llama_cpp import Llama
 
-    generators = {m["id"]: m for m in yaml.safe_load(DEFAULT_CONFIG.read_text())["models"]}
-    default_tokens = generators.get(SMOLLM, {}).get("max_tokens", 96)
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--prompts", type=int, default=4, help="K prompts (sequences at once)")
-    parser.add_argument("--max-tokens", type=int, default=default_tokens)
+    parser.add_argument("--max-tokens", type=int, default=MAX_TOKENS)
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--skip-gemma", action="store_true")
     args = parser.parse_args()
