@@ -14,13 +14,11 @@ bad row is printed with its line and reason, nothing is written and the exit cod
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pipeline.errors import UserError
+from pipeline.dataset.label_csv import BadRow, import_command, validate_rows
 from pipeline.store import Store
 from pipeline.store.schema import CriterionLabelRow
 
@@ -70,92 +68,38 @@ def _criterion_index(value: str, criteria: list[str]) -> tuple[int | None, str |
 def validate_criterion_label_rows(text: str, db: Known, *, dataset: str | None,
                                   source: str) -> tuple[list[CriterionLabelRow], list[str]]:
     """(label rows, problems as 'line N: reason') of a criterion-label CSV's text."""
-    reader = csv.DictReader(io.StringIO(text))
-    header = [(h or "").strip().lower() for h in (reader.fieldnames or [])]
-    missing = [c for c in REQUIRED_COLUMNS if c not in header]
-    if missing:
-        return [], [f"line 1: header lacks column(s) {', '.join(missing)} (need {', '.join(REQUIRED_COLUMNS)})"]
-    if "dataset" not in header and dataset is None:
-        if len(db.datasets) != 1:
-            return [], ["line 1: no dataset column; pass --dataset (the database holds "
-                        f"{', '.join(sorted(db.datasets)) or 'no dataset'})"]
-        dataset = next(iter(db.datasets))
-    rows: list[CriterionLabelRow] = []
-    problems: list[str] = []
-    seen: dict[tuple, int] = {}
-    for raw in reader:
-        line = reader.line_num
-        if None in raw:
-            problems.append(f"line {line}: more fields than the header has")
-            continue
-        row = {(k or "").strip().lower(): (v or "").strip() for k, v in raw.items()}
-        if not any(row.values()):
-            continue
-        ds = row.get("dataset") or dataset
-        empty = [c for c in REQUIRED_COLUMNS if not row.get(c)]
-        if empty:
-            problems.append(f"line {line}: missing {', '.join(empty)}")
-            continue
-        if ds not in db.datasets:
-            problems.append(f"line {line}: dataset {ds!r} is not in the database")
-            continue
+
+    def parse_row(row: dict[str, str], ds: str) -> tuple[tuple, CriterionLabelRow]:
         met = MET_VALUES.get(row["met"].lower())
         if met is None:
-            problems.append(f"line {line}: met {row['met']!r} is not true, false, 1 or 0")
-            continue
+            raise BadRow(f"met {row['met']!r} is not true, false, 1 or 0")
         qid = row["query_id"]
         if (ds, qid) not in db.rubrics:
-            problems.append(f"line {line}: query {qid!r} of dataset {ds!r} has no rubric in the database")
-            continue
+            raise BadRow(f"query {qid!r} of dataset {ds!r} has no rubric in the database")
         index, reason = _criterion_index(row["criterion"], db.rubrics[(ds, qid)])
         if reason:
-            problems.append(f"line {line}: {reason}")
-            continue
+            raise BadRow(reason)
         answered = db.responses.get((ds, qid), {})
         model_id = row.get("model_id")
         if not model_id:
             if len(answered) != 1:
-                problems.append(f"line {line}: no model_id, and {len(answered)} models answered {qid!r}; "
-                                "say whose response was labelled")
-                continue
+                raise BadRow(f"no model_id, and {len(answered)} models answered {qid!r}; "
+                             "say whose response was labelled")
             model_id = next(iter(answered))
         if model_id not in answered:
-            problems.append(f"line {line}: model {model_id!r} has no response to {qid!r} in the database")
-            continue
-        key = (ds, qid, model_id, index, row["annotator"])
-        if key in seen:
-            problems.append(f"line {line}: repeats line {seen[key]} (same query, model, criterion, annotator)")
-            continue
-        seen[key] = line
-        rows.append(CriterionLabelRow(dataset=ds, query_id=qid, model_id=model_id, criterion_index=index,
-                                      criterion=db.rubrics[(ds, qid)][index], annotator=row["annotator"], met=met,
-                                      response_hash=answered[model_id], source=source))
-    return rows, problems
+            raise BadRow(f"model {model_id!r} has no response to {qid!r} in the database")
+        return ((ds, qid, model_id, index, row["annotator"]),
+                CriterionLabelRow(dataset=ds, query_id=qid, model_id=model_id, criterion_index=index,
+                                  criterion=db.rubrics[(ds, qid)][index], annotator=row["annotator"], met=met,
+                                  response_hash=answered[model_id], source=source))
+
+    return validate_rows(text, required=REQUIRED_COLUMNS, datasets=db.datasets, dataset=dataset,
+                         parse_row=parse_row, same="same query, model, criterion, annotator")
 
 
 def import_criterion_labels_command(csv_path: Path, *, db: Path, dataset: str | None = None) -> int:
     """CLI entry of ``import-criterion-labels``: all rows or nothing; bad rows printed with line and reason."""
-    from rich.console import Console
-
-    console = Console(stderr=True)
-    csv_path, db = Path(csv_path), Path(db)
-    if not csv_path.is_file():
-        raise UserError(f"{csv_path}: file not found")
-    if not db.is_file():
-        raise UserError(f"{db}: no results database here (run an evaluation first)")
-    try:
-        text = csv_path.read_text(encoding="utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise UserError(f"{csv_path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    store = Store(db)
-    rows, problems = validate_criterion_label_rows(text, known(store), dataset=dataset, source=csv_path.name)
-    if problems:
-        for p in problems:
-            console.print(f"{csv_path}:{p}", highlight=False, soft_wrap=True)
-        console.print(f"[bold red]error:[/] {len(problems)} bad row(s); nothing imported", highlight=False)
-        return 1
-    if not rows:
-        raise UserError(f"{csv_path}: no label rows")
-    store.write(rows)
-    console.print(f"imported {len(rows)} criterion label(s) from {csv_path} into {db}")
-    return 0
+    return import_command(
+        csv_path, db=db, what="criterion label",
+        validate=lambda text, store: validate_criterion_label_rows(text, known(store), dataset=dataset,
+                                                                   source=Path(csv_path).name))

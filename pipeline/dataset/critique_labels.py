@@ -15,12 +15,10 @@ with its line and reason, nothing is written and the exit code is 1.
 
 from __future__ import annotations
 
-import csv
-import io
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pipeline.errors import UserError
+from pipeline.dataset.label_csv import BadRow, import_command, validate_rows
 from pipeline.steps.medcode import LABEL_ALIASES, LABELS
 from pipeline.store import Store
 from pipeline.store.schema import TEXT_HASH_SQL, CritiqueLabelRow
@@ -95,36 +93,12 @@ def _critique(row: dict, found: list[tuple[str, str, str, str]], key: tuple) -> 
 def validate_critique_label_rows(text: str, db: Known, *, dataset: str | None,
                                  source: str) -> tuple[list[CritiqueLabelRow], list[str]]:
     """(label rows, problems as 'line N: reason') of a critique-label CSV's text."""
-    reader = csv.DictReader(io.StringIO(text))
-    header = [(h or "").strip().lower() for h in (reader.fieldnames or [])]
-    missing = [c for c in REQUIRED_COLUMNS if c not in header]
-    if missing or not any(c in header for c in ANSWER_COLUMNS):
-        need = ", ".join(REQUIRED_COLUMNS) + " and label and/or critique_accurate"
-        return [], [f"line 1: header lacks column(s) {', '.join(missing) or 'label / critique_accurate'} (need {need})"]
-    if "dataset" not in header and dataset is None:
-        if len(db.datasets) != 1:
-            return [], ["line 1: no dataset column; pass --dataset (the database holds "
-                        f"{', '.join(sorted(db.datasets)) or 'no dataset'})"]
-        dataset = next(iter(db.datasets))
-    rows: list[CritiqueLabelRow] = []
-    problems: list[str] = []
-    seen: dict[tuple, int] = {}
-    for raw in reader:
-        line = reader.line_num
-        if None in raw:
-            problems.append(f"line {line}: more fields than the header has")
-            continue
-        row = {(k or "").strip().lower(): (v or "").strip() for k, v in raw.items()}
-        if not any(row.values()):
-            continue
-        ds = row.get("dataset") or dataset
-        empty = [c for c in REQUIRED_COLUMNS if not row.get(c)]
+
+    def parse_row(row: dict[str, str], ds: str) -> tuple[tuple, CritiqueLabelRow]:
         label, bad_label = parse_label(row.get("label", ""))
         accurate, bad_yes_no = parse_yes_no(row.get("critique_accurate", ""))
-        key = (ds, row.get("query_id"), row.get("model_id"))
-        reason = (f"missing {', '.join(empty)}" if empty
-                  else f"dataset {ds!r} is not in the database" if ds not in db.datasets
-                  else bad_label or bad_yes_no
+        key = (ds, row["query_id"], row["model_id"])
+        reason = (bad_label or bad_yes_no
                   or ("neither label nor critique_accurate is given" if label is None and accurate is None else None)
                   or (f"query {key[1]!r} is not in dataset {ds!r}" if key[:2] not in db.queries else None)
                   or (f"model {key[2]!r} has no response to {key[1]!r} in the database"
@@ -133,49 +107,27 @@ def validate_critique_label_rows(text: str, db: Known, *, dataset: str | None,
         if reason is None:
             critique, reason = _critique(row, db.critiques.get(key, []), key)
         if reason is not None:
-            problems.append(f"line {line}: {reason}")
-            continue
+            raise BadRow(reason)
         kind, by, critique_hash, response_hash = critique
-        full = (*key, kind, by, row["annotator"])
-        if full in seen:
-            problems.append(f"line {line}: repeats line {seen[full]} (same critique, annotator)")
-            continue
-        seen[full] = line
-        rows.append(CritiqueLabelRow(dataset=ds, query_id=key[1], model_id=key[2], critique_kind=kind, critique_by=by,
-                                     annotator=row["annotator"], label=label, critique_accurate=accurate,
-                                     critique_hash=critique_hash, response_hash=response_hash,
-                                     comment=row.get("comment") or None, source=source))
-    return rows, problems
+        return ((*key, kind, by, row["annotator"]),
+                CritiqueLabelRow(dataset=ds, query_id=key[1], model_id=key[2], critique_kind=kind, critique_by=by,
+                                 annotator=row["annotator"], label=label, critique_accurate=accurate,
+                                 critique_hash=critique_hash, response_hash=response_hash,
+                                 comment=row.get("comment") or None, source=source))
+
+    return validate_rows(text, required=REQUIRED_COLUMNS, any_of=ANSWER_COLUMNS, datasets=db.datasets,
+                         dataset=dataset, parse_row=parse_row, same="same critique, annotator")
 
 
 def import_critique_labels_command(csv_path: Path, *, db: Path, dataset: str | None = None) -> int:
     """CLI entry of ``import-critique-labels``: all rows or nothing; bad rows printed with line and reason."""
-    from rich.console import Console
 
-    console = Console(stderr=True)
-    csv_path, db = Path(csv_path), Path(db)
-    if not csv_path.is_file():
-        raise UserError(f"{csv_path}: file not found")
-    if not db.is_file():
-        raise UserError(f"{db}: no results database here (run an evaluation first)")
-    try:
-        text = csv_path.read_text(encoding="utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise UserError(f"{csv_path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    store = Store(db)
-    with store.connect():  # an older file gains the tables this reads (labelled_critiques, critique_labels)
-        pass
-    rows, problems = validate_critique_label_rows(text, known(store), dataset=dataset, source=csv_path.name)
-    if problems:
-        for p in problems:
-            console.print(f"{csv_path}:{p}", highlight=False, soft_wrap=True)
-        console.print(f"[bold red]error:[/] {len(problems)} bad row(s); nothing imported", highlight=False)
-        return 1
-    if not rows:
-        raise UserError(f"{csv_path}: no critique label rows")
-    store.write(rows)
-    console.print(f"imported {len(rows)} critique label(s) from {csv_path} into {db}", highlight=False)
-    return 0
+    def validate(text: str, store: Store) -> tuple[list[CritiqueLabelRow], list[str]]:
+        with store.connect():  # an older file gains the tables this reads (labelled_critiques, critique_labels)
+            pass
+        return validate_critique_label_rows(text, known(store), dataset=dataset, source=Path(csv_path).name)
+
+    return import_command(csv_path, db=db, validate=validate, what="critique label", empty="no critique label rows")
 
 
 def save_critique_label(db: str | Path, *, dataset: str, query_id: str, model_id: str, critique_kind: str,

@@ -1,0 +1,115 @@
+"""The skeleton the label importers share (``human_labels``, ``criterion_labels``, ``critique_labels``).
+
+A label CSV is read as UTF-8 text, its header checked for the columns an importer needs, and each row checked on
+its own: a problem is reported as ``line N: reason``, the file's name put in front when printed. The import is all
+or nothing: one bad row and nothing is written. What a row must refer to, and what it becomes, is the importer's
+``parse_row``; this module owns the loop, the dataset column, the repeated rows and the CLI's reporting.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pipeline.errors import UserError
+from pipeline.store import Store
+
+T = TypeVar("T")
+
+
+class BadRow(Exception):
+    """Raised by a ``parse_row`` for a row it rejects; the message is the reason."""
+
+
+def _blank(row: dict[str, str]) -> bool:
+    return not any(row.values())
+
+
+def validate_rows(text: str, *, required: Sequence[str], datasets: Iterable[str], dataset: str | None,
+                  parse_row: Callable[[dict[str, str], str], tuple[tuple, T]], same: str,
+                  any_of: Sequence[str] = (), skip: Callable[[dict[str, str]], Any] = _blank,
+                  ) -> tuple[list[T], list[str]]:
+    """(parsed rows, problems as 'line N: reason') of a label CSV's text.
+
+    Header names and values are stripped (names lower-cased). A row ``skip`` says yes to is left out (by default
+    a row of empty fields); a row lacking one of ``required`` is ``missing ...``; its dataset (the ``dataset``
+    column, else ``dataset``, else the database's only one) must be one of ``datasets``. ``parse_row(row,
+    dataset)`` gives the row's (key, value) or raises :class:`BadRow`; a key seen before is a repeat, reported
+    with the earlier line and ``same`` (what a repeat shares, e.g. 'same query, model, annotator').
+    """
+    datasets = set(datasets)
+    reader = csv.DictReader(io.StringIO(text))
+    header = [(h or "").strip().lower() for h in (reader.fieldnames or [])]
+    missing = [c for c in required if c not in header]
+    if missing or (any_of and not any(c in header for c in any_of)):
+        need = ", ".join(required) + (f" and {' and/or '.join(any_of)}" if any_of else "")
+        return [], [f"line 1: header lacks column(s) {', '.join(missing) or ' / '.join(any_of)} (need {need})"]
+    if "dataset" not in header and dataset is None:
+        if len(datasets) != 1:
+            return [], ["line 1: no dataset column; pass --dataset (the database holds "
+                        f"{', '.join(sorted(datasets)) or 'no dataset'})"]
+        dataset = next(iter(datasets))
+    rows: list[T] = []
+    problems: list[str] = []
+    seen: dict[tuple, int] = {}
+    for raw in reader:
+        line = reader.line_num
+        if None in raw:
+            problems.append(f"line {line}: more fields than the header has")
+            continue
+        row = {(k or "").strip().lower(): (v or "").strip() for k, v in raw.items()}
+        if skip(row):
+            continue
+        ds = row.get("dataset") or dataset
+        empty = [c for c in required if not row.get(c)]
+        try:
+            if empty:
+                raise BadRow(f"missing {', '.join(empty)}")
+            if ds not in datasets:
+                raise BadRow(f"dataset {ds!r} is not in the database")
+            key, value = parse_row(row, ds)
+        except BadRow as exc:
+            problems.append(f"line {line}: {exc}")
+            continue
+        if key in seen:
+            problems.append(f"line {line}: repeats line {seen[key]} ({same})")
+            continue
+        seen[key] = line
+        rows.append(value)
+    return rows, problems
+
+
+def import_command(csv_path: Path, *, db: Path, validate: Callable[[str, Store], tuple[list, list[str]]],
+                   what: str, empty: str = "no label rows") -> int:
+    """A label-import CLI command: ``validate(text, store)`` gives (store rows, problems); all rows or nothing.
+
+    Every problem is printed as ``file:line N: reason`` and the exit code is 1; a file with no rows is a
+    :class:`UserError` (``empty``); else the rows are written and 'imported N {what}(s)' said.
+    """
+    from rich.console import Console
+
+    console = Console(stderr=True)
+    csv_path, db = Path(csv_path), Path(db)
+    if not csv_path.is_file():
+        raise UserError(f"{csv_path}: file not found")
+    if not db.is_file():
+        raise UserError(f"{db}: no results database here (run an evaluation first)")
+    try:
+        text = csv_path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{csv_path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    store = Store(db)
+    rows, problems = validate(text, store)
+    if problems:
+        for p in problems:
+            console.print(f"{csv_path}:{p}", highlight=False, soft_wrap=True)
+        console.print(f"[bold red]error:[/] {len(problems)} bad row(s); nothing imported", highlight=False)
+        return 1
+    if not rows:
+        raise UserError(f"{csv_path}: {empty}")
+    store.write(rows)
+    console.print(f"imported {len(rows)} {what}(s) from {csv_path} into {db}", highlight=False)
+    return 0
