@@ -11,6 +11,8 @@
 
 The session databases are read-only to tests: a test that writes takes its own copy (``copy_db``).
 This is enforced: after every test that used one, its bytes must be unchanged (``_session_dbs_unchanged``).
+
+- ``browser``, ``page`` (sized by ``viewport``): headless Chromium for the browser tests.
 """
 
 from __future__ import annotations
@@ -18,13 +20,14 @@ from __future__ import annotations
 import hashlib
 import io
 import os
-import shutil
 import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
+from tests.support.results_db import copy_results_db
 
 REPO = Path(__file__).resolve().parent.parent
 SMOLLM2 = "llamacpp/smollm2-135m-instruct"
@@ -42,11 +45,7 @@ def pipeline_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     db = tmp_path_factory.mktemp("pipeline-db") / "results.duckdb"
     reuse = os.environ.get("PARIKSHA_TEST_PIPELINE_DB")  # development shortcut: a database built by this fixture
     if reuse and Path(reuse).is_file():
-        shutil.copy(reuse, db)
-        index = Path(reuse).with_name(Path(reuse).stem + ".lancedb")
-        if index.is_dir():
-            shutil.copytree(index, db.with_name(db.stem + ".lancedb"))
-        return db
+        return copy_results_db(Path(reuse), db)
     config = RunConfig.model_validate({
         "name": "app-tests", "dataset": str(REPO / "data" / "cataract"), "db": str(db),
         "languages": ["en", "hi"], "per_language": 1,
@@ -83,15 +82,7 @@ def jury_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def copy_db(tmp_path: Path) -> Callable[[Path], Path]:
     """Copy a session database (and its LanceDB index, if any) into this test's tmp dir."""
 
-    def copy(db: Path) -> Path:
-        target = tmp_path / db.name
-        shutil.copy(db, target)
-        index = db.with_name(db.stem + ".lancedb")
-        if index.is_dir():
-            shutil.copytree(index, target.with_name(target.stem + ".lancedb"))
-        return target
-
-    return copy
+    return lambda db: copy_results_db(db, tmp_path / db.name)
 
 
 def _digest(db: Path) -> str:
@@ -111,3 +102,31 @@ def _session_dbs_unchanged(request: pytest.FixtureRequest):
     for name, digest in before.items():
         assert _digest(request.getfixturevalue(name)) == digest, (
             f"{request.node.nodeid} changed the shared session database {name}: write to copy_db({name}) instead")
+
+
+# -- the browser tests (tests/test_browser*.py; helpers in tests/support/browser.py) ---------------------------
+@pytest.fixture(scope="module")
+def browser():
+    """Headless Chromium, one per module."""
+    from playwright.sync_api import sync_playwright
+
+    from tests.support.browser import CHROMIUM, CHROMIUM_ARGS
+
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def viewport() -> dict[str, int]:
+    """The size of a ``page``; a module overrides it for a taller page."""
+    return {"width": 1440, "height": 2200}
+
+
+@pytest.fixture
+def page(browser, viewport: dict[str, int]):
+    """A fresh tab (in its own context) of the module's browser."""
+    context = browser.new_context(viewport=viewport)
+    yield context.new_page()
+    context.close()

@@ -8,40 +8,22 @@ the database the pipeline produced, into which a hostile response was written th
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote
 
 import duckdb
-import httpx
 import pytest
 
 from pipeline.store import Store
 from pipeline.store.schema import ResponseRow
+from tests.support.browser import ARTIFACTS, BROWSER, main_text, no_exception, serve_app, settle
 
-REPO = Path(__file__).resolve().parent.parent
-ARTIFACTS = REPO / "tests" / "artifacts"
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--headless=new", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
 XSS = ('<script>window.__pwned=1</script> <img src=x onerror="window.__pwned=1"> '
        "[click](javascript:window.__pwned=1)")
 SQL_BITS = ("' OR 1=1 --", '"; DROP TABLE responses; --')
 PAGES = ["", "leaderboards", "responses", "themes", "medcode", "human_vs_llm", "playground"]
-pytestmark = [pytest.mark.browser,
-              pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="apt-get install chromium chromium-driver")]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+pytestmark = BROWSER
 
 
 @pytest.fixture(scope="module")
@@ -66,74 +48,8 @@ def served_db(pipeline_db: Path, tmp_path_factory: pytest.TempPathFactory) -> Pa
 
 @pytest.fixture(scope="module")
 def app_url(served_db: Path) -> Iterator[str]:
-    port = free_port()
-    env = {**os.environ, "PARIKSHA_DB": str(served_db)}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port), "--server.address",
-         "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false"],
-        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.time() + 90
-        while time.time() < deadline:
-            try:
-                if httpx.get(f"{url}/_stcore/health", timeout=2).text == "ok":
-                    break
-            except httpx.HTTPError:
-                pass
-            if proc.poll() is not None:
-                raise RuntimeError(proc.stdout.read().decode() if proc.stdout else "streamlit exited")
-            time.sleep(0.5)
-        else:
-            raise RuntimeError("streamlit did not come up in 90 s")
+    with serve_app(served_db) as url:
         yield url
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
-
-
-@pytest.fixture
-def page(browser):
-    context = browser.new_context(viewport={"width": 1440, "height": 2200})
-    tab = context.new_page()
-    yield tab
-    context.close()
-
-
-def settle(page, timeout_s: float = 90) -> None:
-    """Wait until the script has finished and the page stops changing."""
-    page.wait_for_selector('[data-testid="stApp"]', timeout=timeout_s * 1000)
-    deadline = time.time() + timeout_s
-    quiet = 0
-    while time.time() < deadline:
-        state = page.get_attribute('[data-testid="stApp"]', "data-test-script-state")
-        quiet = quiet + 1 if state == "notRunning" else 0
-        if quiet >= 3:
-            return
-        page.wait_for_timeout(300)
-    raise AssertionError(f"page still running after {timeout_s} s")
-
-
-def no_exception(page) -> None:
-    errors = page.query_selector_all('[data-testid="stException"]')
-    assert not errors, [e.inner_text()[:500] for e in errors]
-
-
-def main_text(page) -> str:
-    return page.inner_text('[data-testid="stMain"]')
 
 
 def test_every_page_with_a_filter_and_a_screenshot(app_url, page):

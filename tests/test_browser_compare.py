@@ -6,37 +6,19 @@ paired differences with their CI, the items whose answers changed and the retrie
 from __future__ import annotations
 
 import io
-import os
-import shutil
-import signal
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlencode
 
 import duckdb
-import httpx
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
-ARTIFACTS = REPO / "tests" / "artifacts"
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--headless=new", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+from tests.support.browser import ARTIFACTS, BROWSER, REPO, serve_app, settle
+from tests.support.results_db import copy_results_db
+
 SMOLLM2 = "llamacpp/smollm2-135m-instruct"
 EXTRACTIVE = "extractive/top-sentences"
-pytestmark = [pytest.mark.browser,
-              pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="apt-get install chromium chromium-driver")]
-
-
-def _copy(db: Path, target: Path) -> Path:
-    shutil.copy(db, target)
-    index = db.with_name(db.stem + ".lancedb")
-    if index.is_dir():
-        shutil.copytree(index, target.with_name(target.stem + ".lancedb"))
-    return target
+pytestmark = BROWSER
 
 
 @pytest.fixture(scope="module")
@@ -49,8 +31,8 @@ def two_runs(pipeline_db: Path, tmp_path_factory: pytest.TempPathFactory) -> tup
     from pipeline.runner import run
 
     folder = tmp_path_factory.mktemp("compare-runs")
-    a = _copy(pipeline_db, folder / "run-separate.duckdb")
-    b = _copy(pipeline_db, folder / "run-by-kind.duckdb")
+    a = copy_results_db(pipeline_db, folder / "run-separate.duckdb")
+    b = copy_results_db(pipeline_db, folder / "run-by-kind.duckdb")
     config = RunConfig.model_validate({
         "name": "app-tests-by-kind", "dataset": str(REPO / "data" / "cataract"), "db": str(b),
         "languages": ["en", "hi"], "per_language": 1, "retrieval": {"top_k": 3, "split": "by_kind"},
@@ -60,68 +42,15 @@ def two_runs(pipeline_db: Path, tmp_path_factory: pytest.TempPathFactory) -> tup
     return a, b
 
 
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def app_url(two_runs: tuple[Path, Path]) -> Iterator[str]:
-    port = free_port()
-    env = {**os.environ, "PARIKSHA_DB": str(two_runs[0])}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port), "--server.address",
-         "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false"],
-        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.time() + 90
-        while time.time() < deadline:
-            try:
-                if httpx.get(f"{url}/_stcore/health", timeout=2).text == "ok":
-                    break
-            except httpx.HTTPError:
-                pass
-            if proc.poll() is not None:
-                raise RuntimeError(proc.stdout.read().decode() if proc.stdout else "streamlit exited")
-            time.sleep(0.5)
-        else:
-            raise RuntimeError("streamlit did not come up in 90 s")
+    with serve_app(two_runs[0]) as url:
         yield url
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
 
 
-@pytest.fixture(scope="module")
-def page(app_url):
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        context = browser.new_context(viewport={"width": 1440, "height": 2400})
-        yield context.new_page()
-        context.close()
-        browser.close()
-
-
-def settle(page, timeout_s: float = 120) -> None:
-    page.wait_for_selector('[data-testid="stApp"]', timeout=timeout_s * 1000)
-    deadline = time.time() + timeout_s
-    quiet = 0
-    while time.time() < deadline:
-        state = page.get_attribute('[data-testid="stApp"]', "data-test-script-state")
-        quiet = quiet + 1 if state == "notRunning" else 0
-        if quiet >= 3:
-            return
-        page.wait_for_timeout(300)
-    raise AssertionError(f"page still running after {timeout_s} s")
+@pytest.fixture
+def viewport() -> dict[str, int]:
+    return {"width": 1440, "height": 2400}
 
 
 def _texts(db: Path) -> dict[str, str]:

@@ -11,33 +11,24 @@ the page built. The app is `streamlit run app.py` on a copy of the pipeline's da
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import signal
-import subprocess
-import sys
 import threading
-import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import ClassVar
 
 import duckdb
-import httpx
 import pytest
 import yaml
 
 from pipeline.steps.generate import prompt_hash
-from tests.test_browser import CHROMIUM, CHROMIUM_ARGS, free_port, main_text, no_exception, settle
+from tests.support.browser import ARTIFACTS, BROWSER, REPO, main_text, no_exception, serve_app, settle
+from tests.support.results_db import copy_results_db
 
-REPO = Path(__file__).resolve().parent.parent
-ARTIFACTS = REPO / "tests" / "artifacts"
 ECHO = "openai-compatible/echo"
 HINDI_QUERY = "ऑपरेशन के बाद सिर कब धो सकते हैं?"
 ENGLISH = "When can I wash my hair after the operation?"
-pytestmark = [pytest.mark.browser,
-              pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="apt-get install chromium chromium-driver")]
+pytestmark = BROWSER
 
 
 class EchoModel(BaseHTTPRequestHandler):
@@ -90,56 +81,15 @@ def echo_url() -> Iterator[str]:
 def served(pipeline_db: Path, echo_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
     """The app on a copy of the pipeline's database (and its index), the echo model as generator and translator."""
     folder = tmp_path_factory.mktemp("browser-playground")
-    db = folder / pipeline_db.name
-    shutil.copy(pipeline_db, db)
-    index = pipeline_db.with_name(pipeline_db.stem + ".lancedb")
-    if index.is_dir():
-        shutil.copytree(index, db.with_name(db.stem + ".lancedb"))
+    db = copy_results_db(pipeline_db, folder / pipeline_db.name)
     config = folder / "playground.yaml"
     echo = {"id": ECHO, "base_url": echo_url, "max_tokens": 64}
     config.write_text(yaml.safe_dump({
         "name": "browser-playground", "dataset": str(REPO / "data" / "cataract"), "db": str(db),
         "retrieval": {"top_k": 1, "split": "separate", "top_k_updates": 1},
         "models": [echo], "translator": echo}))
-    port = free_port()
-    env = {**os.environ, "PARIKSHA_DB": str(db), "PARIKSHA_CONFIG": str(config)}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port), "--server.address",
-         "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false"],
-        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.time() + 90
-        while time.time() < deadline:
-            try:
-                if httpx.get(f"{url}/_stcore/health", timeout=2).text == "ok":
-                    break
-            except httpx.HTTPError:
-                pass
-            if proc.poll() is not None:
-                raise RuntimeError(proc.stdout.read().decode() if proc.stdout else "streamlit exited")
-            time.sleep(0.5)
-        else:
-            raise RuntimeError("streamlit did not come up in 90 s")
+    with serve_app(db, env={"PARIKSHA_CONFIG": str(config)}) as url:
         yield url, db
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-
-
-@pytest.fixture(scope="module")
-def page(served):
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        context = browser.new_context(viewport={"width": 1440, "height": 2200})
-        yield context.new_page()
-        context.close()
-        browser.close()
 
 
 def test_devanagari_query_is_answered_with_a_hindi_prompt_and_an_echo_is_flagged(served, page):

@@ -10,29 +10,18 @@ pipeline guarantees (rows per judge, the page's sections), never what a tiny jud
 from __future__ import annotations
 
 import io
-import os
-import signal
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote
 
 import duckdb
-import httpx
 import pytest
 
 from pipeline.metrics import METRICS
+from tests.support.browser import ARTIFACTS, BROWSER, REPO, no_exception, serve_app, settle
 
-REPO = Path(__file__).resolve().parent.parent
-ARTIFACTS = REPO / "tests" / "artifacts"
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--headless=new", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
 JUDGES = ("llamacpp/smollm2-135m-instruct", "llamacpp/gemma-3-270m")
-pytestmark = [pytest.mark.browser,
-              pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="apt-get install chromium chromium-driver")]
+pytestmark = BROWSER
 
 
 @pytest.fixture(scope="module")
@@ -56,80 +45,15 @@ def jury_run_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return db
 
 
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def app_url(jury_run_db: Path) -> Iterator[str]:
-    port = free_port()
-    env = {**os.environ, "PARIKSHA_DB": str(jury_run_db)}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port), "--server.address",
-         "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false"],
-        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.time() + 90
-        while time.time() < deadline:
-            try:
-                if httpx.get(f"{url}/_stcore/health", timeout=2).text == "ok":
-                    break
-            except httpx.HTTPError:
-                pass
-            if proc.poll() is not None:
-                raise RuntimeError(proc.stdout.read().decode() if proc.stdout else "streamlit exited")
-            time.sleep(0.5)
-        else:
-            raise RuntimeError("streamlit did not come up in 90 s")
+    with serve_app(jury_run_db) as url:
         yield url
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
 
 
 @pytest.fixture
-def page(browser):
-    context = browser.new_context(viewport={"width": 1440, "height": 2600})
-    tab = context.new_page()
-    yield tab
-    context.close()
-
-
-def settle(page, timeout_s: float = 120) -> None:
-    """Wait until the script has finished and the page stops changing."""
-    page.wait_for_selector('[data-testid="stApp"]', timeout=timeout_s * 1000)
-    deadline = time.time() + timeout_s
-    quiet = 0
-    while time.time() < deadline:
-        state = page.get_attribute('[data-testid="stApp"]', "data-test-script-state")
-        quiet = quiet + 1 if state == "notRunning" else 0
-        if quiet >= 3:
-            return
-        page.wait_for_timeout(300)
-    raise AssertionError(f"page still running after {timeout_s} s")
-
-
-def no_exception(page) -> None:
-    errors = page.query_selector_all('[data-testid="stException"]')
-    assert not errors, [e.inner_text()[:500] for e in errors]
+def viewport() -> dict[str, int]:
+    return {"width": 1440, "height": 2600}
 
 
 def test_the_pipeline_stores_both_judges(jury_run_db):
