@@ -60,7 +60,7 @@ from pipeline.models import Model, create_backend, llamacpp  # noqa: E402
 from pipeline.steps import context as step_context  # noqa: E402
 from pipeline.steps.judge import judge_calls  # noqa: E402
 from pipeline.store import Store  # noqa: E402
-from pipeline.store.schema import ResponseRow, RetrievalRow  # noqa: E402
+from pipeline.store.rows import ResponseRow, RetrievalRow  # noqa: E402
 
 MODEL = "llamacpp/smollm2-135m-instruct"
 DEFAULT_CONFIG = ROOT / "configs" / "default.yaml"

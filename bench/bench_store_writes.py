@@ -57,7 +57,7 @@ from pipeline.models.openai_compatible import OpenAICompatibleBackend  # noqa: E
 from pipeline.runner import run  # noqa: E402
 from pipeline.store import Store, open_connection  # noqa: E402
 from pipeline.store import writer as store_writer  # noqa: E402
-from pipeline.store.schema import CacheRow, JudgmentRow  # noqa: E402
+from pipeline.store.rows import CacheRow, JudgmentRow  # noqa: E402
 from tests.support.datasets import write_closed_book, write_config  # noqa: E402
 from tests.support.openai_fixture import FixtureServer  # noqa: E402
 

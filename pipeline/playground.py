@@ -32,8 +32,7 @@ from pipeline.models.base import ChatRequest, GenerateParams
 from pipeline.steps.medcode import PROB_COLUMNS
 from pipeline.steps.translate import QUERY, translate_text
 from pipeline.store import Store, now
-from pipeline.store.schema import (
-    PLAYGROUND,
+from pipeline.store.rows import (
     ChunkRow,
     CritiqueRow,
     DatasetRow,
@@ -46,6 +45,7 @@ from pipeline.store.schema import (
     TranslationRow,
     text_hash,
 )
+from pipeline.store.schema import PLAYGROUND
 
 T = TypeVar("T")
 

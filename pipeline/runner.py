@@ -38,7 +38,7 @@ from pipeline.steps import (
 )
 from pipeline.steps.context import RunContext, StageRecord
 from pipeline.store import Store, now
-from pipeline.store.schema import dataset_rows
+from pipeline.store.rows import dataset_rows
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 

@@ -22,7 +22,7 @@ from pipeline.dataset import load_dataset
 from pipeline.dataset.human_labels import import_human_labels_command
 from pipeline.runner import save_dataset
 from pipeline.store import Store
-from pipeline.store.schema import ResponseRow
+from pipeline.store.rows import ResponseRow
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -17,7 +17,7 @@ from pages import _data as data
 from pipeline.read.common import Filters
 from pipeline.read.responses import Browse, browse_view
 from pipeline.store import Store
-from pipeline.store.schema import QueryRow, RubricGradeRow, SafetyCheckRow, TranslationRow, text_hash
+from pipeline.store.rows import QueryRow, RubricGradeRow, SafetyCheckRow, TranslationRow, text_hash
 
 REPO = Path(__file__).resolve().parent.parent
 SMOLLM2 = "llamacpp/smollm2-135m-instruct"

@@ -347,7 +347,7 @@ from streamlit.testing.v1 import AppTest
 from pipeline.dataset import load_dataset
 from pipeline.metrics import METRICS
 from pipeline.store import Store
-from pipeline.store.schema import JudgmentRow, ResponseRow, dataset_rows
+from pipeline.store.rows import JudgmentRow, ResponseRow, dataset_rows
 
 db, repo = Path(sys.argv[1]), Path(sys.argv[2])
 assert METRICS[-1] == "SAFE", METRICS

@@ -19,7 +19,7 @@ from pipeline.read.common import Filters, upgrade_notice
 from pipeline.read.leaderboard import leaderboard_base
 from pipeline.read.responses import Browse, browse_count, browse_page, browse_view
 from pipeline.store import SCHEMA_VERSION, SHARED_READERS, Store
-from pipeline.store.schema import MetaRow, ResponseRow
+from pipeline.store.rows import MetaRow, ResponseRow
 
 REPO = Path(__file__).resolve().parent.parent
 HOSTILE = ("' OR 1=1 --", '"; DROP TABLE responses; --', "%", "_", "\\", "') UNION SELECT * FROM llm_cache --")
@@ -83,7 +83,7 @@ def test_reads_leave_the_file_free_for_a_writer(pipeline_db, copy_db):
     home.overview(db)
     home.database_status(db)
     # a second process can take the write lock straight away: no reader holds the file
-    code = ("import sys; from pipeline.store import Store; from pipeline.store.schema import MetaRow; "
+    code = ("import sys; from pipeline.store import Store; from pipeline.store.rows import MetaRow; "
             "Store(sys.argv[1]).write([MetaRow(key='probe', value='x')])")
     subprocess.run([sys.executable, "-c", code, str(db)], check=True, cwd=REPO, timeout=60)
 
@@ -107,7 +107,7 @@ def test_reads_wait_out_a_writing_pipeline(pipeline_db, copy_db):
     code = (
         "import sys, time\n"
         "from pipeline.store import Store\n"
-        "from pipeline.store.schema import CacheRow\n"
+        "from pipeline.store.rows import CacheRow\n"
         "store = Store(sys.argv[1]); end = time.time() + 6; i = 0\n"
         "while time.time() < end:\n"
         "    store.write([CacheRow(key=f'k{i}-{j}', model_id='w', request='{}', text='x' * 200, top_logprobs=None, "

@@ -16,7 +16,7 @@ import duckdb
 import pytest
 
 from pipeline.store import Store
-from pipeline.store.schema import ResponseRow
+from pipeline.store.rows import ResponseRow
 from tests.support.browser import ARTIFACTS, BROWSER, main_text, no_exception, serve_app, settle
 
 XSS = ('<script>window.__pwned=1</script> <img src=x onerror="window.__pwned=1"> '

@@ -16,7 +16,7 @@ from pipeline.config import ModelConfig, load_config
 from pipeline.errors import UserError
 from pipeline.models import create_backend, unavailable_reason
 from pipeline.store import Store, open_connection
-from pipeline.store.schema import MetaRow
+from pipeline.store.rows import MetaRow
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -24,7 +24,7 @@ from pipeline.read import review
 from pipeline.read.common import Filters
 from pipeline.read.compare import Side, compare, config_diff
 from pipeline.store import Store
-from pipeline.store.schema import JudgmentRow, ResponseRow, RunRow
+from pipeline.store.rows import JudgmentRow, ResponseRow, RunRow
 
 REPO = Path(__file__).resolve().parent.parent
 JUDGE, SECOND = "openai/gpt-4o", "vllm/second-judge"

@@ -19,7 +19,7 @@ from pipeline.config import RunConfig, load_config
 from pipeline.errors import UserError
 from pipeline.read.cost import cost_by_model, cost_by_run, cost_of, cost_table
 from pipeline.store import Store
-from pipeline.store.schema import CacheRow, ResponseRow, RunRow
+from pipeline.store.rows import CacheRow, ResponseRow, RunRow
 
 REPO = Path(__file__).resolve().parent.parent
 SMOLLM2 = "llamacpp/smollm2-135m-instruct"

@@ -13,7 +13,7 @@ from statsmodels.stats.proportion import proportion_confint
 from pipeline.analysis.medcode import PAPER_CLAIMS, accuracy, fisher_ci, verdict, wilson_ci
 from pipeline.dataset.critique_labels import import_critique_labels_command
 from pipeline.store import Store, text_hash
-from pipeline.store.schema import LabelledCritiqueRow, ResponseRow
+from pipeline.store.rows import LabelledCritiqueRow, ResponseRow
 
 CRITIC = "vllm/medcode-phi-3-mini-critic"
 DATASET = "medqa-synth"

@@ -20,7 +20,7 @@ from pipeline.models.base import ChatRequest, Completion, Message, UsageStats
 from pipeline.steps import context as step_context
 from pipeline.steps.context import RunContext
 from pipeline.store import Store
-from pipeline.store.schema import ResponseRow
+from pipeline.store.rows import ResponseRow
 
 
 class SlowStartExecutor(concurrent.futures.ThreadPoolExecutor):

@@ -19,7 +19,7 @@ import pytest
 from pipeline.steps.medcode import LABELS
 from pipeline.steps.medcode_label import parse_teacher
 from pipeline.store import Store
-from pipeline.store.schema import LabelledCritiqueRow, ResponseRow
+from pipeline.store.rows import LabelledCritiqueRow, ResponseRow
 from pipeline.train.classifier import read_training_csv
 from pipeline.train.data import read_labelled_csv
 from tests.conftest import SMOLLM2

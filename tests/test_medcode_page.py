@@ -18,7 +18,7 @@ from pipeline.read import medcode
 from pipeline.read.common import Filters
 from pipeline.steps.medcode import LABELS, classifier_tag
 from pipeline.store import Store
-from pipeline.store.schema import AnswerCheckRow, CritiqueRow, LabelledCritiqueRow, RunRow
+from pipeline.store.rows import AnswerCheckRow, CritiqueRow, LabelledCritiqueRow, RunRow
 from tests.test_app_pages import open_app, texts
 
 PAGE = "pages/4_medcode.py"

@@ -20,7 +20,7 @@ from pipeline.read import leaderboard as lb
 from pipeline.read.common import Filters, weights_tuple
 from pipeline.read.responses import Browse, browse_count, browse_view
 from pipeline.store import Store
-from pipeline.store.schema import JudgmentRow, ResponseRow, SafetyCheckRow, dataset_rows
+from pipeline.store.rows import JudgmentRow, ResponseRow, SafetyCheckRow, dataset_rows
 
 REPO = Path(__file__).resolve().parent.parent
 JUDGE = "openai/gpt-4o"

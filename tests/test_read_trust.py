@@ -29,7 +29,7 @@ from pipeline.read import jury, significance, themes, trust
 from pipeline.read import leaderboard as lb
 from pipeline.read.common import Filters, weights_dict, weights_tuple
 from pipeline.store import Store
-from pipeline.store.schema import JudgmentRow, ResponseRow, RunRow, dataset_rows
+from pipeline.store.rows import JudgmentRow, ResponseRow, RunRow, dataset_rows
 
 REPO = Path(__file__).resolve().parent.parent
 JUDGE = "openai/gpt-4o"

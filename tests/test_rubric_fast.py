@@ -26,7 +26,7 @@ from pipeline.analysis.rubric import (
 from pipeline.read import rubric as rr
 from pipeline.store import Store
 from pipeline.store.derived_rubric import SELECTS
-from pipeline.store.schema import QueryRow, ResponseRow
+from pipeline.store.rows import QueryRow, ResponseRow
 
 REPO = Path(__file__).resolve().parent.parent
 GRADER = "openai/gpt-4.1"

@@ -34,7 +34,7 @@ from pipeline.read.rubric import (
 from pipeline.runner import parse_stages, print_dry_run, run, select_queries
 from pipeline.steps.rubric import conversation_text, grader_messages, parse_grade, rubric_item_text
 from pipeline.store import Store, text_hash
-from pipeline.store.schema import ResponseRow, RubricGradeRow, dataset_rows
+from pipeline.store.rows import ResponseRow, RubricGradeRow, dataset_rows
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURE = REPO / "tests" / "fixtures" / "qa" / "healthbench_oss_eval.jsonl"

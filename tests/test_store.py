@@ -9,7 +9,7 @@ import pytest
 from pipeline.config import SAFETY_CHECKS
 from pipeline.metrics import METRICS
 from pipeline.store import DERIVED, LEXICAL, Store
-from pipeline.store.schema import JudgmentRow, LexicalRow, MetaRow, ResponseRow, SafetyCheckRow, text_hash
+from pipeline.store.rows import JudgmentRow, LexicalRow, MetaRow, ResponseRow, SafetyCheckRow, text_hash
 
 # What each derived table must hold, computed here straight from its sources: only rows of the
 # response text now stored, and nothing of a response that errored.

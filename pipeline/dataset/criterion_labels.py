@@ -20,7 +20,7 @@ from pathlib import Path
 
 from pipeline.dataset.label_csv import BadRow, import_command, validate_rows
 from pipeline.store import Store
-from pipeline.store.schema import CriterionLabelRow
+from pipeline.store.rows import CriterionLabelRow
 
 REQUIRED_COLUMNS = ("query_id", "criterion", "annotator", "met")
 MET_VALUES = {"true": True, "1": True, "false": False, "0": False}

@@ -21,7 +21,7 @@ from pathlib import Path
 from pipeline.dataset.label_csv import BadRow, import_command, validate_rows
 from pipeline.steps.medcode import LABEL_ALIASES, LABELS
 from pipeline.store import Store
-from pipeline.store.schema import TEXT_HASH_SQL, CritiqueLabelRow
+from pipeline.store.rows import TEXT_HASH_SQL, CritiqueLabelRow
 
 REQUIRED_COLUMNS = ("query_id", "model_id", "annotator")
 ANSWER_COLUMNS = ("label", "critique_accurate")

@@ -19,7 +19,7 @@ import numpy as np
 from pipeline.errors import UserError
 from pipeline.metrics import METRICS
 from pipeline.store import Store
-from pipeline.store.schema import PlanRow
+from pipeline.store.rows import PlanRow
 
 CSV_COLUMNS = ("plan_id", "dataset", "query_id", "model_id", "metric", "annotator", "score", "comment",
                "language", "query", "query_en", "gt_response", "response")

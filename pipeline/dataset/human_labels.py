@@ -12,7 +12,7 @@ from pathlib import Path
 from pipeline.dataset.label_csv import BadRow, import_command, validate_rows
 from pipeline.metrics import METRICS
 from pipeline.store import Store
-from pipeline.store.schema import HumanLabelRow
+from pipeline.store.rows import HumanLabelRow
 
 REQUIRED_COLUMNS = ("query_id", "model_id", "metric", "annotator", "score")
 

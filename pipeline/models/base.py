@@ -27,7 +27,7 @@ from tenacity import (
 )
 
 from pipeline.config import ModelConfig
-from pipeline.store.schema import CacheRow
+from pipeline.store.rows import CacheRow
 
 Message = dict[str, str]
 

@@ -30,7 +30,7 @@ import duckdb
 
 from pipeline.errors import UserError
 from pipeline.store import TABLES, open_connection
-from pipeline.store.schema import ROWS
+from pipeline.store.rows import ROWS
 
 FORMATS = ("parquet", "csv")
 CACHE_TABLE = "llm_cache"

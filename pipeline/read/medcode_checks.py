@@ -24,7 +24,7 @@ from pipeline.analysis.medcode import accuracy, proportion
 from pipeline.errors import UserError
 from pipeline.read.common import REPO_ROOT, Filters, current_hash, items_cte
 from pipeline.store import SHARED_READERS
-from pipeline.store.schema import TEXT_HASH_SQL
+from pipeline.store.rows import TEXT_HASH_SQL
 
 EXPORT_COLUMNS = ("item_id", "kind", "question", "ground_truth", "response", "critique", "label", "source")
 BUNDLED_CRITIQUES = REPO_ROOT / "data" / "medcode-critiques" / "critiques.csv"

@@ -19,7 +19,7 @@ import time
 from pipeline.models.base import ChatRequest, Completion, GenerateParams, Message
 from pipeline.prompts import load_text
 from pipeline.steps.context import ResponseItem, RunContext, finished, responses_to_score, still_to_do
-from pipeline.store.schema import AnswerCheckRow
+from pipeline.store.rows import AnswerCheckRow
 
 PARSER = "parser"
 SCHEMA = {"type": "object", "properties": {"Correct": {"type": "boolean"}, "Reason": {"type": "string",

@@ -23,7 +23,7 @@ from pipeline.errors import UserError
 from pipeline.models import Completion, Model, UsageStats, create_backend
 from pipeline.models.base import ChatRequest
 from pipeline.store import Store
-from pipeline.store.schema import Row
+from pipeline.store.rows import Row
 
 T = TypeVar("T")
 FLUSH_EVERY_S = 1.0

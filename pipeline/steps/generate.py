@@ -20,7 +20,7 @@ from pipeline.models import Completion, is_exclusive
 from pipeline.models.base import ChatRequest, GenerateParams, Message
 from pipeline.prompts import load_text
 from pipeline.steps.context import RunContext, stored_chunks
-from pipeline.store.schema import ResponseRow
+from pipeline.store.rows import ResponseRow
 
 EMPTY_KB = "(empty)"
 

@@ -39,7 +39,7 @@ from pipeline.steps.context import (
     stored_chunks,
 )
 from pipeline.steps.generate import format_chunks
-from pipeline.store.schema import JudgmentRow
+from pipeline.store.rows import JudgmentRow
 
 JUSTIFICATION_MAX_CHARS = 400
 

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from pipeline.steps.context import RunContext, finished, responses_to_score, still_to_do
-from pipeline.store.schema import LexicalRow
+from pipeline.store.rows import LexicalRow
 
 
 # -- METEOR's WordNet, offline --------------------------------------------------------------------

@@ -39,7 +39,7 @@ from pipeline.errors import UserError
 from pipeline.models.base import ChatRequest, Completion, GenerateParams, Message, Model
 from pipeline.prompts import load_text
 from pipeline.steps.context import ResponseItem, RunContext, finished, responses_to_score, still_to_do
-from pipeline.store.schema import CritiqueRow
+from pipeline.store.rows import CritiqueRow
 
 LABELS = ("None", "Low", "Moderate", "High")
 PROB_COLUMNS = ("p_none", "p_low", "p_moderate", "p_high")

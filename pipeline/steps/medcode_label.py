@@ -21,7 +21,7 @@ from pipeline.models.base import ChatRequest, Completion, GenerateParams, Messag
 from pipeline.prompts import load_text
 from pipeline.steps.context import RunContext, finished, responses_to_score, still_to_do
 from pipeline.steps.medcode import LABEL_ALIASES, LABELS
-from pipeline.store.schema import LabelledCritiqueRow
+from pipeline.store.rows import LabelledCritiqueRow
 
 CRITIQUE_MAX_CHARS = 800
 SCHEMA = {"type": "object",

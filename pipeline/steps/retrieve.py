@@ -21,7 +21,7 @@ import numpy as np
 from pipeline.config import RetrievalConfig
 from pipeline.dataset import Dataset, Query
 from pipeline.steps.context import RunContext
-from pipeline.store.schema import RetrievalRow
+from pipeline.store.rows import RetrievalRow
 
 
 class Embedder:

@@ -29,7 +29,7 @@ from pipeline.dataset import Criterion, Query
 from pipeline.models.base import ChatRequest, Completion, GenerateParams, Message
 from pipeline.prompts import load_text
 from pipeline.steps.context import ResponseItem, RunContext, finished, responses_to_score, still_to_do
-from pipeline.store.schema import RubricGradeRow
+from pipeline.store.rows import RubricGradeRow
 
 EXPLANATION_MAX_CHARS = 400
 _FENCE = re.compile(r"```[a-zA-Z]*\s*(.*?)(?:```|$)", re.S)

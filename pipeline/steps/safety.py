@@ -28,7 +28,7 @@ from pipeline.models.base import Message
 from pipeline.prompts import load_json
 from pipeline.steps.context import RunContext, responses_to_score, stored_chunks
 from pipeline.steps.generate import build_messages
-from pipeline.store.schema import SafetyCheckRow
+from pipeline.store.rows import SafetyCheckRow
 
 
 def normalise(text: str) -> str:

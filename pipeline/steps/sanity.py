@@ -23,7 +23,7 @@ from pipeline.config import JudgeConfig
 from pipeline.dataset import REFUSAL_SENTENCE, Dataset, Query
 from pipeline.models.base import Completion
 from pipeline.steps.context import RunContext, stored_chunks
-from pipeline.store.schema import ReliabilityRow, SanityRow
+from pipeline.store.rows import ReliabilityRow, SanityRow
 
 # -- the sanity set --------------------------------------------------------------------------------
 

@@ -21,7 +21,7 @@ from pipeline.errors import UserError
 from pipeline.models.base import ChatRequest, Completion, GenerateParams, Model
 from pipeline.prompts import load_text
 from pipeline.steps.context import RunContext, responses_to_score
-from pipeline.store.schema import TranslationRow, text_hash
+from pipeline.store.rows import TranslationRow, text_hash
 
 QUERY = ""  # TranslationRow.model_id of a query's own translation
 MAX_TOKENS = 256

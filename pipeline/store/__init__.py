@@ -1,8 +1,9 @@
-"""The results store: ``schema`` (tables, keys, derived tables), ``writer`` (the only writer),
-``connections`` (short-lived connections and the read-only instance a dashboard render shares)."""
+"""The results store: ``rows`` (one row class per table), ``schema`` (tables, keys, derived tables), ``writer``
+(the only writer), ``connections`` (short-lived connections and the read-only instance a dashboard render shares)."""
 
 from pipeline.store.connections import SHARED_READERS, SharedReaders, is_lock_error, open_connection
-from pipeline.store.schema import DERIVED, LEXICAL, SCHEMA_VERSION, TABLES, now, text_hash
+from pipeline.store.rows import now, text_hash
+from pipeline.store.schema import DERIVED, LEXICAL, SCHEMA_VERSION, TABLES
 from pipeline.store.writer import Store
 
 __all__ = ["DERIVED", "LEXICAL", "SCHEMA_VERSION", "SHARED_READERS", "TABLES", "SharedReaders", "Store",

@@ -19,18 +19,8 @@ import duckdb
 import pyarrow as pa
 
 from pipeline.store.connections import open_connection
-from pipeline.store.schema import (
-    _RESPONSE,
-    BACKFILL,
-    DERIVED,
-    ROWS,
-    SCHEMA_VERSION,
-    TABLES,
-    Row,
-    RunRow,
-    now,
-    refresh_sql,
-)
+from pipeline.store.rows import ROWS, Row, RunRow, now
+from pipeline.store.schema import _RESPONSE, BACKFILL, DERIVED, SCHEMA_VERSION, TABLES, refresh_sql
 
 
 class Store:
@@ -102,7 +92,7 @@ class Store:
             return 0
         for cls in by_table:
             if ROWS.get(getattr(cls, "TABLE", None)) is not cls:
-                raise TypeError(f"{cls.__name__} is not a row class of pipeline.store.schema")
+                raise TypeError(f"{cls.__name__} is not a row class of pipeline.store.rows")
         if con is None:
             with self.connect() as own:
                 # One thread for a batch: most of its cost is serial (primary-key index upkeep), and on a 2-core
