@@ -124,6 +124,29 @@ def _roles(config: RunConfig, stages: list[str]) -> list[tuple[str, ModelConfig]
     return roles
 
 
+def classifier_missing(config: RunConfig, stages: list[str]) -> str | None:
+    """Why the medcode stage's classifier checkpoint cannot be used (one line saying what to run), or None:
+    no medcode stage, ``logprobs``, or a checkpoint folder that is there. The dry run prints it; a run stops
+    with it before any call is made."""
+    mc = config.medcode
+    if mc is None or "medcode" not in stages or mc.classifier == "logprobs":
+        return None
+    try:
+        folder = medcode.classifier_path(mc.classifier)  # 'trained' without its checkpoint: "make classifier"
+    except UserError as exc:
+        return str(exc)
+    if not (folder / "config.json").is_file():
+        return (f"medcode classifier {mc.classifier!r}: no checkpoint in {folder} (no config.json); train one with "
+                f"`python -m pipeline medcode train-classifier CSV -o {folder}`")
+    return None
+
+
+def medcode_calls_per_item(config: RunConfig) -> int:
+    """LLM calls of the medcode stage per answered item: the critique, plus the classification prompt when the
+    classifier is ``logprobs``; a trained classifier (``trained`` or a path) runs locally, no call."""
+    return 2 if config.medcode is not None and config.medcode.classifier == "logprobs" else 1
+
+
 def print_dry_run(config: RunConfig, dataset: Dataset, queries: list[Query], stages: list[str],
                   console: Console) -> int:
     """List every model with its role, languages and what it needs that is missing (key, endpoint, vLLM, GPUs),
@@ -143,12 +166,14 @@ def print_dry_run(config: RunConfig, dataset: Dataset, queries: list[Query], sta
         table.add_row(role, mc.id, mc.provider, ", ".join(langs), str(n), needs,
                       f"[red]missing: {reason}[/]" if reason else "[green]ready[/]")
     console.print(table)
+    if reason := classifier_missing(config, stages):
+        console.print(f"[red]missing:[/] {reason}", highlight=False, soft_wrap=True)
     answered = sum(sum(1 for q in queries if not m.languages or q.language in m.languages) for m in config.models)
     calls = {"generate": answered}
     if config.judge and "judge" in stages:
         calls["judge"] = answered * sum(len(j.metrics) * j.samples for j in config.judges)
     if config.medcode and "medcode" in stages:
-        calls["medcode"] = answered * 2
+        calls["medcode"] = answered * medcode_calls_per_item(config)
     if config.llm_accuracy and "accuracy" in stages:
         calls["llm-accuracy"] = answered
     if config.medcode and config.medcode.teacher and "medcode-label" in stages:
@@ -209,6 +234,8 @@ def run(config: RunConfig, *, models: list[str] | None = None, stages: str | Non
     for role, mc in _roles(config, wanted_stages):
         if role != "generator" and (reason := unavailable_reason(mc)):
             raise UserError(f"{role} {mc.id}: {reason}")
+    if reason := classifier_missing(config, wanted_stages):
+        raise UserError(reason)  # before the run starts: no generation is spent on a step that cannot finish
     if "generate" in wanted_stages and not runnable:
         raise UserError("no model in the config can run here (see the warnings above)")
 
@@ -237,8 +264,7 @@ def run(config: RunConfig, *, models: list[str] | None = None, stages: str | Non
             run_id, finished_at=now(), status=status, backend_calls=totals.backend_calls,
             cache_hits=totals.cache_hits, retries=totals.retries, errors=sum(r.errors for r in ctx.records),
             model_files=json.dumps(model_files, sort_keys=True),
-            summary=[{**{k: v for k, v in r.__dict__.items() if k != "usage"}, **r.usage.__dict__}
-                     for r in ctx.records],
+            summary=[r.summary() for r in ctx.records],
         )
         for m in ctx.models_in_use().values():
             m.close()

@@ -1,12 +1,24 @@
-"""Med-CoDE: label-token classification (the training path and the checkpoint in use: tests/test_train_*.py)."""
+"""Med-CoDE: label-token classification, and what the dry run and the run say about the classifier checkpoint
+(the training path and the checkpoint in use: tests/test_train_*.py)."""
 
 from __future__ import annotations
 
+import io
 import math
+from pathlib import Path
 
 import pytest
+from rich.console import Console
 
+from pipeline.config import RunConfig
+from pipeline.dataset import load_dataset
+from pipeline.errors import UserError
+from pipeline.runner import print_dry_run, run, select_queries
+from pipeline.steps import medcode
 from pipeline.steps.medcode import NO_LABEL_TOKEN, distribution_from_logprobs, label_for_token
+
+REPO = Path(__file__).resolve().parent.parent
+SMOLLM2 = "llamacpp/smollm2-135m-instruct"
 
 
 def test_label_for_token():
@@ -32,3 +44,55 @@ def test_no_label_token_is_flagged_not_invented():
     probs, tag = distribution_from_logprobs({"The": -0.1, "A": -2.0})
     assert probs == [0.25] * 4 and tag == NO_LABEL_TOKEN
     assert distribution_from_logprobs(None) == ([0.25] * 4, NO_LABEL_TOKEN)
+
+
+# -- the trained classifier's checkpoint in the dry run and the run -------------------------------------------
+def _config(tmp_path: Path, classifier: str) -> RunConfig:
+    return RunConfig.model_validate({
+        "name": "t", "dataset": str(REPO / "data" / "cataract"), "db": str(tmp_path / "r.duckdb"), "limit": 3,
+        "models": [{"id": "extractive/top-sentences"}], "medcode": {"critic": SMOLLM2, "classifier": classifier}})
+
+
+def _dry_run(config: RunConfig) -> str:
+    dataset = load_dataset(config.dataset)
+    out = io.StringIO()
+    assert print_dry_run(config, dataset, select_queries(dataset, config), ["generate", "medcode"],
+                         Console(file=out, width=100)) == 0
+    return out.getvalue()
+
+
+def test_dry_run_names_a_missing_trained_checkpoint_and_counts_the_critique_only(tmp_path, monkeypatch):
+    monkeypatch.setattr(medcode, "TRAINED_CLASSIFIER", tmp_path / "absent")
+    text = _dry_run(_config(tmp_path, "trained"))
+    missing = [line for line in text.splitlines() if "make classifier" in line]
+    assert len(missing) == 1 and missing[0].startswith("missing: medcode classifier 'trained'"), text
+    assert str(tmp_path / "absent") in missing[0]  # one line, however narrow the console
+    # a trained classifier runs in process: 3 answers → 3 critic calls (generate: 3 more, extractive, no LLM)
+    assert "at most 6 LLM calls (generate 3, medcode 3)" in text
+    assert "medcode-classify" not in text
+    # a path without a checkpoint is named too; logprobs needs none and costs a second call per answer
+    text = _dry_run(_config(tmp_path, str(tmp_path / "elsewhere")))
+    assert sum("missing: medcode classifier" in line and "train-classifier" in line for line in text.splitlines()) == 1
+    text = _dry_run(_config(tmp_path, "logprobs"))
+    assert "at most 9 LLM calls (generate 3, medcode 6)" in text and "missing: medcode" not in text
+
+
+def test_dry_run_counts_a_present_checkpoint_as_ready(tmp_path, monkeypatch):
+    folder = tmp_path / "medcode-classifier"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    monkeypatch.setattr(medcode, "TRAINED_CLASSIFIER", folder)
+    text = _dry_run(_config(tmp_path, "trained"))
+    assert "missing: medcode" not in text and "medcode 3)" in text
+
+
+def test_run_without_the_trained_checkpoint_stops_before_any_call(tmp_path, monkeypatch):
+    monkeypatch.setattr(medcode, "TRAINED_CLASSIFIER", tmp_path / "absent")
+    config = _config(tmp_path, "trained")
+    with pytest.raises(UserError, match="make classifier") as err:
+        run(config, stages="generate,medcode", console=Console(file=io.StringIO()))
+    assert "\n" not in str(err.value)
+    assert not Path(config.db).exists()  # no run started, nothing generated
+    # without the medcode stage the checkpoint is not needed
+    run(config, stages="retrieve,generate", console=Console(file=io.StringIO()))
+    assert Path(config.db).exists()

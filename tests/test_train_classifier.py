@@ -26,7 +26,7 @@ from pipeline.train.classifier import (
     read_training_csv,
     train_classifier_command,
 )
-from pipeline.train.data import sha256_file, stratified_split
+from pipeline.train.data import grouped_split, question_groups, read_labelled_csv, sha256_file, stratified_split
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -108,6 +108,49 @@ def test_split_has_the_papers_proportions():
         stratified_split([0] * 30 + [1], 31, SPLIT, seed=0)
 
 
+def test_grouped_split_keeps_each_question_in_one_split():
+    # the bundled critiques: 100 questions × one row per label → 70 / 15 / 15 questions, 280 / 60 / 60 rows,
+    # every split exactly balanced, and no question (nor its ground truth) in two splits
+    rows = read_labelled_csv(REPO / "data" / "medcode-critiques" / "critiques.csv", ("critique", "label"))
+    labels, groups = [r["label_index"] for r in rows], question_groups(rows)
+    assert len(set(groups)) == 100
+    train, val, test = grouped_split(labels, groups, SPLIT, seed=0)
+    assert (len(train), len(val), len(test)) == (280, 60, 60)
+    assert sorted(train + val + test) == list(range(400))
+    for field in ("question", "ground_truth"):
+        seen = [{rows[i][field] for i in ix} for ix in (train, val, test)]
+        assert not seen[0] & seen[1] and not seen[0] & seen[2] and not seen[1] & seen[2], field
+    assert [sum(labels[i] == c for i in test) for c in range(4)] == [15, 15, 15, 15]
+    assert [sum(labels[i] == c for i in val) for c in range(4)] == [15, 15, 15, 15]
+    assert grouped_split(labels, groups, SPLIT, seed=0) == (train, val, test)  # seeded
+    assert grouped_split(labels, groups, SPLIT, seed=1) != (train, val, test)
+    # case and spacing do not make another question; a row without a question is its own group
+    assert question_groups([{"question": "Can I  bathe?"}, {"question": "can i bathe?"}, {"line": 9}]) == \
+        ["q:can i bathe?", "q:can i bathe?", "row:9"]
+
+
+def test_grouped_split_stratifies_as_far_as_groups_allow():
+    # 60 questions of one row each plus 20 of four rows: the label shares differ by group, and the chosen
+    # draw keeps the test split's label counts near the data's shares
+    labels, groups = [], []
+    for g in range(60):
+        labels.append(3 if g % 3 else 0)
+        groups.append(f"single-{g}")
+    for g in range(20):
+        labels += [0, 1, 2, 3]
+        groups += [f"four-{g}"] * 4
+    train, val, test = grouped_split(labels, groups, SPLIT, seed=0)
+    assert not {groups[i] for i in train} & {groups[i] for i in test}
+    assert not {groups[i] for i in val} & ({groups[i] for i in train} | {groups[i] for i in test})
+    shares = np.bincount(labels, minlength=4) / len(labels)
+    counts = np.bincount([labels[i] for i in test], minlength=4)
+    assert np.abs(counts - shares * len(labels) * 0.15).sum() <= 4, counts
+    with pytest.raises(UserError, match="2 distinct question"):
+        grouped_split([0, 1, 2, 3], ["a", "a", "b", "b"], SPLIT, seed=0)
+    with pytest.raises(UserError, match=r"critique in the training split .* add rows of the rarest label"):
+        grouped_split([0, 1, 2, 3], ["a", "b", "c", "d"], SPLIT, seed=0)  # 2 of the 4 labels go to val/test
+
+
 def test_defaults_are_documented():
     s = ClassifierSettings()
     # the paper's where they fit: batch, max length, dropout; documented deviations for CPU and balanced data
@@ -139,8 +182,11 @@ def test_model_card(tiny_checkpoint):
     assert card["hyperparameters"]["max_length"] == 208 and card["hyperparameters"]["dropout"] == 0.3
     assert card["training_csv"] == {"path": str(path), "sha256": sha256_file(path), "rows": 40}
     split = card["split"]
-    assert (split["train"], split["validation"], split["test"], split["seed"]) == (28, 6, 6, 1)
-    assert split["label_counts"]["train"] == {label: 7 for label in LABELS}
+    # 10 questions, each with one critique per label: 6 / 2 / 2 whole questions
+    assert (split["train"], split["validation"], split["test"], split["seed"]) == (24, 8, 8, 1)
+    assert split["questions"] == {"train": 6, "validation": 2, "test": 2}
+    assert split["grouped_by"] == "question" and split["method"].startswith("grouped by question")
+    assert split["label_counts"]["train"] == {label: 6 for label in LABELS}
     assert card["class_weights"] == {"mode": "balanced", "order": list(LABELS), "values": [1.0, 1.0, 1.0, 1.0]}
     assert [h["epoch"] for h in card["history"]] == [1, 2, 3]
     assert all({"train_loss", "val_loss", "val_accuracy", "val_macro_f1"} <= set(h) for h in card["history"])
@@ -154,7 +200,10 @@ def test_model_card(tiny_checkpoint):
     truth = [LABELS.index(rows[line]["label"]) for line in split["test_rows"]]
     pred = classify_with_checkpoint(str(out), texts).argmax(axis=1).tolist()
     matrix = np.array(test["confusion_matrix"])
-    assert matrix.shape == (4, 4) and matrix.sum() == test["n"] == split["test"] == 6
+    assert matrix.shape == (4, 4) and matrix.sum() == test["n"] == split["test"] == 8
+    questions = {line: rows[line]["question"] for line in rows}
+    assert {questions[line] for line in split["test_rows"]}.isdisjoint(
+        q for line, q in questions.items() if line not in split["test_rows"])  # no test question elsewhere
     assert matrix.tolist() == confusion_matrix(truth, pred, labels=[0, 1, 2, 3]).tolist()
     assert matrix.sum(axis=1).tolist() == [sum(t == c for t in truth) for c in range(4)]  # rows = true label
     assert test["accuracy"] == pytest.approx(accuracy_score(truth, pred))
@@ -181,7 +230,7 @@ def test_checkpoint_in_use_is_named_by_its_card(tiny_checkpoint, monkeypatch):
         classifier_tag("trained")
     monkeypatch.setattr(medcode, "TRAINED_CLASSIFIER", out)
     assert classifier_tag("trained") == tag
-    assert model_card("trained")["test"]["n"] == 6
+    assert model_card("trained")["test"]["n"] == 8
 
 
 def test_if_changed_skips_a_current_checkpoint(tiny_checkpoint, capsys):
@@ -190,6 +239,16 @@ def test_if_changed_skips_a_current_checkpoint(tiny_checkpoint, capsys):
     assert train_classifier_command(path, output=out, settings=settings, if_changed=True) == 0
     assert "up to date" in capsys.readouterr().err
     assert (out / "medcode.json").read_bytes() == before
+    # a checkpoint whose card names another split (the row split of earlier cards) is not current
+    from pipeline.train.classifier import is_current
+
+    card = json.loads(before)
+    card["split"].pop("method")
+    (out / "medcode.json").write_text(json.dumps(card))
+    try:
+        assert not is_current(out, sha256_file(path), settings)
+    finally:
+        (out / "medcode.json").write_bytes(before)
 
 
 def test_config_names_trained_as_the_default():
