@@ -14,6 +14,7 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 import pytest
+from rich.console import Console
 
 from pipeline.config import RunConfig, load_config
 from pipeline.errors import UserError
@@ -145,6 +146,33 @@ def test_cost_by_model_and_by_run(runs_db):
     assert cost_by_model(runs_db, dataset="other").empty
 
 
+def test_the_stored_summary_keeps_the_stage_errors_beside_the_usage(tmp_path, monkeypatch):
+    """A Med-CoDE stage whose one failed item cost two failed calls (critique and classification): runs.summary
+    keeps the stage's errors=1 (the usage's own count is ``usage_errors``), and its calls and tokens still read."""
+    from pipeline import runner
+    from pipeline.models import UsageStats
+    from pipeline.steps.context import StageRecord
+
+    async def one_stage(ctx, stages) -> None:  # what a stage leaves behind, without running one
+        ctx.records.append(StageRecord("medcode", "openai/gpt-4o", items=3, errors=1,
+                                       usage=UsageStats(backend_calls=6, cache_hits=1, retries=2, errors=2),
+                                       prompt_tokens=300, completion_tokens=60))
+
+    monkeypatch.setattr(runner, "_run_stages", one_stage)
+    config = RunConfig.model_validate({"name": "summary", "dataset": str(REPO / "data" / "cataract"),
+                                       "db": str(tmp_path / "r.duckdb"), "per_language": 1,
+                                       "models": [{"id": "extractive/top-sentences"}]})
+    run_id = runner.run(config, stages="generate", console=Console(file=io.StringIO()))
+    (summary, errors), = Store(config.db).fetch("SELECT summary, errors FROM runs WHERE run_id = ?", [run_id])
+    (record,) = json.loads(summary)
+    assert (record["stage"], record["errors"], record["usage_errors"]) == ("medcode", 1, 2)
+    assert (record["backend_calls"], record["cache_hits"], record["retries"]) == (6, 1, 2)
+    assert errors == 1  # runs.errors: the stages' errors, as before
+    cost = cost_table(config.db).set_index(["run_id", "stage", "model_id"]).loc[(run_id, "medcode", "openai/gpt-4o")]
+    assert (cost.calls, cost.cached, cost.prompt_tokens, cost.completion_tokens, cost.source) == (
+        6, 1, 300, 60, "summary")
+
+
 def test_synthetic_database_costs_generation_from_responses(synthetic_db):
     table = cost_table(synthetic_db)
     assert len(table) and set(table.source) == {"responses"}
@@ -157,8 +185,6 @@ def test_synthetic_database_costs_generation_from_responses(synthetic_db):
 # -- the dry run's estimate against the run (embedded model) -------------------------------------------
 @pytest.mark.slow
 def test_dry_run_estimate_is_within_20_percent_of_what_the_run_records(tmp_path):
-    from rich.console import Console
-
     from pipeline.dataset import load_dataset
     from pipeline.estimate import Estimate, print_estimate
     from pipeline.runner import parse_stages, run, select_queries

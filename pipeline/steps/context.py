@@ -46,6 +46,14 @@ class StageRecord:
     prompt_tokens: int = 0
     completion_tokens: int = 0
 
+    def summary(self) -> dict[str, Any]:
+        """The record as ``runs.summary`` stores it: the stage's fields, then its usage's beside them (the
+        readers take ``backend_calls``, ``cache_hits`` and ``retries`` flat). A usage field named like a stage
+        field is prefixed ``usage_``: ``usage_errors`` (failed backend calls) never overwrites the stage's own
+        ``errors`` (items that ended in an error)."""
+        own = {k: v for k, v in vars(self).items() if k != "usage"}
+        return {**own, **{f"usage_{k}" if k in own else k: v for k, v in vars(self.usage).items()}}
+
 
 class RunContext:
     """What a stage needs: config, store, dataset, the selected queries, models and progress."""
