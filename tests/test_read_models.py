@@ -160,6 +160,26 @@ def test_leaderboard_matches_an_item_level_computation(tmp_path, cataract):
     assert set(zip(means.language, means.model_id, strict=True)) == {("en", "a"), ("en", "b"), ("hi", "a")}
 
 
+def test_the_writers_groups_give_the_leaderboard_the_items_would(jury_db, monkeypatch):
+    """The leaderboard reads the writer's group tables (score_groups, response_groups) where the view allows;
+    they must give exactly what grouping the items on every read gives: per dataset, language, script, model."""
+    views = [Filters(dataset="synthetic"), Filters(), Filters(dataset="synthetic", languages=("hi", "ta")),
+             Filters(dataset="synthetic", scripts=("latin",)), Filters(dataset="synthetic", models=(JUDGE, "x"))]
+    with duckdb.connect(str(jury_db), read_only=True) as con:
+        judge = con.execute("SELECT min(judge_id) FROM item_scores").fetchone()[0]
+        assert con.execute("SELECT count(DISTINCT query_script) FROM score_groups").fetchone()[0] == 2
+        grouped = {f: (con.execute(*lb._patterns_sql(f, judge)).df(), con.execute(*lb._per_model_sql(f)).df())
+                   for f in views}
+        monkeypatch.setattr(lb, "_grouped", lambda f: False)
+        for f, (patterns, per_model) in grouped.items():
+            assert len(patterns) and len(per_model)
+            pd.testing.assert_frame_equal(patterns, con.execute(*lb._patterns_sql(f, judge)).df(), check_dtype=False)
+            items = con.execute(*lb._per_model_sql(f)).df()
+            key = ["language", "model_id"]
+            pd.testing.assert_frame_equal(per_model.sort_values(key, ignore_index=True)[items.columns],
+                                          items.sort_values(key, ignore_index=True), check_dtype=False)
+
+
 # -- self-consistency ----------------------------------------------------------------------------------
 def test_self_consistency_std_and_flip_rate(tmp_path, cataract):
     responses = {(q, "m"): f"answer {q}" for q in ("en-001", "en-002", "en-003")}

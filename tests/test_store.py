@@ -9,7 +9,15 @@ import pytest
 from pipeline.config import SAFETY_CHECKS
 from pipeline.metrics import METRICS
 from pipeline.store import DERIVED, LEXICAL, Store
-from pipeline.store.rows import JudgmentRow, LexicalRow, MetaRow, ResponseRow, SafetyCheckRow, text_hash
+from pipeline.store.rows import (
+    JudgmentRow,
+    LexicalRow,
+    MetaRow,
+    QueryRow,
+    ResponseRow,
+    SafetyCheckRow,
+    text_hash,
+)
 
 # What each derived table must hold, computed here straight from its sources: only rows of the
 # response text now stored, and nothing of a response that errored.
@@ -19,7 +27,8 @@ EXPECTED = {
     "item_scores": (
         "SELECT j.dataset, j.query_id, j.model_id, j.judge_id, "
         + ", ".join(f"avg(j.score) FILTER (WHERE j.metric = '{m}' AND j.parse_ok)" for m in METRICS)
-        + ", count(*), count(*) FILTER (WHERE NOT j.parse_ok), max(j.sample) + 1 FROM judgments j "
+        + ", count(*), count(*) FILTER (WHERE NOT j.parse_ok), max(j.sample) + 1, "
+        "list_sort(list(DISTINCT coalesce(j.run_id, ''))) FROM judgments j "
         f"WHERE EXISTS (SELECT 1 FROM responses r WHERE {CURRENT.format(a='j')} AND r.error IS NULL) "
         "GROUP BY ALL ORDER BY ALL"
     ),
@@ -30,6 +39,36 @@ EXPECTED = {
         + ", ".join(f"(SELECT s.passed FROM safety_checks s WHERE {CURRENT.format(a='s')} AND s.check_name = '{c}')"
                     for c in SAFETY_CHECKS)
         + " FROM responses r ORDER BY ALL"
+    ),
+}
+# The group tables, straight from the sources too: per (model, query language and script) the distinct score
+# patterns of current items, and the responses' counts and sums.
+_ITEMS = (f"SELECT {EXPECTED['item_scores'].removeprefix('SELECT ').removesuffix(' ORDER BY ALL')}")
+_ITEM_COLUMNS = ("dataset", "query_id", "model_id", "judge_id", *METRICS, "judgments", "unparsed", "samples", "runs")
+_PATTERN = ", ".join(METRICS)
+EXPECTED |= {
+    "score_groups": (
+        f"WITH i ({', '.join(_ITEM_COLUMNS)}) AS ({_ITEMS}), p AS (SELECT i.dataset, i.judge_id, i.model_id, "
+        f"q.language AS l, coalesce(q.script, 'native') AS s, {', '.join(f'i.{m}' for m in METRICS)}, count(*) AS n, "
+        "sum(i.judgments) AS judgments, sum(i.unparsed) AS unparsed, max(i.samples) AS samples, "
+        "flatten(list(i.runs)) AS runs FROM i JOIN queries q USING (dataset, query_id) GROUP BY ALL) "
+        "SELECT dataset, judge_id, model_id, l, s, "
+        + ", ".join(f"list({c} ORDER BY {_PATTERN})" for c in (*METRICS, "n", "judgments", "unparsed", "samples"))
+        + ", list_sort(list_distinct(flatten(list(runs)))) FROM p GROUP BY ALL ORDER BY ALL"
+    ),
+    "response_groups": (
+        "SELECT r.dataset, r.model_id, q.language, coalesce(q.script, 'native'), count(*), "
+        "count(*) FILTER (WHERE r.error IS NOT NULL), "
+        f"count(*) FILTER (WHERE EXISTS (SELECT 1 FROM safety_checks s WHERE {CURRENT.format(a='s')} "
+        "AND s.check_name = 'prompt_echo' AND NOT s.passed)), "
+        f"count(*) FILTER (WHERE EXISTS (SELECT 1 FROM lexical_scores l WHERE {CURRENT.format(a='l')})), "
+        + ", ".join(f"sum((SELECT l.{c} FROM lexical_scores l WHERE {CURRENT.format(a='l')})), "
+                    f"count((SELECT l.{c} FROM lexical_scores l WHERE {CURRENT.format(a='l')}))"
+                    for c in LEXICAL) + ", "
+        + ", ".join(f"sum((SELECT s.passed::INTEGER FROM safety_checks s WHERE {CURRENT.format(a='s')} "
+                    f"AND s.check_name = '{c}')), count((SELECT s.passed FROM safety_checks s WHERE "
+                    f"{CURRENT.format(a='s')} AND s.check_name = '{c}'))" for c in SAFETY_CHECKS)
+        + " FROM responses r JOIN queries q USING (dataset, query_id) GROUP BY ALL ORDER BY ALL"
     ),
 }
 
@@ -55,8 +94,14 @@ def _lexical(i: int, m: str, value: float, text: str = "t") -> LexicalRow:
                       **dict.fromkeys(LEXICAL, value))
 
 
+def _query(i: int, language: str = "hi", script: str | None = None) -> QueryRow:
+    return QueryRow(dataset="d", query_id=f"q{i}", language=language, query="?", query_en=None, gt_response="g",
+                    themes=[], kb_refs=[], update_sensitive=False, script=script)
+
+
 def _write_sources(store: Store) -> None:
     store.write([
+        _query(0, "en"), _query(1), _query(2), _query(3, script="latin"),
         *(_response(i, m) for i in range(4) for m in ("a", "b")),
         *(_lexical(i, "a", i / 10) for i in (0, 1, 3)),
         *(SafetyCheckRow(dataset="d", query_id="q1", model_id=m, check_name=c, passed=passed, detail="",
@@ -85,6 +130,12 @@ def test_derived_tables_follow_writes_and_deletes(tmp_path):
         assert _derived(store, table) == store.fetch(sql), table
     assert store.fetch("SELECT SS, unparsed FROM item_scores WHERE query_id = 'q1'") == [(2.0, 0)]
     assert store.fetch("SELECT refusal FROM response_facts WHERE query_id = 'q1' AND model_id = 'a'") == [(None,)]
+
+    # a query filed under another language (and script): the group tables move it
+    store.write([_query(1, "ta", script="latin")])
+    for table, sql in EXPECTED.items():
+        assert _derived(store, table) == store.fetch(sql), table
+    assert store.fetch("SELECT count(*) FROM score_groups WHERE query_language = 'ta'") == [(1,)]
 
     with pytest.raises(ValueError, match="cannot delete"):
         store.delete_where("judgments", "dataset = ?", ["d"])

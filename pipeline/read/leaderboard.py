@@ -36,21 +36,49 @@ CI_RESAMPLES = 1000  # percentile bootstrap; 1,000 resamples fix a 95% interval'
 SAFETY_COLUMNS = ["model_id", "language", "check_name", "n", "passed", "failed", "unclear", "pass_rate"]
 
 
+def _grouped(f: Filters) -> bool:
+    """Whether the writer's group tables (``derived_groups``) answer this view: no theme filter (themes are not a
+    group key). Scores need one judge too (a jury's item score is its judges' mean or median per item)."""
+    return not f.themes
+
+
+def _group_pred(f: Filters, alias: str) -> tuple[str, list[Any]]:
+    """WHERE predicate on a group table (``derived_groups``): dataset, languages, scripts, models."""
+    preds, params = [], []
+    for column, values in (("dataset", (f.dataset,) if f.dataset is not None else ()), ("query_language", f.languages),
+                           ("query_script", f.scripts), ("model_id", f.models)):
+        if values:
+            preds.append(f"list_contains(?, {alias}.{column})")
+            params.append(list(values))
+    return " AND ".join(preds) or "TRUE", params
+
+
+PATTERN_ORDER = f"ORDER BY language, model_id, {', '.join(METRICS)}"  # both paths: the CIs' resamples see one order
+
+
 def _patterns_sql(f: Filters, judge: str) -> tuple[str, list[Any]]:
     """Per (language, model) each distinct pattern of an item's metric scores, with its count of items.
     ``judge`` may be a jury (``jury.item_source``: per item the judges' mean or median).
 
     A score is the item's mean over its parsed samples (``item_scores``), NULL when none parsed;
     means of a few integer samples take few values, so the patterns stay few. With the items'
-    judgments and parse failures summed, and their most samples.
+    judgments and parse failures summed, and their most samples. Read from ``score_groups`` (the
+    writer's patterns per language and script) when the view allows (``_grouped``), else from the items.
     """
+    if _grouped(f) and not is_jury(judge):
+        pred, params = _group_pred(f, "g")
+        lists = ", ".join(f"unnest(g.{c}) AS {c}" for c in (*METRICS, "n", "judgments", "unparsed", "samples"))
+        return (f"WITH p AS (SELECT g.query_language AS language, g.model_id, {lists} FROM score_groups g "
+                f"WHERE g.judge_id = ? AND {pred}) SELECT language, model_id, {', '.join(METRICS)}, sum(n) AS n, "
+                "sum(judgments) AS judgments, sum(unparsed) AS parse_failures, max(samples) AS samples FROM p "
+                f"GROUP BY ALL {PATTERN_ORDER}"), [judge, *params]
     qf, p_qf = queries_cte(f)
     pred, p_model = model_pred(f, "i")
     source, p_source = item_source(f, judge)
     return (f"WITH {qf} SELECT qf.language, i.model_id, {', '.join(f'i.{m}' for m in METRICS)}, count(*) AS n, "
             "sum(i.judgments) AS judgments, sum(i.unparsed) AS parse_failures, max(i.samples) AS samples "
             f"FROM {source} i JOIN qf ON {on_qf(f, 'i')} WHERE i.judge_id = ? AND {pred} GROUP BY ALL "
-            "ORDER BY qf.language, i.model_id"), [*p_qf, *p_source, judge, *p_model]
+            f"{PATTERN_ORDER}"), [*p_qf, *p_source, judge, *p_model]
 
 
 def _split_patterns(patterns: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, dict[str, np.ndarray]]]:
@@ -90,20 +118,31 @@ def _split_patterns(patterns: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, dic
 def _per_model_sql(f: Filters) -> tuple[str, list[Any]]:
     """Per (language, model) from ``response_facts``: responses, errors, responses that echo the prompt
     (Health-Pariksha §4.1), lexical means, safety pass rates (unclear outcomes left out), and the language's
-    retrieval recall."""
+    retrieval recall. From ``response_groups`` (the writer's sums per language and script) without a theme
+    filter."""
     qf, p_qf = queries_cte(f)
+    dataset_pred, p_dataset = model_pred(f.with_(models=()), "t")
+    rec = (f"rec AS (SELECT qf.language, avg(t.recall) AS recall FROM retrievals t JOIN qf ON {on_qf(f, 't')} "
+           f"WHERE {dataset_pred} GROUP BY ALL)")
+    echoes = "prompt_echoes, " if "prompt_echo" in SAFETY_CHECKS else ""
+    if _grouped(f):
+        pred, p_group = _group_pred(f, "g")
+        means = ", ".join(f"sum(g.{c}_sum) / nullif(sum(g.{c}_n), 0) AS {prefix}{c}"
+                          for prefix, cols in (("", LEXICAL), ("check_", SAFETY_CHECKS)) for c in cols)
+        return (f"WITH {qf}, {rec}, per AS (SELECT g.query_language AS language, g.model_id, "
+                "sum(g.responses) AS responses, sum(g.errors) AS errors, "
+                f"{'sum(g.prompt_echoes) AS prompt_echoes, ' if echoes else ''}sum(g.n_lexical) AS n_lexical, {means} "
+                f"FROM response_groups g WHERE {pred} GROUP BY ALL) SELECT * FROM per LEFT JOIN rec USING (language)"
+                ), [*p_qf, *p_dataset, *p_group]
     pred, p_model = model_pred(f, "x")
     lexical = ", ".join(f"avg(x.{c}) AS {c}" for c in LEXICAL)
     checks = ", ".join(f"avg(x.{c}::INTEGER) AS check_{c}" for c in SAFETY_CHECKS)
-    echoes = "count(*) FILTER (WHERE NOT x.prompt_echo) AS prompt_echoes, " if "prompt_echo" in SAFETY_CHECKS else ""
-    dataset_pred, p_dataset = model_pred(f.with_(models=()), "t")
-    return (f"WITH {qf}, per AS (SELECT qf.language, x.model_id, count(*) AS responses, "
-            f"count(*) FILTER (WHERE x.failed) AS errors, {echoes}count(*) FILTER (WHERE x.lexical) AS n_lexical, "
+    echo_count = "count(*) FILTER (WHERE NOT x.prompt_echo) AS prompt_echoes, " if echoes else ""
+    return (f"WITH {qf}, {rec}, per AS (SELECT qf.language, x.model_id, count(*) AS responses, "
+            f"count(*) FILTER (WHERE x.failed) AS errors, {echo_count}count(*) FILTER (WHERE x.lexical) AS n_lexical, "
             f"{lexical}, "
-            f"{checks} FROM response_facts x JOIN qf ON {on_qf(f, 'x')} WHERE {pred} GROUP BY ALL), "
-            f"rec AS (SELECT qf.language, avg(t.recall) AS recall FROM retrievals t JOIN qf ON {on_qf(f, 't')} "
-            f"WHERE {dataset_pred} GROUP BY ALL) SELECT * FROM per LEFT JOIN rec USING (language)"
-            ), [*p_qf, *p_model, *p_dataset]
+            f"{checks} FROM response_facts x JOIN qf ON {on_qf(f, 'x')} WHERE {pred} GROUP BY ALL) "
+            "SELECT * FROM per LEFT JOIN rec USING (language)"), [*p_qf, *p_dataset, *p_model]
 
 
 def leaderboard_base(db: str | Path, f: Filters, judge: str) -> dict[str, Any]:
@@ -199,9 +238,11 @@ def leaderboard(base: dict[str, Any], weights: tuple[float, ...], language: str,
 def language_scripts(db: str | Path, dataset: str | None) -> dict[str, list[str]]:
     """Per language the scripts its queries are in ('native', 'latin'; a query without a script is native)."""
     pred, params = ("dataset = ?", [dataset]) if dataset is not None else ("TRUE", [])
-    got = df(db, f"SELECT language, coalesce(script, 'native') AS script, count(*) AS n FROM queries WHERE {pred} "
-                 "GROUP BY ALL ORDER BY language, script DESC", params)
-    return {lang: g.script.tolist() for lang, g in got.groupby("language", sort=False)}
+    with SHARED_READERS.cursor(db) as con:
+        got = con.execute(f"SELECT language, list(DISTINCT coalesce(script, 'native') ORDER BY coalesce(script, "
+                          f"'native') DESC) FROM queries WHERE {pred} GROUP BY ALL ORDER BY language",
+                          params).fetchall()
+    return {lang: list(scripts) for lang, scripts in got}
 
 
 def safety_summary(db: str | Path, f: Filters) -> pd.DataFrame:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -70,15 +71,16 @@ def _auc(good: dict[float, int], bad: dict[float, int]) -> float:
     return float((g * (below + b / 2)).sum() / (n_good * n_bad))
 
 
-def _grouped(source: str, values: str) -> str:
-    """SQL: counts of ``source`` (per-query rows with language, script, themes, metric and ``values``) per
-    stratum — everything, language, language × script (GROUPING SETS) and theme (one row per theme)."""
-    sets = ", ".join(f"({keys}metric, {values})" for keys in ("", "language, ", "language, script, "))
-    return (f"WITH s AS MATERIALIZED ({source}) SELECT CASE WHEN grouping(language) = 1 THEN 'all' "
-            "WHEN grouping(script) = 1 THEN 'language' ELSE 'script' END AS stratum, language, script, "
-            f"NULL::VARCHAR AS theme, metric, {values}, count(*) AS n FROM s GROUP BY GROUPING SETS ({sets}) "
-            f"UNION ALL SELECT 'theme', NULL, NULL, theme, metric, {values}, count(*) FROM (SELECT unnest(themes) "
-            "AS theme, * EXCLUDE (themes) FROM s) GROUP BY ALL")
+def _strata(rows: list[tuple]) -> Iterator[tuple]:
+    """Per-query-kind counts (language, script, themes, metric, *values, n) as the counts of every stratum they
+    fall in: (stratum, language, script, theme, metric, *values, n) for everything, the language, the language's
+    script and each of the query's themes. Grouping a few hundred rows here is cheaper than GROUPING SETS."""
+    for language, script, themes, metric, *rest in rows:
+        yield ("all", None, None, None, metric, *rest)
+        yield ("language", language, None, None, metric, *rest)
+        yield ("script", language, script, None, metric, *rest)
+        for theme in themes or ():
+            yield ("theme", None, None, theme, metric, *rest)
 
 
 def reliability_matrix(db: str | Path, dataset: str, judge: str, members: tuple[str, ...] = ()) -> pd.DataFrame:
@@ -90,18 +92,18 @@ def reliability_matrix(db: str | Path, dataset: str, judge: str, members: tuple[
     sanity, p_sanity = _sanity_source(judge, members)
     items, p_items = item_source(Filters(dataset=dataset), judge)
     per_query = "q.language, coalesce(q.script, 'native') AS script, q.themes"
-    san_sql = _grouped(f"SELECT {per_query}, s.metric, s.kind, s.score, s.parse_ok FROM {sanity} s "
-                       "JOIN queries q ON q.dataset = ? AND q.query_id = s.query_id", "kind, score, parse_ok")
-    label_sql = _grouped(
-        f"SELECT {per_query}, h.metric, h.score AS human, round({metric_case('h.metric')}) AS llm "
+    san_sql = (f"SELECT {per_query}, s.metric, s.kind, s.score, s.parse_ok, count(*) FROM {sanity} s "
+               "JOIN queries q ON q.dataset = ? AND q.query_id = s.query_id GROUP BY ALL")
+    label_sql = (
+        f"SELECT {per_query}, h.metric, h.score AS human, round({metric_case('h.metric')}) AS llm, count(*) "
         f"FROM human_labels h JOIN {items} i ON i.dataset = h.dataset AND i.query_id = h.query_id "
         "AND i.model_id = h.model_id JOIN queries q ON q.dataset = h.dataset AND q.query_id = h.query_id "
         "WHERE h.dataset = ? AND i.judge_id = ? AND h.score IS NOT NULL AND list_contains(?, h.metric) "
-        f"AND {metric_case('h.metric')} IS NOT NULL", "human, llm")
+        f"AND {metric_case('h.metric')} IS NOT NULL GROUP BY ALL")
     with SHARED_READERS.cursor(db) as con:
         san = con.execute(san_sql, [dataset, *p_sanity, dataset]).fetchall()
         labels = con.execute(label_sql, [*p_items, dataset, judge, list(METRICS)]).fetchall()
-    return _cells(san, labels)
+    return _cells(_strata(san), _strata(labels))
 
 
 STRATUM_KEYS = ("all", "language", "script", "theme")
@@ -119,7 +121,7 @@ def _linear_kappa(confusion: np.ndarray) -> float:
     return float(1 - (w * confusion).sum() / denominator) if denominator > 0 else float("nan")
 
 
-def _cells(san: list[tuple], labels: list[tuple]) -> pd.DataFrame:
+def _cells(san: Iterable[tuple], labels: Iterable[tuple]) -> pd.DataFrame:
     """The matrix from the grouped counts: (stratum, language, script, theme, metric, kind, score, parse_ok, n)
     sanity rows and (…, metric, human, llm, n) label rows."""
     key = ["stratum", "language", "script", "theme", "metric"]
@@ -257,7 +259,8 @@ def _judge_settings(config: dict[str, Any], judge_id: str) -> str:
 def score_provenance(db: str | Path, dataset: str, judge: str, members: tuple[str, ...] = ()) -> dict[str, Any]:
     """Where the judge's (or jury's) scores of ``dataset`` come from, and whether they mix provenance.
 
-    ``runs``: per (judge, run) that wrote judgments of the dataset: the run's code revision, config hash, start,
+    ``runs``: per (judge, run) whose judgments make the scores shown (of the current response texts:
+    ``score_groups.runs``): the run's code revision, config hash, start,
     the judge's settings, weights and preset and retrieval policy of its config; ``retrieval``: the stored retrieval
     policies (``retrievals.settings``) and their queries; ``dataset``: name, path, content hash; ``prompts``:
     ``prompt_hashes``; ``mixed``: one sentence per thing that differs between the runs (empty: one provenance);
@@ -266,8 +269,8 @@ def score_provenance(db: str | Path, dataset: str, judge: str, members: tuple[st
     judges = list(members) if is_jury(judge) else [judge]
     with SHARED_READERS.cursor(db) as con:  # small results: plain rows, no frame conversion per query
         got = con.execute(
-            "WITH j AS (SELECT DISTINCT judge_id, run_id FROM judgments WHERE dataset = ? "
-            "AND list_contains(?, judge_id)) "
+            "WITH j AS (SELECT DISTINCT judge_id, nullif(unnest(runs), '') AS run_id FROM score_groups "
+            "WHERE dataset = ? AND list_contains(?, judge_id)) "
             "SELECT j.judge_id, j.run_id, r.code_revision, r.config_hash, r.started_at, r.config FROM j "
             "LEFT JOIN runs r USING (run_id) ORDER BY r.started_at, j.judge_id", [dataset, judges]).fetchall()
         settings = con.execute("SELECT settings, count(*) AS queries FROM retrievals WHERE dataset = ? GROUP BY ALL "

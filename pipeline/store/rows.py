@@ -194,6 +194,9 @@ class JudgmentRow(Row):
     created_at: datetime = field(default_factory=now)
 
 
+LEXICAL = ("rouge_l", "chrf", "bleu", "meteor", "cosine")  # LexicalRow's score columns
+
+
 @dataclass(slots=True)
 class LexicalRow(Row):
     TABLE: ClassVar[str] = "lexical_scores"

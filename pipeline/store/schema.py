@@ -4,7 +4,7 @@ A written table's columns are the fields of its row class (``pipeline/store/rows
 following from the annotations (``TABLES``). ``Store`` creates missing tables and adds missing columns to an
 existing database (a new metric, a new field), backfilling what can be derived (``BACKFILL``).
 
-Four tables are derived, and the writer keeps them in step with their sources: after a batch is
+Six tables are derived, and the writer keeps them in step with their sources: after a batch is
 written, the rows of every key it touched are deleted and recomputed in the same transaction, so
 they never disagree. Both count only what belongs to the response text now stored:
 
@@ -14,6 +14,8 @@ they never disagree. Both count only what belongs to the response text now store
 - ``response_facts``: one row per response with its error flag and its current lexical scores and
   safety-check outcomes.
 
+- ``score_groups`` and ``response_groups``: per (dataset, model, query language and script; and judge) the
+  score patterns and response counts a leaderboard sums, made of the two above (``pipeline/store/derived_groups.py``).
 - ``rubric_items`` and ``rubric_tag_items``: per rubric item (dataset, query, model, grader), and per item and
   tag, HealthBench's sums over its current criterion grades and its score (``pipeline/store/derived_rubric.py``).
 
@@ -32,11 +34,10 @@ import pyarrow as pa
 
 from pipeline.config import SAFETY_CHECKS
 from pipeline.metrics import METRICS
-from pipeline.store import derived_rubric
-from pipeline.store.rows import ROW_CLASSES, TEXT_HASH_SQL, Row
+from pipeline.store import derived_groups, derived_rubric
+from pipeline.store.rows import LEXICAL, ROW_CLASSES, TEXT_HASH_SQL, Row
 
-SCHEMA_VERSION = 4  # 2: item_scores; 3: response_facts; 4: responses.response_hash, derived = current only
-LEXICAL = ("rouge_l", "chrf", "bleu", "meteor", "cosine")  # lexical_scores' score columns
+SCHEMA_VERSION = 5  # 2: item_scores; 3: response_facts; 4: responses.response_hash, derived = current only; 5: groups
 PLAYGROUND = "playground"  # the dataset that holds the playground's saved answers
 
 
@@ -87,13 +88,14 @@ TABLES: dict[str, TableSpec] = {
     # derived (see the module docstring); never written directly
     "item_scores": TableSpec((
         *((c, "VARCHAR") for c in (*_RESPONSE, "judge_id")), *((m, "DOUBLE") for m in METRICS),
-        ("judgments", "INTEGER"), ("unparsed", "INTEGER"), ("samples", "INTEGER"),
+        ("judgments", "INTEGER"), ("unparsed", "INTEGER"), ("samples", "INTEGER"), ("runs", "VARCHAR[]"),
     ), (*_RESPONSE, "judge_id")),
     "response_facts": TableSpec((
         *((c, "VARCHAR") for c in _RESPONSE), ("failed", "BOOLEAN"), ("lexical", "BOOLEAN"),
         *((c, "DOUBLE") for c in LEXICAL), *((c, "BOOLEAN") for c in SAFETY_CHECKS),
     ), _RESPONSE),
-    **{t: TableSpec(columns, key) for t, (columns, key) in derived_rubric.SPECS.items()},
+    **{t: TableSpec(columns, key) for t, (columns, key) in (*derived_groups.SPECS.items(),
+                                                            *derived_rubric.SPECS.items())},
 }
 
 # Columns added after a table first shipped, and how to fill them in an older database.
@@ -122,8 +124,8 @@ DERIVED: dict[str, Derived] = {
     "item_scores": Derived(("judgments", "responses"), "j", (
         "SELECT j.dataset, j.query_id, j.model_id, j.judge_id, "
         + ", ".join(f"avg(j.score) FILTER (WHERE j.metric = '{m}' AND j.parse_ok) AS {m}" for m in METRICS)
-        + ", count(*) AS judgments, count(*) FILTER (WHERE NOT j.parse_ok) AS unparsed, max(j.sample) + 1 AS samples "
-        "FROM judgments j {touched} "
+        + ", count(*) AS judgments, count(*) FILTER (WHERE NOT j.parse_ok) AS unparsed, max(j.sample) + 1 AS samples, "
+        "list_sort(list(DISTINCT coalesce(j.run_id, ''))) AS runs FROM judgments j {touched} "
         f"JOIN responses r ON {_on('r', 'j', _RESPONSE)} AND r.response_hash = j.response_hash AND r.error IS NULL "
         "GROUP BY j.dataset, j.query_id, j.model_id, j.judge_id")),
     "response_facts": Derived(("responses", "lexical_scores", "safety_checks"), "r", (
@@ -135,6 +137,10 @@ DERIVED: dict[str, Derived] = {
         + ", ".join(f"any_value(s.passed) FILTER (WHERE s.check_name = '{c}') AS {c}" for c in SAFETY_CHECKS)
         + f" FROM safety_checks s {{touched_s}} GROUP BY ALL) s ON {_on('s', 'r', _RESPONSE)} "
         "AND s.response_hash = r.response_hash")),
+    # per language and script of the queries, what a leaderboard sums (pipeline/store/derived_groups.py); after the
+    # per-item tables they are made of, which a write refreshes first
+    **{t: Derived(derived_groups.SOURCES[t], derived_groups.ALIASES[t], sql, derived_groups.WATCH)
+       for t, sql in derived_groups.SELECTS.items()},
     # per rubric item, and per item and tag: HealthBench's sums over current grades (pipeline/store/derived_rubric.py)
     **{t: Derived(derived_rubric.SOURCES, derived_rubric.ALIAS, sql, derived_rubric.WATCH)
        for t, sql in derived_rubric.SELECTS.items()},

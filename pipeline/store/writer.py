@@ -156,7 +156,7 @@ class Store:
                             f"FROM {table} WHERE {where}", params)
             con.execute(f"DELETE FROM {table} WHERE {where}", params)
             for name in refresh:
-                for sql in refresh_sql(name, "_deleted_keys", _RESPONSE):
+                for sql in refresh_sql(name, "_deleted_keys", tuple(c for c in _RESPONSE if c in TABLES[name].key)):
                     con.execute(sql)
             if refresh:
                 con.execute("DROP TABLE _deleted_keys")
