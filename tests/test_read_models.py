@@ -166,14 +166,14 @@ def test_the_writers_groups_give_the_leaderboard_the_items_would(jury_db, monkey
     views = [Filters(dataset="synthetic"), Filters(), Filters(dataset="synthetic", languages=("hi", "ta")),
              Filters(dataset="synthetic", scripts=("latin",)), Filters(dataset="synthetic", models=(JUDGE, "x"))]
     with duckdb.connect(str(jury_db), read_only=True) as con:
-        judge = con.execute("SELECT min(judge_id) FROM item_scores").fetchone()[0]
-        assert con.execute("SELECT count(DISTINCT query_script) FROM score_groups").fetchone()[0] == 2
-        grouped = {f: (con.execute(*lb._patterns_sql(f, judge)).df(), con.execute(*lb._per_model_sql(f)).df())
+        judge = con.execute("SELECT min(judge_id) FROM item_scores").fetchall()[0][0]
+        assert con.execute("SELECT count(DISTINCT query_script) FROM score_groups").fetchall() == [(2,)]
+        grouped = {f: (pd.DataFrame(lb._patterns(con, f, judge)), con.execute(*lb._per_model_sql(f)).df())
                    for f in views}
         monkeypatch.setattr(lb, "_grouped", lambda f: False)
         for f, (patterns, per_model) in grouped.items():
             assert len(patterns) and len(per_model)
-            pd.testing.assert_frame_equal(patterns, con.execute(*lb._patterns_sql(f, judge)).df(), check_dtype=False)
+            pd.testing.assert_frame_equal(patterns, pd.DataFrame(lb._patterns(con, f, judge)), check_dtype=False)
             items = con.execute(*lb._per_model_sql(f)).df()
             key = ["language", "model_id"]
             pd.testing.assert_frame_equal(per_model.sort_values(key, ignore_index=True)[items.columns],

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow.compute as pc
 
 from pipeline.analysis.stats import bootstrap_mean_cis
 from pipeline.config import SAFETY_CHECKS
@@ -53,50 +54,87 @@ def _group_pred(f: Filters, alias: str) -> tuple[str, list[Any]]:
     return " AND ".join(preds) or "TRUE", params
 
 
-PATTERN_ORDER = f"ORDER BY language, model_id, {', '.join(METRICS)}"  # both paths: the CIs' resamples see one order
+PATTERN_COLUMNS = ("language", "model_id", *METRICS, "n", "judgments", "parse_failures", "samples")
+
+
+def _patterns(con: Any, f: Filters, judge: str) -> dict[str, np.ndarray]:
+    """Per (language, model) each distinct pattern of an item's metric scores, with its count of items,
+    sorted by language, model and the scores (NULL last), as arrays (``PATTERN_COLUMNS``). ``judge`` may be
+    a jury (``jury.item_source``: per item the judges' mean or median).
+
+    A score is the item's mean over its parsed samples (``item_scores``), NULL when none parsed; means of a
+    few integer samples take few values, so the patterns stay few. With the items' judgments and parse
+    failures summed, and their most samples. Read from ``score_groups`` (the writer's patterns, as lists, per
+    language and script) when the view allows (``_grouped``), else by grouping the items.
+    """
+    if not _grouped(f) or is_jury(judge):
+        got = con.execute(*_patterns_sql(f, judge)).fetchnumpy()
+        return {c: np.asarray(got[c]) for c in PATTERN_COLUMNS}
+    pred, params = _group_pred(f, "g")
+    lists = (*METRICS, "n", "judgments", "unparsed", "samples")
+    groups = con.sql(f"SELECT g.query_language AS language, g.model_id, {', '.join(f'g.{c}' for c in lists)} "
+                     f"FROM score_groups g WHERE g.judge_id = ? AND {pred} ORDER BY language, model_id",
+                     params=[judge, *params]).to_arrow_table()
+    if not groups.num_rows:
+        return {c: np.zeros(0, dtype=object if c in ("language", "model_id") else float) for c in PATTERN_COLUMNS}
+    sizes = pc.list_value_length(groups["n"]).to_numpy(zero_copy_only=False)
+    language = groups["language"].to_numpy(zero_copy_only=False)
+    model = groups["model_id"].to_numpy(zero_copy_only=False)
+    # groups come sorted by (language, model); a key with several groups (scripts, datasets) is merged below
+    new_key = np.r_[True, (language[1:] != language[:-1]) | (model[1:] != model[:-1])]
+    key = np.repeat(np.cumsum(new_key) - 1, sizes)
+    first = np.flatnonzero(new_key)
+    cols = {name: pc.list_flatten(groups[c]).to_numpy(zero_copy_only=False)
+            for c, name in zip(lists, PATTERN_COLUMNS[2:], strict=True)}
+    if len(first) < len(language):
+        key, cols = _merge_patterns(key, cols)
+    return {"language": language[first][key], "model_id": model[first][key], **cols}
+
+
+def _merge_patterns(key: np.ndarray, cols: dict[str, np.ndarray]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """Patterns of several groups of one key (a language and model) as one set: sorted by key and scores (NULL
+    last, as ``_patterns_sql`` sorts them), equal patterns summed (most samples)."""
+    scores = [cols[m].astype(float) for m in METRICS]
+    order = np.lexsort([*reversed(scores), key])
+    key, scores = key[order], [m[order] for m in scores]
+    same = key[1:] == key[:-1]
+    for m in scores:
+        same &= (m[1:] == m[:-1]) | (np.isnan(m[1:]) & np.isnan(m[:-1]))
+    starts = np.flatnonzero(np.r_[True, ~same])
+    out = {m: cols[m][order][starts] for m in METRICS}
+    out |= {c: np.add.reduceat(cols[c][order], starts) for c in ("n", "judgments", "parse_failures")}
+    out["samples"] = np.maximum.reduceat(cols["samples"][order], starts)
+    return key[starts], out
 
 
 def _patterns_sql(f: Filters, judge: str) -> tuple[str, list[Any]]:
-    """Per (language, model) each distinct pattern of an item's metric scores, with its count of items.
-    ``judge`` may be a jury (``jury.item_source``: per item the judges' mean or median).
-
-    A score is the item's mean over its parsed samples (``item_scores``), NULL when none parsed;
-    means of a few integer samples take few values, so the patterns stay few. With the items'
-    judgments and parse failures summed, and their most samples. Read from ``score_groups`` (the
-    writer's patterns per language and script) when the view allows (``_grouped``), else from the items.
-    """
-    if _grouped(f) and not is_jury(judge):
-        pred, params = _group_pred(f, "g")
-        lists = ", ".join(f"unnest(g.{c}) AS {c}" for c in (*METRICS, "n", "judgments", "unparsed", "samples"))
-        return (f"WITH p AS (SELECT g.query_language AS language, g.model_id, {lists} FROM score_groups g "
-                f"WHERE g.judge_id = ? AND {pred}) SELECT language, model_id, {', '.join(METRICS)}, sum(n) AS n, "
-                "sum(judgments) AS judgments, sum(unparsed) AS parse_failures, max(samples) AS samples FROM p "
-                f"GROUP BY ALL {PATTERN_ORDER}"), [judge, *params]
+    """``_patterns`` by grouping the items (a theme filter, a jury)."""
     qf, p_qf = queries_cte(f)
     pred, p_model = model_pred(f, "i")
     source, p_source = item_source(f, judge)
     return (f"WITH {qf} SELECT qf.language, i.model_id, {', '.join(f'i.{m}' for m in METRICS)}, count(*) AS n, "
             "sum(i.judgments) AS judgments, sum(i.unparsed) AS parse_failures, max(i.samples) AS samples "
             f"FROM {source} i JOIN qf ON {on_qf(f, 'i')} WHERE i.judge_id = ? AND {pred} GROUP BY ALL "
-            f"{PATTERN_ORDER}"), [*p_qf, *p_source, judge, *p_model]
+            f"ORDER BY qf.language, i.model_id, {', '.join(f'i.{m}' for m in METRICS)}"), [*p_qf, *p_source, judge,
+                                                                                           *p_model]
 
 
-def _split_patterns(patterns: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, dict[str, np.ndarray]]]:
+def _split_patterns(patterns: dict[str, np.ndarray]) -> tuple[pd.DataFrame, dict[str, dict[str, np.ndarray]]]:
     """The (language, model)-sorted patterns as per-model judged figures and per-language CI inputs.
 
     Returns a frame with, per (language, model), each metric's mean and n over scored items, items,
     judgments, parse failures and samples; and per language ``models``, each row's ``group`` (its
     model's index), counts ``n`` and the ``scores`` matrix.
     """
-    if not len(patterns):
+    if not len(patterns["n"]):
         return pd.DataFrame(columns=["language", "model_id", *METRICS, *(f"n_{m}" for m in METRICS), "items",
                                      "judgments", "parse_failures", "samples"]), {}
-    language, model = patterns.language.to_numpy(), patterns.model_id.to_numpy()
+    language, model = patterns["language"], patterns["model_id"]
     new_language = np.r_[True, language[1:] != language[:-1]]
     new_group = new_language | np.r_[True, model[1:] != model[:-1]]
     starts = np.flatnonzero(new_group)
-    n = patterns.n.to_numpy(dtype=np.int64)
-    scores = patterns[list(METRICS)].to_numpy(dtype=float)
+    n = patterns["n"].astype(np.int64)
+    scores = np.column_stack([patterns[m].astype(float) for m in METRICS])
     out: dict[str, Any] = {"language": language[starts], "model_id": model[starts]}
     for i, m in enumerate(METRICS):
         scored = ~np.isnan(scores[:, i])
@@ -104,11 +142,11 @@ def _split_patterns(patterns: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, dic
         with np.errstate(invalid="ignore"):
             out[m] = np.add.reduceat(np.where(scored, scores[:, i] * n, 0.0), starts) / out[f"n_{m}"]
     out |= {"items": np.add.reduceat(n, starts),
-            "judgments": np.add.reduceat(patterns.judgments.to_numpy(dtype=np.int64), starts),
-            "parse_failures": np.add.reduceat(patterns.parse_failures.to_numpy(dtype=np.int64), starts),
-            "samples": np.maximum.reduceat(patterns.samples.to_numpy(dtype=np.int64), starts)}
+            "judgments": np.add.reduceat(patterns["judgments"].astype(np.int64), starts),
+            "parse_failures": np.add.reduceat(patterns["parse_failures"].astype(np.int64), starts),
+            "samples": np.maximum.reduceat(patterns["samples"].astype(np.int64), starts)}
     by_language = {}
-    bounds = [*np.flatnonzero(new_language), len(patterns)]
+    bounds = [*np.flatnonzero(new_language), len(n)]
     for a, b in itertools.pairwise(bounds):
         by_language[language[a]] = {"models": model[a:b][new_group[a:b]], "group": np.cumsum(new_group[a:b]) - 1,
                                     "n": n[a:b], "scores": scores[a:b]}
@@ -153,9 +191,9 @@ def leaderboard_base(db: str | Path, f: Filters, judge: str) -> dict[str, Any]:
     (``judge_trust.consistency_sql``, when a judge took several samples per item).
     """
     with SHARED_READERS.cursor(db) as con:
-        patterns = con.execute(*_patterns_sql(f, judge)).df()
+        patterns = _patterns(con, f, judge)
         per_model = con.execute(*_per_model_sql(f)).df()
-        multi = not patterns.empty and int(patterns.samples.max()) > 1 and not is_jury(judge)
+        multi = len(patterns["n"]) > 0 and int(patterns["samples"].max()) > 1 and not is_jury(judge)
         consistency = (con.execute(*consistency_sql(db, f, judge)).df() if multi
                        else pd.DataFrame(columns=CONSISTENCY_COLUMNS))
     judged, by_language = _split_patterns(patterns)
