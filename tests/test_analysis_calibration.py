@@ -75,8 +75,10 @@ def test_errors_on_too_few_labels() -> None:
 
 
 def test_import_keeps_warning_filters() -> None:
-    # ppi_py silences every warning when imported; importing it through calibration must not.
-    code = ("import warnings, pipeline.analysis.calibration, ppi_py\n"
+    # ppi_py silences every warning when imported; importing it through calibration (on first use) must not.
+    code = ("import sys, warnings\nfrom pipeline.analysis.calibration import ppi_mean\n"
+            "assert 'ppi_py' not in sys.modules  # imported on first use, not with every page\n"
+            "ppi_mean([1.0, 2.0, 0.0], [1.0, 2.0, 1.0], [1.0, 2.0, 0.0, 1.0])\nimport ppi_py\n"
             "with warnings.catch_warnings(record=True) as caught:\n"
             "    warnings.warn('still visible', UserWarning)\n"
             "print(len(caught), ('ignore', None, Warning, None, 0) in warnings.filters)")

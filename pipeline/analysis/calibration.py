@@ -7,10 +7,14 @@ from collections.abc import Sequence
 
 import numpy as np
 
-with warnings.catch_warnings():
-    # ppi_py.ppi runs `warnings.simplefilter("ignore")` at import time, silencing warnings process-wide;
-    # importing it inside catch_warnings restores the caller's filters afterwards.
-    import ppi_py
+
+def _ppi_py():
+    """ppi_py, imported on first use (with numba it takes ≈ 0.5 s: not on every page's first render)."""
+    with warnings.catch_warnings():
+        # ppi_py.ppi runs `warnings.simplefilter("ignore")` at import time, silencing warnings process-wide;
+        # importing it inside catch_warnings restores the caller's filters afterwards.
+        import ppi_py
+    return ppi_py
 
 
 def _clean(values: Sequence[float] | np.ndarray, name: str) -> np.ndarray:
@@ -52,6 +56,7 @@ def ppi_mean(
         raise ValueError(f"PPI needs at least 2 items scored by both judge and human, got {len(y)}")
     if len(y_hat_unlabelled) < 1:
         raise ValueError("PPI needs at least 1 judge-scored item without a human label")
+    ppi_py = _ppi_py()
     mean = float(np.squeeze(ppi_py.ppi_mean_pointestimate(y, y_hat, y_hat_unlabelled, lam=lam)))
     lo, hi = ppi_py.ppi_mean_ci(y, y_hat, y_hat_unlabelled, alpha=alpha, lam=lam)
     judge_mean = float(np.concatenate([y_hat, y_hat_unlabelled]).mean())

@@ -13,8 +13,6 @@ from typing import Literal
 import krippendorff
 import numpy as np
 import pandas as pd
-from sklearn.exceptions import UndefinedMetricWarning
-from sklearn.metrics import cohen_kappa_score
 
 
 def jury_scores(frame: pd.DataFrame, how: Literal["mean", "median"] = "mean") -> pd.Series:
@@ -55,6 +53,9 @@ def pairwise_kappa(frame: pd.DataFrame, weights: Literal["linear", "quadratic"] 
     The labels are all values seen in `frame`, so the weights are the same for every pair. κ is NaN when fewer
     than 2 items are shared or κ is undefined (both judges constant); no warnings leak.
     """
+    from sklearn.exceptions import UndefinedMetricWarning
+    from sklearn.metrics import cohen_kappa_score
+
     values = frame.astype(float)
     observed = values.to_numpy()
     labels = np.unique(observed[~np.isnan(observed)])

@@ -20,7 +20,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 OVERALL = "overall_score"
 
@@ -113,6 +112,7 @@ def clipped_stats(
     and an added percentile CI (`ci_lo`, `ci_hi`) of the clipped means, which HealthBench does not report.
     None/NaN values are dropped.
     """
+    from scipy import stats
     array = np.asarray([v for v in values if _graded(v)], dtype=float)
     n = len(array)
     result: dict[str, float | int] = {"mean": float("nan"), "n_samples": n, "bootstrap_std": float("nan"),

@@ -13,7 +13,6 @@ from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 #: Fewer items than this and a leaderboard's ranks are reported as "not established" (see `ranks_established`).
 MIN_ITEMS_FOR_RANKS = 30
@@ -43,6 +42,7 @@ def paired_bootstrap(
     p < 1 − confidence (two identical models get p = 1).
     Pairs with fewer than 2 shared items get NaN statistics and `significant=False`.
     """
+    from scipy import stats
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
     values = scores.astype(float)
@@ -115,6 +115,7 @@ def rank_intervals(
     Each model's mean is taken over the items it scored among the resampled ones. Returns one row per model with
     its observed `mean` and `rank` and the percentile interval `rank_lo`..`rank_hi`, best first.
     """
+    from scipy import stats
     values = scores.astype(float).to_numpy()
     n_items = values.shape[0]
     if n_items < 2:
@@ -146,6 +147,7 @@ def minimum_detectable_difference(sd: float, n: int, alpha: float = 0.05, power:
     `sd` is the standard deviation of the per-item differences, `n` the number of shared items:
     MDD = (z_{1−α/2} + z_{power}) · sd / √n.
     """
+    from scipy import stats
     if n < 1:
         raise ValueError(f"n must be at least 1, got {n}")
     return float((stats.norm.ppf(1 - alpha / 2) + stats.norm.ppf(power)) * sd / math.sqrt(n))

@@ -10,7 +10,6 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
-from scipy.special import comb
 
 SamplesByItem = Mapping[object, Sequence[float]] | Sequence[Sequence[float]]
 
@@ -30,6 +29,7 @@ def expected_min(samples: Sequence[float] | np.ndarray, k: int) -> float:
     With x_(1) ≤ … ≤ x_(n) sorted ascending, P(min = x_(i)) = C(n−i, k−1) / C(n, k) (1-indexed i); this equals
     the average over all k-subsets that HealthBench's analysis notebook enumerates with `itertools.combinations`.
     """
+    from scipy.special import comb
     x = np.sort(np.asarray(samples, dtype=float).ravel())
     n = len(x)
     if not 1 <= k <= n:
