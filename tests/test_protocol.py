@@ -163,3 +163,19 @@ def test_a_jury_of_two_embedded_judges_scores_every_item(tmp_path: Path):
     per_judge = dict(_rows(db, "SELECT judge_id, count(*) FROM judgments GROUP BY ALL"))
     assert per_judge == {SMOLLM2: 4, "llamacpp/gemma-3-270m": 4}
     assert _rows(db, "SELECT count(DISTINCT judge_id), count(*) FROM item_scores") == [(2, 2)]
+
+
+def test_responses_already_in_english_are_not_sent_for_an_english_rendering():
+    """Readers get a machine English rendering of a non-English answer; an answer to a native-script query with
+    no letter of that script is English already (the extractive baseline quotes the English KB), and an answer
+    to a romanized query is rendered whatever its letters."""
+    from pipeline.dataset import load_dataset
+    from pipeline.steps.translate import needs_rendering
+
+    queries = load_dataset(REPO / "data" / "cataract").queries
+    first = {(q.language, q.script): q for q in reversed(queries)}
+    hindi, romanized, english = first[("hi", "native")], first[("hi", "latin")], first[("en", "native")]
+    assert needs_rendering("ऑपरेशन के बाद एक हफ्ते तक आंख में पानी न जाने दें।", hindi)
+    assert needs_rendering("Operation ke baad ek hafte tak aankh mein paani na jaane dein.", romanized)
+    assert not needs_rendering("Keep water out of the eye for a week after the operation.", hindi)
+    assert not needs_rendering("Keep water out of the eye for a week after the operation.", english)

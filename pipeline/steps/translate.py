@@ -7,7 +7,9 @@
   retrieval and the critic.
 - ``translate-responses`` (after ``generate``): non-English responses are rendered into English
   for doctors who cannot read them; stored apart from the response, shown beside it, and never
-  used for scoring.
+  used for scoring. A response to a native-script query with no letter of that script is already
+  English (the extractive baseline quotes the English knowledge base; tiny models often answer in
+  English) and is shown as written (``needs_rendering``).
 
 The playground uses the same requests (``translate_text``). Calls are cached like every LLM call.
 """
@@ -17,6 +19,7 @@ from __future__ import annotations
 import time
 
 from pipeline.dataset import LANGUAGES, Query
+from pipeline.dataset.languages import script_letters
 from pipeline.errors import UserError
 from pipeline.models.base import ChatRequest, Completion, GenerateParams, Model
 from pipeline.prompts import load_text
@@ -94,13 +97,22 @@ async def step_translate(ctx: RunContext) -> None:
                            "see the translate errors above")
 
 
+def needs_rendering(text: str, q: Query) -> bool:
+    """Whether a response to ``q`` needs an English rendering for readers: a non-English query's response, unless
+    the query is in its native script and the response has no letter of that script (then it is English).
+    A response to a romanized query is rendered whatever its letters (romanized Hindi reads as Latin)."""
+    if q.language == "en":
+        return False
+    return q.script == "latin" or script_letters(text or "", q.language) > 0
+
+
 async def step_translate_responses(ctx: RunContext) -> None:
     """Render non-English responses into English for readers (never used for scoring)."""
     mc = ctx.config.translator
     if mc is None:
         return
     started = time.perf_counter()
-    items = [it for it in responses_to_score(ctx) if it.query.language != "en"]
+    items = [it for it in responses_to_score(ctx) if needs_rendering(it.text, it.query)]
     done = {(q, m): h for q, m, h in ctx.store.fetch(
         "SELECT query_id, model_id, source_hash FROM translations WHERE dataset = ? AND translator_id = ? "
         "AND model_id <> ?", [ctx.dataset_name, mc.id, QUERY])}
