@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -22,6 +22,30 @@ T = TypeVar("T")
 
 class BadRow(Exception):
     """Raised by a ``parse_row`` for a row it rejects; the message is the reason."""
+
+
+TOO_MANY_FIELDS = "more fields than the header has"
+
+
+def read_csv_text(path: Path) -> str:
+    """A CSV file's text (UTF-8, a byte-order mark dropped); UserError naming the file when it is missing or not
+    UTF-8."""
+    if not path.is_file():
+        raise UserError(f"{path}: file not found")
+    try:
+        return path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+
+
+def csv_rows(reader: csv.DictReader) -> Iterator[tuple[int, dict[str, str] | None]]:
+    """(line, row) per record of ``reader``: names stripped and lower-cased, values stripped; row None for a
+    record with more fields than the header (``TOO_MANY_FIELDS``)."""
+    for raw in reader:
+        if None in raw:
+            yield reader.line_num, None
+        else:
+            yield reader.line_num, {(k or "").strip().lower(): (v or "").strip() for k, v in raw.items()}
 
 
 def _blank(row: dict[str, str]) -> bool:
@@ -55,12 +79,10 @@ def validate_rows(text: str, *, required: Sequence[str], datasets: Iterable[str]
     rows: list[T] = []
     problems: list[str] = []
     seen: dict[tuple, int] = {}
-    for raw in reader:
-        line = reader.line_num
-        if None in raw:
-            problems.append(f"line {line}: more fields than the header has")
+    for line, row in csv_rows(reader):
+        if row is None:
+            problems.append(f"line {line}: {TOO_MANY_FIELDS}")
             continue
-        row = {(k or "").strip().lower(): (v or "").strip() for k, v in raw.items()}
         if skip(row):
             continue
         ds = row.get("dataset") or dataset
@@ -97,10 +119,7 @@ def import_command(csv_path: Path, *, db: Path, validate: Callable[[str, Store],
         raise UserError(f"{csv_path}: file not found")
     if not db.is_file():
         raise UserError(f"{db}: no results database here (run an evaluation first)")
-    try:
-        text = csv_path.read_text(encoding="utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise UserError(f"{csv_path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    text = read_csv_text(csv_path)
     store = Store(db)
     rows, problems = validate(text, store)
     if problems:

@@ -162,7 +162,7 @@ def _per_model_sql(f: Filters) -> tuple[str, list[Any]]:
     dataset_pred, p_dataset = model_pred(f.with_(models=()), "t")
     rec = (f"rec AS (SELECT qf.language, avg(t.recall) AS recall FROM retrievals t JOIN qf ON {on_qf(f, 't')} "
            f"WHERE {dataset_pred} GROUP BY ALL)")
-    echoes = "prompt_echoes, " if "prompt_echo" in SAFETY_CHECKS else ""
+    echoes = "prompt_echo" in SAFETY_CHECKS
     if _grouped(f):
         pred, p_group = _group_pred(f, "g")
         means = ", ".join(f"sum(g.{c}_sum) / nullif(sum(g.{c}_n), 0) AS {prefix}{c}"

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from pipeline.dataset.label_csv import TOO_MANY_FIELDS, csv_rows, read_csv_text
 from pipeline.errors import UserError
 from pipeline.steps.medcode import LABEL_ALIASES, LABELS
 
@@ -35,13 +36,7 @@ def read_labelled_csv(path: Path, required: Sequence[str], *, label_required: bo
     file and every bad line and field (at most 20 of them).
     """
     path = Path(path)
-    if not path.is_file():
-        raise UserError(f"{path}: file not found")
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise UserError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    reader = csv.DictReader(io.StringIO(text))
+    reader = csv.DictReader(io.StringIO(read_csv_text(path)))
     fields = [f.strip().lower() for f in (reader.fieldnames or [])]
     needed = list(required) + (["label"] if label_required and "label" not in required else [])
     missing = [c for c in needed if c not in fields]
@@ -50,12 +45,10 @@ def read_labelled_csv(path: Path, required: Sequence[str], *, label_required: bo
         raise UserError(f"{path}: needs a header with columns {names} (missing {', '.join(missing)}; "
                         f"found: {', '.join(fields) or 'none'})")
     rows, problems = [], []
-    for raw in reader:
-        line = reader.line_num
-        if None in raw:
-            problems.append(f"line {line}: more fields than the header has")
+    for line, row in csv_rows(reader):
+        if row is None:
+            problems.append(f"line {line}: {TOO_MANY_FIELDS}")
             continue
-        row = {(k or "").strip().lower(): (v or "").strip() for k, v in raw.items()}
         empty = [c for c in required if c != "label" and not row.get(c)]
         label = row.get("label", "")
         if empty:
