@@ -26,7 +26,7 @@ from pipeline.train.classifier import (
     read_training_csv,
     train_classifier_command,
 )
-from pipeline.train.data import grouped_split, question_groups, read_labelled_csv, sha256_file, stratified_split
+from pipeline.train.data import grouped_split, question_groups, read_labelled_csv, sha256_file
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -91,21 +91,13 @@ def test_bad_training_rows_name_their_lines(tmp_path):
 
 
 def test_split_has_the_papers_proportions():
-    # 38,819 critiques → the paper's 27,173 / 5,823 / 5,823, stratified by label
+    # 38,819 critiques, each its own group → the paper's 27,173 / 5,823 / 5,823, no row in two splits
     shares = [1 / (4 * w) for w in PAPER_CLASS_WEIGHTS]
     labels = np.random.default_rng(0).choice(4, size=38_819, p=np.array(shares) / sum(shares)).tolist()
-    train, val, test = stratified_split(labels, len(labels), SPLIT, seed=0)
+    groups = [f"row:{i}" for i in range(len(labels))]
+    train, val, test = grouped_split(labels, groups, SPLIT, seed=0)
     assert (len(train), len(val), len(test)) == tuple(PAPER["split"]) == (27_173, 5_823, 5_823)
     assert not set(train) & set(val) and not set(train) & set(test) and not set(val) & set(test)
-    # 400 balanced critiques → 280 / 60 / 60, every split balanced; same seed → same split
-    labels = [i % 4 for i in range(400)]
-    train, val, test = stratified_split(labels, 400, SPLIT, seed=3)
-    assert (len(train), len(val), len(test)) == (280, 60, 60)
-    assert [sum(labels[i] == c for i in test) for c in range(4)] == [15, 15, 15, 15]
-    assert stratified_split(labels, 400, SPLIT, seed=3) == (train, val, test)
-    assert stratified_split(labels, 400, SPLIT, seed=4) != (train, val, test)
-    with pytest.raises(UserError, match="add rows of the rarest label"):
-        stratified_split([0] * 30 + [1], 31, SPLIT, seed=0)
 
 
 def test_grouped_split_keeps_each_question_in_one_split():

@@ -70,6 +70,8 @@ def test_tiny_lora_run_writes_an_adapter_and_the_loss_falls(tmp_path):
     card = json.loads((out / "critic.json").read_text())
     assert card["training_csv"]["sha256"] == sha256_file(path)
     assert (card["split"]["train"], card["split"]["validation"], card["split"]["test"]) == (24, 4, 4)
+    # split by question (8 questions × 4 labels): no question's critiques on both sides of a split
+    assert card["split"]["questions"] == {"train": 6, "validation": 1, "test": 1}
     assert card["hyperparameters"]["gradient_accumulation"] == 2 and card["optimizer"] == "AdamW (torch)"
     assert card["prompt"] == "plain template" and "--enable-lora" in card["serve"]
     losses = card["step_losses"]

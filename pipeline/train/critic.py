@@ -11,8 +11,10 @@ on GPT-4 critiques split 30,000 / 4,409 / 4,410 (train / test / validation). Her
   the transformer blocks (``all-linear``; vLLM serves adapters on those); the paper's 5 epochs and lr
   1.41e-5, constant; effective batch 128 by gradient accumulation over micro-batches;
 - 8-bit AdamW (bitsandbytes) when a CUDA GPU and bitsandbytes are present, else torch's AdamW;
-- the split keeps the paper's proportions (77.3 / 11.4 / 11.4 %), seeded, stratified by label when every row
-  has one; validation loss after every epoch and test loss at the end go into the card ``critic.json``.
+- the split keeps the paper's proportions (77.3 / 11.4 / 11.4 %), seeded, **by question** as the classifier's
+  (``grouped_split``: no question's critiques in two splits, so validation and test loss are not measured on
+  near-copies of training rows), labels stratified as far as the groups allow when every row has one;
+  validation loss after every epoch and test loss at the end go into the card ``critic.json``.
 
 The output folder is a PEFT adapter (``adapter_config.json`` + ``adapter_model.safetensors``) that
 ``vllm serve BASE --enable-lora --lora-modules critic=FOLDER`` serves as the model ``critic``.
@@ -31,11 +33,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from pipeline.errors import UserError
-from pipeline.train.data import label_counts, read_labelled_csv, sha256_file, stratified_split
+from pipeline.train.data import grouped_split, label_counts, question_groups, read_labelled_csv, sha256_file
 
 CARD = "critic.json"
 CARD_FORMAT = "pariksha-medcode-critic/1"
 SPLIT = (30_000 / 38_819, 4_410 / 38_819, 4_409 / 38_819)  # train / validation / test, Med-CoDE §4.1
+SPLIT_METHOD = ("grouped by question, as the classifier's (`grouped_split`): whole questions in the paper's "
+                "77.3 / 11.4 / 11.4 % by sklearn GroupShuffleSplit, seeded, labels stratified as far as the groups "
+                "allow")
 PAPER = {"base_model": "microsoft/Phi-3-mini-4k-instruct", "lora_r": 16, "epochs": 5, "batch_size": 128,
          "learning_rate": 1.41e-5, "optimizer": "AdamW 8-bit", "split": [30_000, 4_410, 4_409]}
 PLAIN_TEMPLATE = "### System:\n{system}\n\n### User:\n{user}\n\n### Critique:\n"
@@ -221,8 +226,9 @@ def train_critic(rows: Sequence[dict], output: Path, settings: CriticSettings | 
     started = time.perf_counter()
     labels = [r.get("label_index") for r in rows]
     strat = labels if all(y is not None for y in labels) else None
-    train_ix, val_ix, test_ix = stratified_split(strat, len(rows), SPLIT, settings.seed,
-                                                 source=(source or {}).get("path", "training data"))
+    groups = question_groups(rows)  # as the classifier: no question's critiques in two splits
+    train_ix, val_ix, test_ix = grouped_split(strat or [0] * len(rows), groups, SPLIT, settings.seed,
+                                              source=(source or {}).get("path", "training data"))
     prompts = [critic_messages(r["question"], r["ground_truth"], r["response"]) for r in rows]
     texts = [m["content"] for msgs in prompts for m in msgs] + [PLAIN_TEMPLATE] + [r["critique"] for r in rows]
     tokenizer, base = _base_model(settings.base_model, settings.seed, texts)
@@ -305,7 +311,10 @@ def train_critic(rows: Sequence[dict], output: Path, settings: CriticSettings | 
         "optimizer": optimizer_name, "device": device.type, "paper": PAPER,
         "parameters": {"trainable": trainable, "total": total_params},
         "training_csv": source or {},
-        "split": {"seed": settings.seed, "stratified_by": "label" if strat is not None else None,
+        "split": {"seed": settings.seed, "method": SPLIT_METHOD,
+                  "stratified_by": "label, as far as the question groups allow" if strat is not None else None,
+                  "questions": {name: len({groups[i] for i in ix})
+                                for name, ix in (("train", train_ix), ("validation", val_ix), ("test", test_ix))},
                   "proportions": list(SPLIT), "train": len(train), "validation": len(val), "test": len(test),
                   "skipped_too_long": too_long,
                   "label_counts": {"train": label_counts([labels[i] for i in train_ix])} if strat else {}},

@@ -1,5 +1,5 @@
-"""Training data of the Med-CoDE models: labelled-critique CSVs, their hash, and seeded splits — stratified by
-label (``stratified_split``) or grouped by question and stratified as far as the groups allow (``grouped_split``).
+"""Training data of the Med-CoDE models: labelled-critique CSVs, their hash, and the seeded split both trainers use —
+grouped by question and stratified by label as far as the groups allow (``grouped_split``).
 
 The CSV is the one ``data/medcode-critiques/critiques.csv`` ships and ``medcode label`` exports:
 ``item_id,kind,question,ground_truth,response,critique,label,source``. The classifier needs only
@@ -66,28 +66,6 @@ def read_labelled_csv(path: Path, required: Sequence[str], *, label_required: bo
     if len(rows) < 2:
         raise UserError(f"{path}: needs at least 2 labelled critiques, found {len(rows)}")
     return rows
-
-
-def stratified_split(labels: Sequence[int] | None, n: int, fractions: tuple[float, float, float], seed: int,
-                     *, source: str = "training data") -> tuple[list[int], list[int], list[int]]:
-    """Row indices of train / validation / test in the given proportions (rounded to whole rows), seeded,
-    stratified on ``labels`` when given (scikit-learn ``train_test_split(stratify=...)`` twice: test off the
-    whole, then validation off the rest). Raises UserError when a split would miss a class (too few rows)."""
-    from sklearn.model_selection import train_test_split
-
-    _, val_f, test_f = fractions
-    n_val, n_test = max(1, round(n * val_f)), max(1, round(n * test_f))  # whole rows: 15 % of 400 is 60, not 61
-    every = list(range(n))
-    strat = list(labels) if labels is not None else None
-    try:
-        rest, test = train_test_split(every, test_size=n_test, random_state=seed, stratify=strat)
-        rest_labels = [strat[i] for i in rest] if strat is not None else None
-        train, val = train_test_split(rest, test_size=n_val, random_state=seed, stratify=rest_labels)
-    except ValueError as exc:
-        counts = ({LABELS[c]: strat.count(c) for c in sorted(set(strat))} if strat is not None else {"rows": n})
-        raise UserError(f"{source}: cannot split {n} rows {fractions} stratified by label ({counts}): {exc}; "
-                        "add rows of the rarest label") from None
-    return sorted(train), sorted(val), sorted(test)
 
 
 def question_groups(rows: Sequence[dict]) -> list[str]:
