@@ -55,6 +55,7 @@ from pipeline.train.data import (
     grouped_split,
     label_counts,
     question_groups,
+    questions_per_split,
     read_labelled_csv,
     sha256_file,
 )
@@ -248,7 +249,6 @@ def train_classifier(texts: list[str], labels: list[int], output: Path, settings
     groups = list(groups) if groups is not None else [f"row:{i}" for i in range(len(texts))]
     train_ix, val_ix, test_ix = grouped_split(labels, groups, SPLIT, settings.seed,
                                               source=(source or {}).get("path", "training data"))
-    n_groups = lambda ix: len({groups[i] for i in ix})  # noqa: E731
     pick = lambda ix, seq: [seq[i] for i in ix]  # noqa: E731
     tr_x, tr_y, va_x, va_y = pick(train_ix, texts), pick(train_ix, labels), pick(val_ix, texts), pick(val_ix, labels)
 
@@ -319,8 +319,7 @@ def train_classifier(texts: list[str], labels: list[int], output: Path, settings
                   "grouped_by": "question" if any(g.startswith("q:") for g in groups) else "row (no question)",
                   "stratified_by": "label, as far as the question groups allow", "proportions": list(SPLIT),
                   "train": len(train_ix), "validation": len(val_ix), "test": len(test_ix),
-                  "questions": {"train": n_groups(train_ix), "validation": n_groups(val_ix),
-                                "test": n_groups(test_ix)},
+                  "questions": questions_per_split(groups, train_ix, val_ix, test_ix),
                   "label_counts": {"train": label_counts(tr_y), "validation": label_counts(va_y),
                                    "test": label_counts(te_y)},
                   "test_rows": [row_ids[i] if row_ids is not None else i for i in test_ix],

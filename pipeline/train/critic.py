@@ -33,7 +33,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from pipeline.errors import UserError
-from pipeline.train.data import grouped_split, label_counts, question_groups, read_labelled_csv, sha256_file
+from pipeline.train.data import (
+    grouped_split,
+    label_counts,
+    question_groups,
+    questions_per_split,
+    read_labelled_csv,
+    sha256_file,
+)
 
 CARD = "critic.json"
 CARD_FORMAT = "pariksha-medcode-critic/1"
@@ -313,8 +320,7 @@ def train_critic(rows: Sequence[dict], output: Path, settings: CriticSettings | 
         "training_csv": source or {},
         "split": {"seed": settings.seed, "method": SPLIT_METHOD,
                   "stratified_by": "label, as far as the question groups allow" if strat is not None else None,
-                  "questions": {name: len({groups[i] for i in ix})
-                                for name, ix in (("train", train_ix), ("validation", val_ix), ("test", test_ix))},
+                  "questions": questions_per_split(groups, train_ix, val_ix, test_ix),
                   "proportions": list(SPLIT), "train": len(train), "validation": len(val), "test": len(test),
                   "skipped_too_long": too_long,
                   "label_counts": {"train": label_counts([labels[i] for i in train_ix])} if strat else {}},

@@ -134,5 +134,12 @@ def grouped_split(labels: Sequence[int], groups: Sequence[str], fractions: tuple
     return sorted(train.tolist()), sorted(val.tolist()), sorted(test.tolist())
 
 
+def questions_per_split(groups: Sequence[str], train: Sequence[int], validation: Sequence[int],
+                        test: Sequence[int]) -> dict[str, int]:
+    """How many distinct groups (questions) each split of ``grouped_split`` holds, for a model card."""
+    return {name: len({groups[i] for i in ix})
+            for name, ix in (("train", train), ("validation", validation), ("test", test))}
+
+
 def label_counts(labels: Sequence[int]) -> dict[str, int]:
     return {label: sum(1 for y in labels if y == i) for i, label in enumerate(LABELS)}
