@@ -13,7 +13,10 @@ prompt tokens a call *must* evaluate are its tokens not shared with the previous
    rubric at the start of the user turn (so consecutive calls share little more than the system
    prompt). KV cache reset before every pass, no result cache, passes interleaved REPEATS times,
    order flipping. Per pass: wall, CPU, llama.cpp's own prefill and decode seconds (its perf
-   counters), tokens evaluated and minimal.
+   counters), tokens evaluated and minimal. Each order runs twice more with llama-cpp-python's stock
+   sampler chain (the JSON grammar over the whole vocabulary at every step) instead of the backend's
+   ``GreedyGrammarSampler`` (the argmax checked first): the texts must be the same (asserted), and
+   ``rubric_first_stock_sampler`` is the judge as it was before both changes.
 2. **The judge step itself.** The same N responses stored as a model's responses in a scratch
    DuckDB and judged by ``pipeline.runner.run`` (stage ``judge``): its stored raw outputs must equal
    the ``shared_prefix`` pass's texts (asserted), and its evaluated ÷ minimal is reported.
@@ -30,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import contextvars
 import hashlib
 import io
@@ -188,14 +192,33 @@ def order_requests(dataset, queries, rubric_first: bool, max_tokens: int):
     return out
 
 
-def one_pass(model: Model, requests, recorder: Recorder) -> dict:
+@contextlib.contextmanager
+def sampler(llama, stock: bool):
+    """``stock``: llama-cpp-python's own sampler chain (grammar over the whole vocabulary at every step)
+    instead of the backend's GreedyGrammarSampler."""
+    if not stock:
+        yield
+        return
+    from llama_cpp import Llama
+
+    cls = type(llama)
+    checked = cls.__dict__["_init_sampler"]
+    cls._init_sampler = Llama._init_sampler
+    try:
+        yield
+    finally:
+        cls._init_sampler = checked
+
+
+def one_pass(model: Model, requests, recorder: Recorder, stock: bool = False) -> dict:
     import llama_cpp
 
     llama = model.backend.shared.llama
     llama.reset()  # start from an empty KV cache
     llama_cpp.llama_perf_context_reset(llama._ctx.ctx)
     load_before, cpu0, started = load1(), cpu_s(), time.perf_counter()
-    done = asyncio.run(model.generate_many(requests))
+    with sampler(llama, stock):
+        done = asyncio.run(model.generate_many(requests))
     wall, cpu = time.perf_counter() - started, cpu_s() - cpu0
     perf = llama_cpp.llama_perf_context(llama._ctx.ctx)
     errors = [c.error for c in done if not c.ok]
@@ -344,17 +367,23 @@ def main() -> int:
     dataset = load_dataset(ROOT / "data" / "cataract")
     queries = chosen_queries(dataset, args.responses)
     model = Model(create_backend(ModelConfig(id=MODEL)), cache=None, concurrency=1)  # the judge step's instance too
-    orders = {"shared_prefix": order_requests(dataset, queries, False, args.max_tokens),
-              "rubric_first": order_requests(dataset, queries, True, args.max_tokens)}
-    one_pass(model, orders["shared_prefix"][:1], recorder)  # load the weights outside the timing
+    shared, first = (order_requests(dataset, queries, r, args.max_tokens) for r in (False, True))
+    # name → (requests, llama-cpp-python's stock sampler chain?)
+    orders = {"shared_prefix": (shared, False), "rubric_first": (first, False),
+              "shared_prefix_stock_sampler": (shared, True), "rubric_first_stock_sampler": (first, True)}
+    one_pass(model, shared[:1], recorder)  # load the weights outside the timing
     runs: dict[str, list[dict]] = {k: [] for k in orders}
     for rep in range(args.repeats):
         names = list(orders) if rep % 2 == 0 else list(reversed(orders))
         for name in names:
-            runs[name].append(one_pass(model, orders[name], recorder))
+            requests, stock = orders[name]
+            runs[name].append(one_pass(model, requests, recorder, stock=stock))
     for name, passes in runs.items():
         texts = {json.dumps(p["texts"]) for p in passes}
         assert len(texts) == 1, f"{name}: texts differ between passes at temperature 0"
+    for order in ("shared_prefix", "rubric_first"):
+        assert runs[order][0]["texts"] == runs[f"{order}_stock_sampler"][0]["texts"], \
+            f"{order}: the checked sampler's texts differ from the stock sampler chain's"
 
     judge_step = judge_step_pass(dataset, queries, args.max_tokens, recorder)
     shared_texts = runs["shared_prefix"][0]["texts"]
@@ -368,6 +397,7 @@ def main() -> int:
 
     summary = {name: summarise(passes) for name, passes in runs.items()}
     s, r = summary["shared_prefix"], summary["rubric_first"]
+    ss, rs = summary["shared_prefix_stock_sampler"], summary["rubric_first_stock_sampler"]
     loads = [x for p in itertools.chain(*runs.values()) for x in p["load_avg_1m"]] + judge_step["load_avg_1m"]
     ratios = [s["evaluated_over_minimal"], r["evaluated_over_minimal"], judge_step["evaluated_over_minimal"],
               *((st["evaluated_over_minimal"] for st in stages["stages"].values()) if stages else [])]
@@ -375,8 +405,13 @@ def main() -> int:
     result = {
         "model": MODEL, "gguf": llamacpp.resolve_weights(model.backend.config)[0].name,
         "responses": len(queries), "calls_per_pass": s["calls"], "repeats": args.repeats, "max_tokens": args.max_tokens,
-        "shared_prefix": s, "rubric_first": r,
+        **summary,
         "speedup_wall_median": round(r["wall_s"] / s["wall_s"], 3),
+        "speedup_over_stock_rubric_first_median": round(rs["wall_s"] / s["wall_s"], 3),
+        "speedup_over_stock_rubric_first_fastest": round(rs["wall_s_min"] / s["wall_s_min"], 3),
+        "sampler_speedup_shared_prefix_median": round(ss["wall_s"] / s["wall_s"], 3),
+        "sampler_decode_speedup_median": round(ss["decode_s"] / s["decode_s"], 3),
+        "sampler_texts_identical": True,
         "speedup_wall_fastest": round(r["wall_s_min"] / s["wall_s_min"], 3),
         "speedup_cpu_median": round(r["cpu_s"] / s["cpu_s"], 3),
         "speedup_prefill_median": round(r["prefill_s"] / s["prefill_s"], 3),
@@ -401,7 +436,7 @@ def main() -> int:
     for col in ("order", "wall s (min)", "prefill s", "decode s", "other s", "cpu s", "prompt tok", "evaluated",
                 "minimal", "eval ÷ min", "completion tok"):
         table.add_column(col, justify="left" if col == "order" else "right")
-    for name, x in (("shared_prefix", s), ("rubric_first", r)):
+    for name, x in summary.items():
         table.add_row(name, f"{x['wall_s']:.1f} ({x['wall_s_min']:.1f})", f"{x['prefill_s']:.1f}",
                       f"{x['decode_s']:.1f}", f"{x['other_s']:.1f}", f"{x['cpu_s']:.1f}", str(x["prompt_tokens"]),
                       str(x["evaluated_tokens"]), str(x["minimal_tokens"]), f"{x['evaluated_over_minimal']:.3f}",
@@ -414,6 +449,11 @@ def main() -> int:
                   f"{result['speedup_wall_fastest']:.2f}× fastest; prefill {result['speedup_prefill_median']:.2f}×; "
                   f"evaluated tokens {result['evaluated_tokens_ratio']:.2f}×; bound if decoding were free "
                   f"{result['speedup_bound_if_decode_free']:.2f}×; judge step texts identical: {identical}")
+    console.print(f"argmax-checked grammar sampler: decode {result['sampler_decode_speedup_median']:.2f}×, "
+                  f"wall {result['sampler_speedup_shared_prefix_median']:.2f}× (same texts); shared prefix + "
+                  "checked sampler over rubric first + stock chain: "
+                  f"{result['speedup_over_stock_rubric_first_median']:.2f}× median, "
+                  f"{result['speedup_over_stock_rubric_first_fastest']:.2f}× fastest")
     if stages:
         st = Table(title=f"default run's LLM stages on {stages['queries']} query(ies), completions capped at "
                          f"{stages['max_tokens_cap']} tokens; {stages['wall_s']:.0f} s, load "
