@@ -354,8 +354,9 @@ def main() -> int:
         "target_rows_per_s": TARGET_ROWS_S, "drive": drive,
         "load_avg_1m": {"min": min(loads), "max": max(loads)}, "cpus": os.cpu_count(),
     }
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    out = RESULTS if args.scale == 10 else RESULTS.with_name(f"store_writes-{args.scale}x.json")  # 10× keeps its file
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
 
     console = Console()
     table = Table(title=f"Store.write into the {args.scale}× file ({judgments:,} judgments), {args.batches} batches "
@@ -377,7 +378,7 @@ def main() -> int:
             f"{drive['write_share_of_stage']:.0%} of the stage writing; in flight during writes "
             f"{drive['in_flight_during_writes']}, between {drive['in_flight_between_writes']}; loop lag during writes "
             f"{drive['loop_lag_during_writes']}, between {drive['loop_lag_between_writes']}")
-    console.print(f"→ {RESULTS.relative_to(ROOT)}")
+    console.print(f"→ {out.relative_to(ROOT)}")
     return 0
 
 
