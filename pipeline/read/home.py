@@ -90,12 +90,13 @@ def overview(db: str | Path) -> dict[str, pd.DataFrame]:
 def judge_summary(db: str | Path) -> dict[str, pd.DataFrame]:
     """Judges with their current judgment and parse-failure counts, reliability (sanity AUC), human agreement.
 
-    Counts and the judge's side of agreement come from ``item_scores`` (current response texts only;
-    an item's score is the mean of its parsed samples, rounded for agreement).
+    Counts come from ``score_groups`` (the writer's sums over ``item_scores``: current response texts only), the
+    judge's side of agreement from ``item_scores`` (an item's score is the mean of its parsed samples, rounded).
     """
     judges, reliability, confusion = dfs(db, [
-        ("SELECT dataset, judge_id, sum(judgments)::BIGINT AS judgments, sum(unparsed)::BIGINT AS parse_failures, "
-         "max(samples) AS samples FROM item_scores GROUP BY ALL ORDER BY dataset, judgments DESC", []),
+        ("SELECT dataset, judge_id, sum(list_sum(judgments))::BIGINT AS judgments, "
+         "sum(list_sum(unparsed))::BIGINT AS parse_failures, max(list_max(samples)) AS samples FROM score_groups "
+         "GROUP BY ALL ORDER BY dataset, judgments DESC", []),
         ("SELECT dataset, judge_id, metric, auc, n_good, n_bad, n_unparsed, created_at FROM judge_reliability "
          "ORDER BY dataset, judge_id, metric", []),
         ("WITH pairs AS (SELECT h.dataset, i.judge_id, h.metric, h.score AS human, "
