@@ -10,6 +10,7 @@ from pipeline.config import SAFETY_CHECKS
 from pipeline.metrics import METRICS
 from pipeline.store import DERIVED, LEXICAL, Store
 from pipeline.store.rows import (
+    HumanLabelRow,
     JudgmentRow,
     LexicalRow,
     MetaRow,
@@ -55,6 +56,11 @@ EXPECTED |= {
         "SELECT dataset, judge_id, model_id, l, s, "
         + ", ".join(f"list({c} ORDER BY {_PATTERN})" for c in (*METRICS, "n", "judgments", "unparsed", "samples"))
         + ", list_sort(list_distinct(flatten(list(runs)))) FROM p GROUP BY ALL ORDER BY ALL"
+    ),
+    # the items with a human label, straight from the sources
+    "labelled_scores": (
+        f"SELECT * FROM ({_ITEMS}) i WHERE EXISTS (SELECT 1 FROM human_labels h WHERE h.dataset = i.dataset "
+        "AND h.query_id = i.query_id AND h.model_id = i.model_id) ORDER BY ALL"
     ),
     "response_groups": (
         "SELECT r.dataset, r.model_id, q.language, coalesce(q.script, 'native'), count(*), "
@@ -110,7 +116,13 @@ def _write_sources(store: Store) -> None:
         # q2 errored: its judgment (left from an earlier, successful text) must not count
         *(_judgment(i, m, s, None if (i, m) == (1, "SS") else (i + s) % 3)
           for i in (0, 1, 2, 3) for m in METRICS for s in range(1 + (i == 3))),
+        _human(0, "a"), _human(1, "a"), _human(2, "a"),  # q2 errored: no item to compare with
     ])
+
+
+def _human(i: int, m: str, metric: str = "SS") -> HumanLabelRow:
+    return HumanLabelRow(dataset="d", query_id=f"q{i}", model_id=m, metric=metric, annotator="dr", score=1,
+                         comment=None, source="test")
 
 
 def test_derived_tables_follow_writes_and_deletes(tmp_path):
@@ -130,6 +142,14 @@ def test_derived_tables_follow_writes_and_deletes(tmp_path):
         assert _derived(store, table) == store.fetch(sql), table
     assert store.fetch("SELECT SS, unparsed FROM item_scores WHERE query_id = 'q1'") == [(2.0, 0)]
     assert store.fetch("SELECT refusal FROM response_facts WHERE query_id = 'q1' AND model_id = 'a'") == [(None,)]
+    assert store.fetch("SELECT query_id, SS FROM labelled_scores ORDER BY ALL") == [("q0", 0.0), ("q1", 2.0)]
+
+    # a new human label and a deleted one: the labelled items follow
+    store.write([_human(3, "a", "FC")])
+    store.delete_where("human_labels", "dataset = ? AND query_id = ? AND model_id = ?", ["d", "q0", "a"])
+    for table, sql in EXPECTED.items():
+        assert _derived(store, table) == store.fetch(sql), table
+    assert store.fetch("SELECT query_id, model_id FROM labelled_scores ORDER BY ALL") == [("q1", "a"), ("q3", "a")]
 
     # a query filed under another language (and script): the group tables move it
     store.write([_query(1, "ta", script="latin")])

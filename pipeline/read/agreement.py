@@ -61,7 +61,7 @@ def _pairs_cte(f: Filters, judge: str, metric: str, plan: str | None = None) -> 
     return (
         f"{qf}, pairs AS (SELECT qf.language, h.model_id, h.query_id, h.annotator, h.score AS human, "
         f"round(i.{metric}) AS llm FROM human_labels h JOIN qf ON {on_qf(f, 'h')} "
-        "JOIN item_scores i ON i.dataset = h.dataset AND i.query_id = h.query_id AND i.model_id = h.model_id "
+        "JOIN labelled_scores i ON i.dataset = h.dataset AND i.query_id = h.query_id AND i.model_id = h.model_id "
         f"WHERE h.metric = ? AND h.score IS NOT NULL AND i.judge_id = ? AND i.{metric} IS NOT NULL AND {pred}"
         f"{planned})"
     ), [*p_qf, metric, judge, *p_model, *p_plan]

@@ -91,7 +91,7 @@ def judge_summary(db: str | Path) -> dict[str, pd.DataFrame]:
     """Judges with their current judgment and parse-failure counts, reliability (sanity AUC), human agreement.
 
     Counts come from ``score_groups`` (the writer's sums over ``item_scores``: current response texts only), the
-    judge's side of agreement from ``item_scores`` (an item's score is the mean of its parsed samples, rounded).
+    judge's side of agreement from ``labelled_scores`` (an item's score is the mean of its parsed samples, rounded).
     """
     judges, reliability, confusion = dfs(db, [
         ("SELECT dataset, judge_id, sum(list_sum(judgments))::BIGINT AS judgments, "
@@ -100,7 +100,7 @@ def judge_summary(db: str | Path) -> dict[str, pd.DataFrame]:
         ("SELECT dataset, judge_id, metric, auc, n_good, n_bad, n_unparsed, created_at FROM judge_reliability "
          "ORDER BY dataset, judge_id, metric", []),
         ("WITH pairs AS (SELECT h.dataset, i.judge_id, h.metric, h.score AS human, "
-         f"round({metric_case('h.metric')}) AS llm FROM human_labels h JOIN item_scores i ON i.dataset = h.dataset "
+         f"round({metric_case('h.metric')}) AS llm FROM human_labels h JOIN labelled_scores i ON i.dataset = h.dataset "
          "AND i.query_id = h.query_id AND i.model_id = h.model_id WHERE h.score IS NOT NULL) "
          "SELECT dataset, judge_id, metric, human, llm, count(*) AS n FROM pairs WHERE llm IS NOT NULL "
          "GROUP BY ALL", []),

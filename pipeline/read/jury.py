@@ -47,11 +47,13 @@ def jury_label(judge: str, members: int | None = None) -> str:
     return f"jury ({how} of {members} judges)" if members else f"jury ({how})"
 
 
-def item_source(f: Filters, judge: str) -> tuple[str, list[Any]]:
+def item_source(f: Filters, judge: str, labelled: bool = False) -> tuple[str, list[Any]]:
     """A relation with ``item_scores``' columns for a FROM clause: the table itself for a judge, or the
-    jury's per-item scores (``judge_id`` = the jury's name) over every judge of the filtered dataset."""
+    jury's per-item scores (``judge_id`` = the jury's name) over every judge of the filtered dataset.
+    ``labelled``: only items with a human label (``labelled_scores``), for a join with ``human_labels``."""
+    table = "labelled_scores" if labelled else "item_scores"
     if not is_jury(judge):
-        return "item_scores", []
+        return table, []
     how = judge.removeprefix(JURY_PREFIX)
     fn = {"mean": "avg", "median": "median"}[how]
     pred, params = ("dataset = ?", [f.dataset]) if f.dataset is not None else ("TRUE", [])
@@ -61,7 +63,7 @@ def item_source(f: Filters, judge: str) -> tuple[str, list[Any]]:
     scores = ", ".join(f"{fn}({m}) AS {m}" for m in METRICS)
     return (f"(SELECT dataset, query_id, model_id, ?::VARCHAR AS judge_id, {scores}, "
             "sum(judgments)::INTEGER AS judgments, sum(unparsed)::INTEGER AS unparsed, max(samples) AS samples "
-            f"FROM item_scores WHERE {pred} GROUP BY dataset, query_id, model_id)"), [judge, *params]
+            f"FROM {table} WHERE {pred} GROUP BY dataset, query_id, model_id)"), [judge, *params]
 
 
 def _patterns(db: str | Path, f: Filters, judges: tuple[str, ...]) -> pd.DataFrame:

@@ -90,7 +90,7 @@ def reliability_matrix(db: str | Path, dataset: str, judge: str, members: tuple[
     script is native); ``theme``. ``status``: 'ok', 'weak' (below a threshold), 'none' (too little evidence).
     """
     sanity, p_sanity = _sanity_source(judge, members)
-    items, p_items = item_source(Filters(dataset=dataset), judge)
+    items, p_items = item_source(Filters(dataset=dataset), judge, labelled=True)
     per_query = "q.language, coalesce(q.script, 'native') AS script, q.themes"
     san_sql = (f"SELECT {per_query}, s.metric, s.kind, s.score, s.parse_ok, count(*) FROM {sanity} s "
                "JOIN queries q ON q.dataset = ? AND q.query_id = s.query_id GROUP BY ALL")

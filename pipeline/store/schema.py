@@ -4,13 +4,15 @@ A written table's columns are the fields of its row class (``pipeline/store/rows
 following from the annotations (``TABLES``). ``Store`` creates missing tables and adds missing columns to an
 existing database (a new metric, a new field), backfilling what can be derived (``BACKFILL``).
 
-Six tables are derived, and the writer keeps them in step with their sources: after a batch is
+Seven tables are derived, and the writer keeps them in step with their sources: after a batch is
 written, the rows of every key it touched are deleted and recomputed in the same transaction, so
 they never disagree. Both count only what belongs to the response text now stored:
 
 - ``item_scores``: one row per judged item (dataset, query, model, judge) with each metric's mean
   over its parsed samples and the item's judgment counts — only judgments whose ``response_hash``
   is the stored response's, and never of a response that errored.
+- ``labelled_scores``: the ``item_scores`` rows of items that have a human label, which every
+  human-vs-judge comparison joins (thousands of rows where ``item_scores`` holds millions).
 - ``response_facts``: one row per response with its error flag and its current lexical scores and
   safety-check outcomes.
 
@@ -37,7 +39,8 @@ from pipeline.metrics import METRICS
 from pipeline.store import derived_groups, derived_rubric
 from pipeline.store.rows import LEXICAL, ROW_CLASSES, TEXT_HASH_SQL, Row
 
-SCHEMA_VERSION = 5  # 2: item_scores; 3: response_facts; 4: responses.response_hash, derived = current only; 5: groups
+SCHEMA_VERSION = 6  # 2: item_scores; 3: response_facts; 4: responses.response_hash, derived = current only; 5: groups
+# 6: labelled_scores
 PLAYGROUND = "playground"  # the dataset that holds the playground's saved answers
 
 
@@ -98,6 +101,8 @@ TABLES: dict[str, TableSpec] = {
                                                             *derived_rubric.SPECS.items())},
 }
 
+TABLES["labelled_scores"] = TABLES["item_scores"]  # the rows of item_scores with a human label
+
 # Columns added after a table first shipped, and how to fill them in an older database.
 BACKFILL: dict[tuple[str, str], str] = {
     ("responses", "response_hash"): f"CASE WHEN text IS NULL THEN NULL ELSE {TEXT_HASH_SQL.format(col='text')} END",
@@ -128,6 +133,11 @@ DERIVED: dict[str, Derived] = {
         "list_sort(list(DISTINCT coalesce(j.run_id, ''))) AS runs FROM judgments j {touched} "
         f"JOIN responses r ON {_on('r', 'j', _RESPONSE)} AND r.response_hash = j.response_hash AND r.error IS NULL "
         "GROUP BY j.dataset, j.query_id, j.model_id, j.judge_id")),
+    # the item_scores rows of items with a human label: what every human-vs-judge comparison joins, a few
+    # thousand rows instead of millions (the join was two thirds of the leaderboard's reliability marks at 100×)
+    "labelled_scores": Derived(("judgments", "responses", "human_labels"), "i", (
+        "SELECT i.* FROM item_scores i {touched} WHERE EXISTS (SELECT 1 FROM human_labels h "
+        f"WHERE {_on('h', 'i', _RESPONSE)})")),
     "response_facts": Derived(("responses", "lexical_scores", "safety_checks"), "r", (
         "SELECT r.dataset, r.query_id, r.model_id, r.error IS NOT NULL AS failed, l.query_id IS NOT NULL AS lexical, "
         f"{', '.join(f'l.{c}' for c in LEXICAL)}, {', '.join(f's.{c}' for c in SAFETY_CHECKS)} "
