@@ -212,6 +212,28 @@ def test_reads_never_write_and_upgrade_brings_an_old_file_up_to_date(synthetic_d
     assert "older version" not in status.stdout
 
 
+def test_an_old_file_without_a_derived_table_gets_the_upgrade_notice_not_an_error(synthetic_db, copy_db,
+                                                                                   monkeypatch):
+    from streamlit.testing.v1 import AppTest
+
+    db = copy_db(synthetic_db)
+    con = duckdb.connect(str(db))  # as schema 5 left it: no labelled_scores
+    con.execute("DROP TABLE labelled_scores")
+    con.execute("UPDATE meta SET value = '5' WHERE key = 'schema_version'")
+    con.close()
+    with pytest.raises(duckdb.CatalogException, match="labelled_scores"):
+        home.choices(db)
+    monkeypatch.setenv("PARIKSHA_DB", str(db))
+    at = AppTest.from_file(str(REPO / "app.py"), default_timeout=120).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert any("python -m pipeline upgrade" in e.value.replace("\\", "") for e in at.error)
+    out = subprocess.run([sys.executable, "-m", "pipeline", "upgrade", "--db", str(db)], cwd=REPO,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    data.clear_caches()
+    assert home.choices(db)["notice"] is None
+
+
 def test_md_escape_makes_markdown_inert():
     from pages._ui import md_escape
 

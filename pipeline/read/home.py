@@ -6,29 +6,38 @@ import json
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import pandas as pd
 
 from pipeline.metrics import DEFAULT_WEIGHTS, METRICS
 from pipeline.read.agreement import agreement_from_confusion
 from pipeline.read.common import PLAYGROUND, dfs, metric_case, schema_version, upgrade_notice
-from pipeline.store import SHARED_READERS
+from pipeline.store import DERIVED, SCHEMA_VERSION, SHARED_READERS
 
 
 def choices(db: str | Path) -> dict[str, Any]:
     """Datasets (most responses first, the playground last) and per dataset its languages, models, judges.
 
-    Also the latest pipeline run's config per dataset, and ``notice``: one line when the file was
-    written by an older version (``upgrade_notice``; None when current). Reading never upgrades.
+    Counts come from the writer's group tables (``response_groups``, ``score_groups``), not the row tables;
+    an older file without one of the derived tables raises ``duckdb.CatalogException`` with the upgrade notice
+    (the sidebar shows it instead of pages that cannot be read). Also the latest pipeline run's config per
+    dataset, and ``notice``: one line when the file was written by an older version (``upgrade_notice``; None
+    when current). Reading never upgrades.
     """
     with SHARED_READERS.cursor(db) as con:
         version = schema_version(con)
+        if 0 < version < SCHEMA_VERSION:  # an older file may lack a derived table the pages read: say so first
+            tables = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+            if missing := sorted(set(DERIVED) - tables):
+                raise duckdb.CatalogException(f"{db} has no {', '.join(missing)}: {upgrade_notice(db, version)}")
         datasets, langs, models, judges, configs = (con.execute(sql, params).df() for sql, params in [
-            ("SELECT d.name, count(r.query_id) AS n FROM datasets d LEFT JOIN responses r ON r.dataset = d.name "
-             "GROUP BY d.name ORDER BY (d.name = ?), n DESC, d.name", [PLAYGROUND]),
+            ("SELECT d.name, coalesce(sum(g.responses), 0)::BIGINT AS n FROM datasets d LEFT JOIN response_groups g "
+             "ON g.dataset = d.name GROUP BY d.name ORDER BY (d.name = ?), n DESC, d.name", [PLAYGROUND]),
             ("SELECT dataset, language, count(*) AS n FROM queries GROUP BY ALL ORDER BY dataset, n DESC", []),
-            ("SELECT dataset, model_id, count(*) AS n FROM responses GROUP BY ALL ORDER BY dataset, model_id", []),
-            ("SELECT dataset, judge_id, sum(judgments) AS n FROM item_scores GROUP BY ALL ORDER BY dataset, n DESC",
-             []),
+            ("SELECT dataset, model_id, sum(responses)::BIGINT AS n FROM response_groups GROUP BY ALL "
+             "ORDER BY dataset, model_id", []),
+            ("SELECT dataset, judge_id, sum(list_sum(judgments))::BIGINT AS n FROM score_groups GROUP BY ALL "
+             "ORDER BY dataset, n DESC", []),
             ("SELECT dataset, arg_max(config, started_at) AS config, max(started_at) AS started FROM runs "
              "WHERE kind = 'pipeline' AND config IS NOT NULL GROUP BY dataset ORDER BY started DESC", []),
         ])
@@ -71,15 +80,18 @@ def judge_in_use(choices: dict[str, Any], dataset: str | None) -> str | None:
 
 
 def overview(db: str | Path) -> dict[str, pd.DataFrame]:
-    """What the database holds: datasets, runs, models, counts per language."""
+    """What the database holds: datasets, runs, models, counts per language (responses from ``response_groups``)."""
     datasets, runs, per_language, models = dfs(db, [
         ("SELECT name AS dataset, closed_book, n_queries, n_chunks, path, loaded_at FROM datasets ORDER BY name", []),
         ("SELECT run_id, name, kind, dataset, status, started_at, finished_at, "
          "date_diff('second', started_at, coalesce(finished_at, now()::TIMESTAMP)) AS seconds, "
          "backend_calls, cache_hits, retries, errors FROM runs ORDER BY started_at DESC LIMIT 50", []),
-        ("SELECT q.dataset, q.language, count(DISTINCT q.query_id) AS queries, count(r.model_id) AS responses, "
-         "count(DISTINCT r.model_id) AS models FROM queries q LEFT JOIN responses r "
-         "ON r.dataset = q.dataset AND r.query_id = q.query_id GROUP BY ALL ORDER BY q.dataset, queries DESC", []),
+        ("WITH q AS (SELECT dataset, language, count(*) AS queries FROM queries GROUP BY ALL), "
+         "g AS (SELECT dataset, query_language AS language, sum(responses)::BIGINT AS responses, "
+         "count(DISTINCT model_id) FILTER (WHERE responses > 0) AS models FROM response_groups GROUP BY ALL) "
+         "SELECT q.dataset, q.language, q.queries, coalesce(g.responses, 0) AS responses, "
+         "coalesce(g.models, 0) AS models FROM q LEFT JOIN g USING (dataset, language) "
+         "ORDER BY q.dataset, queries DESC", []),
         ("SELECT dataset, model_id, count(*) AS responses, count(error) AS errors, "
          "round(avg(latency_s), 2) AS mean_latency_s, sum(completion_tokens) AS completion_tokens "
          "FROM responses GROUP BY ALL ORDER BY dataset, model_id", []),
