@@ -54,8 +54,8 @@ def test_judge_calls_write_the_same_tokens_with_the_argmax_checked_first(backend
         assert (text, tokens) == (stock_text, stock_tokens)
 
 
-def test_a_rejected_argmax_falls_back_to_the_whole_vocabulary(backend, monkeypatch):
-    from llama_cpp import LlamaGrammar
+def test_a_rejected_argmax_falls_back_to_the_top_logits_then_the_whole_vocabulary(backend, monkeypatch):
+    from llama_cpp import Llama, LlamaGrammar
 
     prompt = ({"role": "user", "content": "Is it safe to rub my eye after cataract surgery?"},)
     first, _ = run(backend, ChatRequest(prompt, GenerateParams(max_tokens=1)), stock=True, monkeypatch=monkeypatch)
@@ -63,17 +63,21 @@ def test_a_rejected_argmax_falls_back_to_the_whole_vocabulary(backend, monkeypat
     letters = [c for c in "QXZJ" if not first.lstrip().upper().startswith(c)][:2]
     grammar = LlamaGrammar.from_string(f'root ::= "{letters[0]}" | "{letters[1]}"', verbose=False)
     llama = backend.shared.llama
-    outputs = []
-    for stock in (True, False):
+    outputs, samplers = [], []
+    # the stock chain; the checked sampler with only the argmax as its top candidates (so the rejected step
+    # must go to the whole vocabulary); the checked sampler as the backend runs it
+    for stock, top in ((True, None), (False, 1), (False, GreedyGrammarSampler.TOP)):
         llama.reset()
         llama.last_sampler = None
         with monkeypatch.context() as patch:
             if stock:
-                from llama_cpp import Llama
-
                 patch.setattr(type(llama), "_init_sampler", Llama._init_sampler)
+            else:
+                patch.setattr(GreedyGrammarSampler, "TOP", top)
             out = llama.create_chat_completion(messages=list(prompt), max_tokens=4, temperature=0.0, grammar=grammar)
         outputs.append(out["choices"][0]["message"]["content"])
-    assert outputs[0] == outputs[1]
-    assert outputs[1] in letters
-    assert llama.last_sampler.full_passes >= 1
+        samplers.append(llama.last_sampler)
+    assert outputs[0] == outputs[1] == outputs[2]
+    assert outputs[0] in letters
+    assert samplers[1].top_passes >= 1 and samplers[1].full_passes >= 1
+    assert samplers[2].top_passes >= 1
