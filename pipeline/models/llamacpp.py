@@ -156,9 +156,6 @@ class GreedyGrammarSampler:
             return None if len(ids) < self._n_vocab else int(data["id"][0])  # all rejected: greedy takes the first
         return int(data["id"][best])
 
-    def reset(self) -> None:
-        self._lib.llama_sampler_reset(self._sampler)
-
 
 @functools.cache
 def _llama_class() -> type:
