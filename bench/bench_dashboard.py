@@ -174,7 +174,7 @@ def percentile(values: list[float], p: float) -> float:
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
 
 
-def time_queries(db: Path, repeats: int) -> dict[str, Any]:
+def time_queries(db: Path, repeats: int, only: tuple[str, ...] = ()) -> dict[str, Any]:
     """Cold p50/p95 per page (all its own queries together) and per query; one warm call per page.
 
     Each cold repetition is one render, as app.py makes it: inside ``SHARED_READERS.held`` (the
@@ -189,6 +189,8 @@ def time_queries(db: Path, repeats: int) -> dict[str, Any]:
     groups = page_queries(str(db))
     sidebar = groups["sidebar (every page)"]
     for page, calls in groups.items():
+        if only and not page.startswith(only):
+            continue
         totals, per_query = [], {name: [] for name, _ in calls}
         for _, call in calls:  # one untimed pass: imports (scipy, altair…) happen once per process
             call()
@@ -263,7 +265,8 @@ def page_targets(scale: str, page: str) -> tuple[int | None, int | None]:
     return None, None
 
 
-def table(results: dict[str, Any]) -> str:
+def query_rows(results: dict[str, Any]) -> list[str]:
+    """The timing table's rows: per scale and page, then per query."""
     lines = [f"{'page':<44} {'scale':>5} {'p50 ms':>9} {'p95 ms':>9} {'cpu ms':>8} {'warm ms':>8} {'target':>9}"]
     for scale, pages in results["queries"].items():
         for page, r in pages.items():
@@ -278,6 +281,11 @@ def table(results: dict[str, Any]) -> str:
     for scale, info in results["databases"].items():
         lines.append(f"{'opening the database (per render, in sidebar)':<44} {scale:>5} "
                      f"{info['open_instance']['p50_ms']:>9.1f} {info['open_instance']['p95_ms']:>9.1f}")
+    return lines
+
+
+def table(results: dict[str, Any]) -> str:
+    lines = query_rows(results)
     scale = results["render"]["scale"]
     render, rss, limit = results["render"], TARGET_RSS_MB.get(scale), TARGET_RENDER_S.get(scale)
     lines.append("")
@@ -293,7 +301,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--scales", default="1,10", help="comma-separated; the app renders at the largest")
+    parser.add_argument("--pages", default="", help="comma-separated page-name prefixes: time only these, render "
+                        "nothing, write no file (for working on a page)")
     args = parser.parse_args(argv)
+    only = tuple(p for p in args.pages.split(",") if p)
     logging.disable(logging.WARNING)  # st.cache_data outside a Streamlit server says so on every call
     scales = [int(s) for s in args.scales.split(",")]
     results: dict[str, Any] = {
@@ -318,7 +329,10 @@ def main(argv: list[str] | None = None) -> int:
         }
         con.close()
         results["databases"][f"{scale}x"]["open_instance"] = open_instance_ms(db, args.repeats)
-        results["queries"][f"{scale}x"] = time_queries(db, args.repeats)
+        results["queries"][f"{scale}x"] = time_queries(db, args.repeats, only)
+    if only:
+        print("\n".join(query_rows(results)))
+        return 0
     results["render"] = {"scale": max(scales), **render_pages(database(max(scales)))}
     results["machine"]["load_avg_at_end"] = [round(x, 2) for x in os.getloadavg()]
     # the default scales keep dashboard.json; others get their own file (dashboard-100x.json)
