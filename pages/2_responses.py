@@ -42,10 +42,21 @@ except ValueError:
     wanted = 1
 view = data.browse_view(ctx.db, browse, page_size, (wanted - 1) * page_size)
 total, items, details, chunks = view["total"], view["page"], view["details"], view["chunks"]
+matches = view["matches"]
+if not matches.complete and st.session_state.get("rb_count_all"):
+    total = data.browse_count(ctx.db, browse)  # what the button below asked for
+    matches = data.Matches(total)
 n_pages = max(1, math.ceil(total / page_size))
 if view["offset"] == 0 and wanted != 1:
     st.session_state["rb_page"] = 1  # past the last page (the filters changed): back to the first
-st.caption(f"{total:,} responses match; {n_pages:,} page{'s' * (n_pages != 1)} of {page_size}.")
+if matches.complete:
+    st.caption(f"{total:,} responses match; {n_pages:,} page{'s' * (n_pages != 1)} of {page_size}.")
+else:
+    c_count, c_button = st.columns([4, 1])
+    c_count.caption(f"At least {total:,} responses match: {total:,} among the first {matches.queries:,} of "
+                    f"{matches.of:,} queries, which fill {n_pages:,} pages of {page_size}. Counting every match "
+                    "reads every response.")
+    c_button.toggle("Count all", key="rb_count_all", help="Count every matching response, to page through all.")
 if len(view["graders"]) > 1:
     st.selectbox("Rubric grader", view["graders"], index=view["graders"].index(view["grader"]), key="rb_grader",
                  bind="query-params", help="Whose met / not met verdicts the rubric criteria below show.")

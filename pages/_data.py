@@ -57,7 +57,7 @@ from pipeline.read.medcode import (  # noqa: F401  (re-exported for the Med-CoDE
 )
 from pipeline.read.provenance import describe as describe_prompt  # noqa: F401
 from pipeline.read.provenance import messages_text as prompt_text  # noqa: F401
-from pipeline.read.responses import Browse  # noqa: F401
+from pipeline.read.responses import Browse, Matches  # noqa: F401
 from pipeline.read.significance import MIN_PPI_LABELS  # noqa: F401
 from pipeline.read.themes import theme_table  # noqa: F401
 from pipeline.read.trust import KAPPA_TRUST, MIN_LABELS, MIN_SANITY, SCRIPT_LABELS  # noqa: F401
@@ -170,6 +170,7 @@ variant_changes = cached(themes.variant_changes)
 
 # -- response browser, themes, Med-CoDE, human vs LLM, playground ----------------------------------------
 browse_view = cached(responses.browse_view)
+browse_count = cached(responses.browse_count)  # every match counted, on request (a probe's count is a lower bound)
 rubric_item = cached(rubric_read.rubric_item)  # one response's criteria, read when shown
 query_view = cached(responses.query_view)
 theme_scores = cached(themes.theme_scores)

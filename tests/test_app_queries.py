@@ -258,3 +258,64 @@ def test_browse_view_agrees_with_count_and_page(synthetic_db):
             assert list(zip(view["page"].query_id, view["page"].model_id, strict=True)) == \
                 list(zip(expected.query_id, expected.model_id, strict=True))
             assert set(view["details"]["judgments"].query_id) <= set(view["page"].query_id)
+
+
+def _keys(frame) -> list[tuple[str, str]]:
+    return list(zip(frame.query_id, frame.model_id, strict=True))
+
+
+def test_browse_plain_listing_reads_the_writers_counts(jury_db):
+    """Without search or score filter the browser counts from ``response_groups`` and reads the page within its
+    language: the same total and page as matching every response, for any offset and sidebar filter."""
+    db = jury_db
+    with SHARED_READERS.cursor(db) as con:
+        languages = [r[0] for r in con.execute("SELECT DISTINCT language FROM queries ORDER BY 1").fetchall()]
+        models = [r[0] for r in con.execute("SELECT DISTINCT model_id FROM responses ORDER BY 1").fetchall()]
+        themes = [r[0] for r in con.execute("SELECT DISTINCT unnest(themes) FROM queries ORDER BY 1").fetchall()]
+    f = Filters(dataset="synthetic")
+    for filters in (f, f.with_(languages=tuple(languages[1:3])), f.with_(models=tuple(models[:2])),
+                    f.with_(scripts=("latin",)), f.with_(themes=tuple(themes[:1]))):
+        b = Browse(filters)
+        total = browse_count(db, b)
+        assert total > 0
+        with SHARED_READERS.cursor(db) as con:  # where the languages meet, and the last page
+            per_language = [n for (n,) in con.execute(
+                f"SELECT count(*) FROM responses r JOIN queries q ON q.dataset = r.dataset AND q.query_id = "
+                f"r.query_id WHERE {filters.sql()[0]} GROUP BY q.language ORDER BY q.language",
+                filters.sql()[1]).fetchall()]
+        for offset in (0, max(0, per_language[0] - 3), total - 4, total + 5):
+            view = browse_view(db, b, 10, offset)
+            assert view["total"] == total and view["matches"].complete
+            expected = browse_page(db, b, 10, offset if offset < total else 0)
+            assert _keys(view["page"]) == _keys(expected)
+            assert view["page"].drop(columns=["query_mt", "query_mt_by"]).equals(expected)
+
+
+def test_browse_search_probes_the_first_queries(synthetic_db, monkeypatch):
+    """A search or score filter first matches within the first PROBE_QUERIES queries of the listing's order: a
+    page they fill is the page matching every response gives, under a count that says it is a lower bound; a
+    page past them is read from every response, with the exact count."""
+    from pipeline.read import responses
+
+    monkeypatch.setattr(responses, "PROBE_QUERIES", 20)
+    db = synthetic_db
+    f = Filters(dataset="synthetic")
+    b = Browse(f, judge="openai/gpt-4o", metric="SS", score_min=0.0, score_max=2.0)
+    total = browse_count(db, b)
+    with SHARED_READERS.cursor(db) as con:
+        first = con.execute("SELECT language, query_id FROM queries WHERE dataset = 'synthetic' "
+                            "ORDER BY language, query_id LIMIT 20").fetchall()
+        n_queries = con.execute("SELECT count(*) FROM queries WHERE dataset = 'synthetic'").fetchone()[0]
+        in_probe = con.execute(
+            "SELECT count(*) FROM item_scores m JOIN responses r USING (dataset, query_id, model_id) "
+            "WHERE m.judge_id = 'openai/gpt-4o' AND m.SS BETWEEN 0 AND 2 AND list_contains(?, m.query_id)",
+            [[q for language, q in first if language == first[0][0]]]).fetchone()[0]
+    assert 10 < in_probe < total
+    view = browse_view(db, b, 10, 0)
+    assert view["matches"] == responses.Matches(in_probe, complete=False, queries=20, of=n_queries)
+    assert _keys(view["page"]) == _keys(browse_page(db, b, 10, 0))
+    deep = browse_view(db, b, 10, in_probe)  # past the probe: every response
+    assert deep["matches"] == responses.Matches(total) and _keys(deep["page"]) == _keys(browse_page(db, b, 10,
+                                                                                                     in_probe))
+    monkeypatch.setattr(responses, "PROBE_QUERIES", n_queries + 1)  # the probe holds every query: exact
+    assert browse_view(db, b, 10, 0)["matches"] == responses.Matches(total)

@@ -182,6 +182,24 @@ def items_cte(f: Filters) -> tuple[str, list[Any]]:
     ), params
 
 
+# -- the writer's group tables (pipeline/store/derived_groups.py) ------------------------------------------
+def grouped(f: Filters) -> bool:
+    """Whether the writer's group tables (``derived_groups``) answer this view: no theme filter (themes are not a
+    group key). Scores need one judge too (a jury's item score is its judges' mean or median per item)."""
+    return not f.themes
+
+
+def group_pred(f: Filters, alias: str) -> tuple[str, list[Any]]:
+    """WHERE predicate on a group table (``derived_groups``): dataset, languages, scripts, models."""
+    preds, params = [], []
+    for column, values in (("dataset", (f.dataset,) if f.dataset is not None else ()), ("query_language", f.languages),
+                           ("query_script", f.scripts), ("model_id", f.models)):
+        if values:
+            preds.append(f"list_contains(?, {alias}.{column})")
+            params.append(list(values))
+    return " AND ".join(preds) or "TRUE", params
+
+
 # -- metrics and weights ----------------------------------------------------------------------------------
 def metric_case(metric_col: str, alias: str = "i") -> str:
     """SQL: the ``item_scores`` column (alias ``alias``) named by the value of ``metric_col`` (registry names)."""

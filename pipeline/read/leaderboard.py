@@ -23,6 +23,8 @@ from pipeline.read.common import (
     Filters,
     current_join,
     df,
+    group_pred,
+    grouped,
     model_pred,
     on_qf,
     queries_cte,
@@ -37,23 +39,6 @@ CI_RESAMPLES = 1000  # percentile bootstrap; 1,000 resamples fix a 95% interval'
 SAFETY_COLUMNS = ["model_id", "language", "check_name", "n", "passed", "failed", "unclear", "pass_rate"]
 
 
-def _grouped(f: Filters) -> bool:
-    """Whether the writer's group tables (``derived_groups``) answer this view: no theme filter (themes are not a
-    group key). Scores need one judge too (a jury's item score is its judges' mean or median per item)."""
-    return not f.themes
-
-
-def _group_pred(f: Filters, alias: str) -> tuple[str, list[Any]]:
-    """WHERE predicate on a group table (``derived_groups``): dataset, languages, scripts, models."""
-    preds, params = [], []
-    for column, values in (("dataset", (f.dataset,) if f.dataset is not None else ()), ("query_language", f.languages),
-                           ("query_script", f.scripts), ("model_id", f.models)):
-        if values:
-            preds.append(f"list_contains(?, {alias}.{column})")
-            params.append(list(values))
-    return " AND ".join(preds) or "TRUE", params
-
-
 PATTERN_COLUMNS = ("language", "model_id", *METRICS, "n", "judgments", "parse_failures", "samples")
 
 
@@ -65,12 +50,12 @@ def _patterns(con: Any, f: Filters, judge: str) -> dict[str, np.ndarray]:
     A score is the item's mean over its parsed samples (``item_scores``), NULL when none parsed; means of a
     few integer samples take few values, so the patterns stay few. With the items' judgments and parse
     failures summed, and their most samples. Read from ``score_groups`` (the writer's patterns, as lists, per
-    language and script) when the view allows (``_grouped``), else by grouping the items.
+    language and script) when the view allows (``grouped``), else by grouping the items.
     """
-    if not _grouped(f) or is_jury(judge):
+    if not grouped(f) or is_jury(judge):
         got = con.execute(*_patterns_sql(f, judge)).fetchnumpy()
         return {c: np.asarray(got[c]) for c in PATTERN_COLUMNS}
-    pred, params = _group_pred(f, "g")
+    pred, params = group_pred(f, "g")
     lists = (*METRICS, "n", "judgments", "unparsed", "samples")
     groups = con.sql(f"SELECT g.query_language AS language, g.model_id, {', '.join(f'g.{c}' for c in lists)} "
                      f"FROM score_groups g WHERE g.judge_id = ? AND {pred} ORDER BY language, model_id",
@@ -163,8 +148,8 @@ def _per_model_sql(f: Filters) -> tuple[str, list[Any]]:
     rec = (f"rec AS (SELECT qf.language, avg(t.recall) AS recall FROM retrievals t JOIN qf ON {on_qf(f, 't')} "
            f"WHERE {dataset_pred} GROUP BY ALL)")
     echoes = "prompt_echo" in SAFETY_CHECKS
-    if _grouped(f):
-        pred, p_group = _group_pred(f, "g")
+    if grouped(f):
+        pred, p_group = group_pred(f, "g")
         means = ", ".join(f"sum(g.{c}_sum) / nullif(sum(g.{c}_n), 0) AS {prefix}{c}"
                           for prefix, cols in (("", LEXICAL), ("check_", SAFETY_CHECKS)) for c in cols)
         return (f"WITH {qf}, {rec}, per AS (SELECT g.query_language AS language, g.model_id, "

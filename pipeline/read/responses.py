@@ -22,7 +22,7 @@ import duckdb
 import pandas as pd
 
 from pipeline.metrics import METRICS
-from pipeline.read.common import Filters, current_hash
+from pipeline.read.common import Filters, current_hash, group_pred, grouped
 from pipeline.read.provenance import prompt_provenance
 from pipeline.store import LEXICAL, SHARED_READERS, text_hash
 
@@ -42,9 +42,16 @@ class Browse:
     grader: str | None = None  # rubric grader whose criteria to show (None: the one with most grades)
 
 
-def _browse_sql(db: str | Path, b: Browse) -> tuple[str, list[Any]]:
+def _browse_sql(db: str | Path, b: Browse, within: tuple[str, str, str] | None = None) -> tuple[str, list[Any]]:
+    """FROM … WHERE of the matching responses; ``within`` (language, first, last query id) keeps the queries of
+    that language whose ids lie in the range (a probe's, ``_probe``), which every table's scan filters first."""
     where, params = b.filters.sql()
     clauses = [where]
+    scan, p_scan = "", []
+    if within is not None:
+        clauses.append("q.language = ? AND q.query_id BETWEEN ? AND ? AND r.query_id BETWEEN ? AND ?")
+        params += [*within, *within[1:]]
+        scan, p_scan = " AND {a}.query_id BETWEEN ? AND ?", list(within[1:])
     if b.search.strip():
         clauses.append("(strpos(lower(q.query), lower(?)) > 0 OR strpos(lower(coalesce(q.query_en, '')), lower(?)) > 0 "
                        "OR strpos(lower(coalesce(r.text, '')), lower(?)) > 0)")
@@ -60,9 +67,10 @@ def _browse_sql(db: str | Path, b: Browse) -> tuple[str, list[Any]]:
                            f"AND m.metric = ? AND NOT m.parse_ok AND m.response_hash = {current_hash(db, 'r')})")
             params += [b.judge, b.metric]
         else:  # b.metric is a registry name: an item_scores column
-            join = ("JOIN item_scores m ON m.dataset = r.dataset AND m.query_id = r.query_id "
-                    f"AND m.model_id = r.model_id AND m.judge_id = ? AND m.{b.metric} BETWEEN ? AND ?")
-            p_join = [b.judge, b.score_min, b.score_max]
+            join = ("JOIN (SELECT dataset, query_id, model_id FROM item_scores m WHERE m.judge_id = ? "
+                    f"AND m.{b.metric} BETWEEN ? AND ?{scan.format(a='m')}) m ON m.dataset = r.dataset "
+                    "AND m.query_id = r.query_id AND m.model_id = r.model_id")
+            p_join = [b.judge, b.score_min, b.score_max, *p_scan]
     sql = (f"FROM responses r JOIN queries q ON q.dataset = r.dataset AND q.query_id = r.query_id {join} "
            f"WHERE {' AND '.join(clauses)}")
     return sql, [*p_join, *params]
@@ -72,6 +80,22 @@ _PAGE_COLUMNS = ("r.dataset, r.query_id, r.model_id, q.language, q.themes, q.que
                  "q.update_sensitive, r.text, r.error, r.latency_s, r.completion_tokens, r.run_id, r.created_at, "
                  "q.query_en_source, q.options, q.messages, q.rubric IS NOT NULL AS has_rubric, r.prompt_hash")
 _ORDER = "ORDER BY q.language, r.query_id, r.model_id"
+# A search or score filter over a large dataset first looks at the first PROBE_QUERIES queries of the listing's
+# order (one language); when their matches fill the page, the page comes from them and the count is a lower
+# bound ("at least"), counted in full on request (``browse_count``). At 100× the paper's scale the probe costs
+# ≈ 0.1 s against ≈ 1 s for matching every response (bench/bench_dashboard.py).
+PROBE_QUERIES = 512
+
+
+@dataclass(frozen=True)
+class Matches:
+    """How many responses match: ``n``, exact when ``complete``, else counted over the first ``queries`` queries
+    of the listing's order (of ``of`` the filters keep)."""
+
+    n: int
+    complete: bool = True
+    queries: int | None = None
+    of: int | None = None
 
 
 def _count(con: duckdb.DuckDBPyConnection, db: str | Path, b: Browse) -> int:
@@ -81,25 +105,96 @@ def _count(con: duckdb.DuckDBPyConnection, db: str | Path, b: Browse) -> int:
 
 def _page(con: duckdb.DuckDBPyConnection, db: str | Path, b: Browse, limit: int, offset: int) -> pd.DataFrame:
     sql, params = _browse_sql(db, b)
-    return con.execute(f"SELECT {_PAGE_COLUMNS} {sql} {_ORDER} LIMIT ? OFFSET ?",
-                       [*params, int(limit), int(offset)]).df()
+    return _rows(con, [k for (k,) in con.execute(f"SELECT r.rowid {sql} {_ORDER} LIMIT ? OFFSET ?",
+                                                 [*params, int(limit), int(offset)]).fetchall()])
+
+
+def _rows(con: duckdb.DuckDBPyConnection, rowids: list[int]) -> pd.DataFrame:
+    """The page's rows (``_PAGE_COLUMNS``, in the listing's order) of ``responses`` rows by their rowids, read on
+    the cursor that found them (a read-only snapshot: a rowid names one row until a writer deletes it). A join
+    on the keys instead would read every response's text: DuckDB filters a scan by a join's keys only after
+    reading the row."""
+    query_ids = [q for (q,) in con.execute("SELECT DISTINCT query_id FROM responses WHERE rowid IN "
+                                           "(SELECT unnest(?::BIGINT[]))", [rowids]).fetchall()]
+    return con.execute(f"SELECT {_PAGE_COLUMNS} FROM responses r JOIN queries q ON q.dataset = r.dataset "
+                       "AND q.query_id = r.query_id WHERE r.rowid IN (SELECT unnest(?::BIGINT[])) "
+                       f"AND q.query_id IN (SELECT unnest(?::VARCHAR[])) {_ORDER}", [rowids, query_ids]).df()
+
+
+def _windowed(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any], limit: int,
+              offset: int) -> tuple[int, pd.DataFrame]:
+    """(matches, one page) of ``sql`` (FROM … WHERE): the matching rows found once, counted with a window and
+    paged, then read (``_rows``); the count is 0 when the page is past the end."""
+    found = con.execute(f"SELECT r.rowid, count(*) OVER () {sql} {_ORDER} LIMIT ? OFFSET ?",
+                        [*params, int(limit), int(offset)]).fetchall()
+    return (int(found[0][1]) if found else 0), _rows(con, [k[0] for k in found])
+
+
+def _plain(con: duckdb.DuckDBPyConnection, b: Browse, limit: int, offset: int) -> tuple[int, pd.DataFrame]:
+    """(matches, one page) of a listing without search or score filter, from the writer's per-language counts
+    (``response_groups``): the page's keys are read within the one or two languages it falls in."""
+    f = b.filters
+    pred, params = group_pred(f, "g")
+    counts = con.execute(f"SELECT g.query_language, sum(g.responses)::BIGINT FROM response_groups g WHERE {pred} "
+                         "GROUP BY ALL HAVING sum(g.responses) > 0 ORDER BY 1", params).fetchall()
+    keys: list[int] = []
+    skip = offset
+    for language, n in counts:
+        if skip >= n:
+            skip -= n
+            continue
+        q_where, q_params = Filters(dataset=f.dataset, languages=(language,), scripts=f.scripts).sql(r=None)
+        m_where, m_params = Filters(models=f.models).sql(q="r", r="r")
+        keys += con.execute("SELECT r.rowid FROM responses r WHERE r.dataset = ? "
+                            f"AND {m_where} AND r.query_id IN (SELECT q.query_id FROM queries q WHERE {q_where}) "
+                            "ORDER BY r.query_id, r.model_id LIMIT ? OFFSET ?",
+                            [f.dataset, *m_params, *q_params, limit - len(keys), skip]).fetchall()
+        skip = 0
+        if len(keys) >= limit:
+            break
+    return sum(n for _, n in counts), _rows(con, [k for (k,) in keys])
+
+
+def _probe(con: duckdb.DuckDBPyConnection, db: str | Path, b: Browse, limit: int,
+           offset: int) -> tuple[Matches, pd.DataFrame] | None:
+    """(matches, one page) from the first PROBE_QUERIES queries of the listing's order, when their matches
+    reach past the page or they are all the queries; else None."""
+    q_where, q_params = b.filters.sql(r=None)
+    first = con.execute(f"SELECT q.language, q.query_id FROM queries q WHERE {q_where} ORDER BY q.language, "
+                        "q.query_id LIMIT ?", [*q_params, PROBE_QUERIES]).fetchall()
+    if not first:
+        return None
+    ids = [i for language, i in first if language == first[0][0]]
+    sql, params = _browse_sql(db, b, within=(first[0][0], ids[0], ids[-1]))
+    found = [k for (k,) in con.execute(f"SELECT r.rowid {sql} {_ORDER}", params).fetchall()]  # a few thousand
+    n, page = len(found), _rows(con, found[offset:offset + limit])
+    if len(ids) == len(first) < PROBE_QUERIES:  # the probe held every query the filters keep
+        return Matches(n), page
+    if n < offset + limit:
+        return None
+    queries = int(con.execute(f"SELECT count(*) FROM queries q WHERE {q_where}", q_params).fetchone()[0])
+    return Matches(n, complete=False, queries=len(ids), of=queries), page
 
 
 def _total_and_page(con: duckdb.DuckDBPyConnection, db: str | Path, b: Browse, limit: int,
-                    offset: int) -> tuple[int, pd.DataFrame]:
-    """(matches, one page). With a search or score filter the matching keys are found once, counted
-    with a window and paged, then joined to their texts; a plain listing counts and pages apart."""
-    if not (b.search.strip() or b.metric):
-        return _count(con, db, b), _page(con, db, b, limit, offset)
+                    offset: int) -> tuple[Matches, pd.DataFrame]:
+    """(matches, one page). A plain listing of one dataset reads the writer's counts (``_plain``); a search or
+    score filter tries the probe (``_probe``) first; else the matching keys are found once, counted with a
+    window and paged, then joined to their texts; a listing of every dataset counts and pages apart."""
+    f = b.filters
+    filtered = bool(b.search.strip() or b.metric)
+    if f.dataset is not None and grouped(f) and not filtered and not b.query_id:
+        n, page = _plain(con, b, limit, offset)
+        return Matches(n), page
+    if not filtered:
+        return Matches(_count(con, db, b)), _page(con, db, b, limit, offset)
+    if f.dataset is not None and not b.query_id and (probed := _probe(con, db, b, limit, offset)) is not None:
+        return probed
     sql, params = _browse_sql(db, b)
-    page = con.execute(
-        f"WITH k AS (SELECT r.dataset, r.query_id, r.model_id, count(*) OVER () AS _total {sql} {_ORDER} "
-        f"LIMIT ? OFFSET ?) SELECT k._total, {_PAGE_COLUMNS} FROM k JOIN responses r ON r.dataset = k.dataset "
-        "AND r.query_id = k.query_id AND r.model_id = k.model_id JOIN queries q ON q.dataset = r.dataset "
-        f"AND q.query_id = r.query_id {_ORDER}", [*params, int(limit), int(offset)]).df()
-    if page.empty:  # past the end (or nothing matches): the count says which
-        return _count(con, db, b), page.drop(columns=["_total"])
-    return int(page._total.iloc[0]), page.drop(columns=["_total"])
+    n, page = _windowed(con, sql, params, limit, offset)
+    if page.empty and offset > 0:  # past the end, or nothing matches: the count says which
+        return Matches(_count(con, db, b)), page
+    return Matches(n), page
 
 
 def browse_count(db: str | Path, b: Browse) -> int:
@@ -117,14 +212,15 @@ def browse_page(db: str | Path, b: Browse, limit: int, offset: int) -> pd.DataFr
 def browse_view(db: str | Path, b: Browse, limit: int, offset: int) -> dict[str, Any]:
     """The response browser's page in one short connection.
 
-    ``total`` matches; ``page`` (LIMIT/OFFSET; an offset past the end falls back to the first page);
+    ``total`` matches (``matches``: whether that count is complete, ``Matches``); ``page`` (LIMIT/OFFSET; an offset
+    past the end falls back to the first page);
     ``details`` of its items (judgments, critiques, safety, lexical); ``chunks`` of its queries.
     """
     with SHARED_READERS.cursor(db) as con:
-        total, page = _total_and_page(con, db, b, limit, offset)
-        if page.empty and total > 0:
+        matches, page = _total_and_page(con, db, b, limit, offset)
+        if page.empty and matches.n > 0:  # past the end: the first page
             offset = 0
-            page = _page(con, db, b, limit, offset)
+            matches, page = _total_and_page(con, db, b, limit, offset)
         dataset = b.filters.dataset or ""
         query_ids = tuple(dict.fromkeys(page.query_id))
         page, translated = renderings(con, dataset, page)
@@ -135,7 +231,8 @@ def browse_view(db: str | Path, b: Browse, limit: int, offset: int) -> dict[str,
         graders = _rubric_graders(con, dataset, page) if not page.empty and bool(page.has_rubric.any()) else []
     details["prompts"] = prompt_provenance(dataset, source, page, chunks)
     grader = b.grader if b.grader in graders else (graders[0] if graders else None)
-    return {"total": total, "offset": offset, "page": page, "details": details, "chunks": chunks,
+    return {"total": matches.n, "matches": matches, "offset": offset, "page": page, "details": details,
+            "chunks": chunks,
             "graders": graders, "grader": grader}
 
 
