@@ -157,23 +157,21 @@ def _plain(con: duckdb.DuckDBPyConnection, b: Browse, limit: int, offset: int) -
 
 def _probe(con: duckdb.DuckDBPyConnection, db: str | Path, b: Browse, limit: int,
            offset: int) -> tuple[Matches, pd.DataFrame] | None:
-    """(matches, one page) from the first PROBE_QUERIES queries of the listing's order, when their matches
-    reach past the page or they are all the queries; else None."""
+    """(matches, one page) from the first PROBE_QUERIES queries of the listing's order (those of its first language
+    among them), when the filters keep more queries than that and the probe's matches reach past the page; else
+    None."""
     q_where, q_params = b.filters.sql(r=None)
     first = con.execute(f"SELECT q.language, q.query_id FROM queries q WHERE {q_where} ORDER BY q.language, "
-                        "q.query_id LIMIT ?", [*q_params, PROBE_QUERIES]).fetchall()
-    if not first:
+                        "q.query_id LIMIT ?", [*q_params, PROBE_QUERIES + 1]).fetchall()
+    if len(first) <= PROBE_QUERIES:
         return None
-    ids = [i for language, i in first if language == first[0][0]]
+    ids = [i for language, i in first[:PROBE_QUERIES] if language == first[0][0]]
     sql, params = _browse_sql(db, b, within=(first[0][0], ids[0], ids[-1]))
     found = [k for (k,) in con.execute(f"SELECT r.rowid {sql} {_ORDER}", params).fetchall()]  # a few thousand
-    n, page = len(found), _rows(con, found[offset:offset + limit])
-    if len(ids) == len(first) < PROBE_QUERIES:  # the probe held every query the filters keep
-        return Matches(n), page
-    if n < offset + limit:
+    if len(found) < offset + limit:
         return None
     queries = int(con.execute(f"SELECT count(*) FROM queries q WHERE {q_where}", q_params).fetchone()[0])
-    return Matches(n, complete=False, queries=len(ids), of=queries), page
+    return Matches(len(found), complete=False, queries=len(ids), of=queries), _rows(con, found[offset:offset + limit])
 
 
 def _total_and_page(con: duckdb.DuckDBPyConnection, db: str | Path, b: Browse, limit: int,
