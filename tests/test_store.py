@@ -10,6 +10,7 @@ from pipeline.config import SAFETY_CHECKS
 from pipeline.metrics import METRICS
 from pipeline.store import DERIVED, LEXICAL, Store
 from pipeline.store.rows import (
+    CritiqueRow,
     HumanLabelRow,
     JudgmentRow,
     LexicalRow,
@@ -78,6 +79,51 @@ EXPECTED |= {
     ),
 }
 
+# The Med-CoDE groups, straight from the sources: per (model, critic, classifier family, query language and script)
+# the current classified critiques, their probability sums and each probability's histogram (values rounded to 2
+# decimals, counts, sums, by value); per (model, language, script) the METEOR / ROUGE-L histograms of responses
+# without an error. (Values of the test rows are exact in binary: sums agree in any order.)
+_PROBABILITIES = ("p_none", "p_low", "p_moderate", "p_high")
+
+
+def _histogram(column: str) -> str:
+    return (f"list_sort(list_distinct(list_filter({column}, lambda x: x IS NOT NULL).list_transform("
+            "lambda x: round(x, 2)))) AS {c}_v".replace("{c}", column))
+
+
+def _histogram_parts(column: str) -> str:
+    return (f"CASE WHEN len({column}_v) > 0 THEN {column}_v END, "
+            f"CASE WHEN len({column}_v) > 0 THEN list_transform({column}_v, lambda v: len(list_filter({column}, "
+            "lambda x: round(x, 2) = v))) END, "
+            f"CASE WHEN len({column}_v) > 0 THEN list_transform({column}_v, lambda v: list_sum(list_filter({column}, "
+            "lambda x: round(x, 2) = v))) END")
+
+
+EXPECTED |= {
+    "critique_groups": (
+        "SELECT dataset, model_id, critic_id, family, l, s, n, uniform, "
+        + ", ".join(f"{p}_sum" for p in _PROBABILITIES) + ", "
+        + ", ".join(_histogram_parts(p) for p in _PROBABILITIES)
+        + " FROM (SELECT *, " + ", ".join(_histogram(p) for p in _PROBABILITIES) + " FROM ("
+        "SELECT c.dataset, c.model_id, c.critic_id, CASE WHEN c.classifier LIKE 'logprobs%' THEN 'logprobs' "
+        "ELSE c.classifier END AS family, q.language AS l, coalesce(q.script, 'native') AS s, count(*) AS n, "
+        "count(*) FILTER (WHERE c.classifier = 'logprobs:no-label-token') AS uniform, "
+        + ", ".join(f"sum(c.{p}) AS {p}_sum, list(c.{p}) AS {p}" for p in _PROBABILITIES)
+        + " FROM critiques c JOIN queries q USING (dataset, query_id) WHERE c.p_none IS NOT NULL AND EXISTS "
+        f"(SELECT 1 FROM responses r WHERE {CURRENT.format(a='c')} AND r.error IS NULL) GROUP BY ALL)) "
+        "ORDER BY ALL"
+    ),
+    "lexical_groups": (
+        "SELECT dataset, model_id, l, s, " + ", ".join(_histogram_parts(m) for m in ("meteor", "rouge_l"))
+        + " FROM (SELECT *, " + ", ".join(_histogram(m) for m in ("meteor", "rouge_l")) + " FROM ("
+        "SELECT r.dataset, r.model_id, q.language AS l, coalesce(q.script, 'native') AS s, "
+        + ", ".join(f"list((SELECT l.{m} FROM lexical_scores l WHERE {CURRENT.format(a='l')})) AS {m}"
+                    for m in ("meteor", "rouge_l"))
+        + " FROM responses r JOIN queries q USING (dataset, query_id) WHERE r.error IS NULL GROUP BY ALL)) "
+        "WHERE len(meteor_v) + len(rouge_l_v) > 0 ORDER BY ALL"
+    ),
+}
+
 
 def _derived(store: Store, table: str) -> list[tuple]:
     return store.fetch(f"SELECT * FROM {table} ORDER BY ALL")
@@ -117,7 +163,18 @@ def _write_sources(store: Store) -> None:
         *(_judgment(i, m, s, None if (i, m) == (1, "SS") else (i + s) % 3)
           for i in (0, 1, 2, 3) for m in METRICS for s in range(1 + (i == 3))),
         _human(0, "a"), _human(1, "a"), _human(2, "a"),  # q2 errored: no item to compare with
+        # critiques: two classifier tags of one family, a failed one (unclassified), one of the errored q2
+        _critique(0, "a", "logprobs", (0.5, 0.25, 0.125, 0.125)), _critique(1, "a", "logprobs:no-label-token"),
+        _critique(3, "a", "checkpoint:x", (0.75, 0.25, 0.0, 0.0)), _critique(3, "b", "logprobs", None),
+        _critique(2, "a", "logprobs"), _critique(1, "b", "logprobs", (0.5, 0.5, 0.0, 0.0)),
     ])
+
+
+def _critique(i: int, m: str, classifier: str, p: tuple[float, ...] | None = (0.25, 0.25, 0.25, 0.25),
+              text: str = "t") -> CritiqueRow:
+    return CritiqueRow(dataset="d", query_id=f"q{i}", model_id=m, critic_id="c", classifier=classifier, critique="",
+                       **dict(zip(_PROBABILITIES, p or (None,) * 4, strict=True)), label=None,
+                       response_hash=text_hash(text), run_id="r", error=None if p else "failed")
 
 
 def _human(i: int, m: str, metric: str = "SS") -> HumanLabelRow:

@@ -55,6 +55,53 @@ def _tables(con) -> set[str]:
     return {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
 
 
+def _grouped(f: Filters, have: set[str]) -> bool:
+    """Whether the writer's Med-CoDE groups (``derived_critiques``) answer this view: they exist (an older file has
+    them after ``upgrade``) and there is no theme filter (themes are not a group key)."""
+    return not f.themes and {"critique_groups", "lexical_groups"} <= have
+
+
+def _group_pred(f: Filters, alias: str) -> tuple[str, list[Any]]:
+    """WHERE predicate on a group table: dataset, languages, scripts, models."""
+    preds, params = [], []
+    for column, values in (("dataset", (f.dataset,) if f.dataset is not None else ()), ("query_language", f.languages),
+                           ("query_script", f.scripts), ("model_id", f.models)):
+        if values:
+            preds.append(f"list_contains(?, {alias}.{column})")
+            params.append(list(values))
+    return " AND ".join(preds) or "TRUE", params
+
+
+def _hist_from_groups(table: str, keys: dict[str, str], measures: tuple[str, ...]) -> str:
+    """SQL: the histogram frame (``keys``: name -> column of the group table; measure, v, k, s) summed over a group
+    table's languages and scripts (``{pred}``: its WHERE predicate, alias g)."""
+    cols = ", ".join(f"g.{column} AS {name}" for name, column in keys.items())
+    parts = " UNION ALL ".join(
+        f"SELECT {cols}, '{m}' AS measure, unnest(g.{m}_v) AS v, unnest(g.{m}_k) AS k, unnest(g.{m}_s) AS s "
+        f"FROM {table} g WHERE {{pred}}" for m in measures)
+    return f"SELECT {', '.join(keys)}, measure, v, sum(k)::BIGINT AS k, sum(s) AS s FROM ({parts}) GROUP BY ALL"
+
+
+def _view_from_groups(con, f: Filters) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """``medcode_view``'s per-group frames (both grouping sets, probability and lexical histograms) from
+    ``critique_groups`` and ``lexical_groups``: the same frames as its SQL over the critiques."""
+    pred, params = _group_pred(f, "g")
+    means = ", ".join(f"sum(g.{p}_sum) / nullif(sum(list_sum(g.{p}_k)), 0) AS {p}" for p in DISAGREEMENT)
+    family = "g.classifier_family"
+    both = con.execute(
+        f"SELECT grouping(g.query_language) AS per_model, g.dataset, g.query_language AS language, g.model_id, "
+        f"g.critic_id, {family} AS classifier, sum(g.n)::BIGINT AS n, sum(g.uniform)::BIGINT AS uniform, {means} "
+        f"FROM critique_groups g WHERE {pred} GROUP BY GROUPING SETS ((g.dataset, g.query_language, g.model_id, "
+        f"g.critic_id, {family}), (g.model_id, g.dataset, g.critic_id, {family}))", params).df()
+    keys = {"model_id": "model_id", "dataset": "dataset"}
+    p_hist = con.execute(_hist_from_groups("critique_groups", {**keys, "critic_id": "critic_id",
+                                                               "classifier": "classifier_family"}, DISAGREEMENT)
+                         .format(pred=pred), params * len(DISAGREEMENT)).df()
+    l_hist = con.execute(_hist_from_groups("lexical_groups", keys, ("meteor", "rouge_l")).format(pred=pred),
+                         params * 2).df()
+    return both, p_hist, l_hist
+
+
 def medcode_view(db: str | Path, f: Filters, judge: str | None = None) -> dict[str, pd.DataFrame]:
     """The page's frames (``judge`` is not used: Table 2's accuracy is the configured checker's, not the judge's):
 
@@ -65,51 +112,70 @@ def medcode_view(db: str | Path, f: Filters, judge: str | None = None) -> dict[s
     - ``table2``: Table 2 long, one row per model, dataset and measure (and critic/classifier for the
       probabilities, checker for LLM-Accuracy): ``value``, ``lo``, ``hi`` (95 %), ``n``, ``unparsed``;
     - ``classifiers``: each (critic, classifier) behind a distribution with its kind and model-card test figures.
+
+    The distributions and histograms come from the writer's ``critique_groups`` / ``lexical_groups`` when the
+    filters map onto their key (no theme filter), else from the critiques and ``response_facts``: the same frames.
     """
-    qf, p_qf = queries_cte(f)
-    preds = {a: model_pred(f, a) for a in ("c", "x", "a")}
-    means = ", ".join(f"avg(c.{p}) AS {p}" for p in DISAGREEMENT)
-    critiques = (f"FROM critiques c JOIN qf ON {on_qf(f, 'c')} {current_join(db, 'c')} "
-                 f"WHERE {CLASSIFIED} AND {preds['c'][0]}")
     with SHARED_READERS.cursor(db) as con:
         have = _tables(con)
-        both = con.execute(
-            f"WITH {qf} SELECT grouping(qf.language) AS per_model, c.dataset, qf.language, c.model_id, c.critic_id, "
-            f"{FAMILY} AS classifier, count(*) AS n, count(*) FILTER (WHERE c.classifier = '{NO_LABEL}') AS uniform, "
-            f"{means} {critiques} GROUP BY GROUPING SETS ((c.dataset, qf.language, c.model_id, c.critic_id, "
-            f"{FAMILY}), (c.model_id, c.dataset, c.critic_id, {FAMILY}))", [*p_qf, *preds["c"][1]]).df()
-        p_hist = con.execute(
-            f"WITH {qf}, cur AS (SELECT c.model_id, c.dataset, c.critic_id, {FAMILY} AS classifier, "
-            f"{', '.join(f'c.{p}' for p in DISAGREEMENT)} {critiques}) "
-            "SELECT model_id, dataset, critic_id, classifier, measure, round(value, 2) AS v, count(*) AS k, "
-            f"sum(value) AS s FROM (UNPIVOT cur ON {', '.join(DISAGREEMENT)} INTO NAME measure VALUE value) "
-            "GROUP BY ALL", [*p_qf, *preds["c"][1]]).df()
-        l_hist = con.execute(
-            f"WITH {qf}, cur AS (SELECT x.model_id, x.dataset, x.meteor, x.rouge_l FROM response_facts x "
-            f"JOIN qf ON {on_qf(f, 'x')} WHERE {preds['x'][0]} AND NOT x.failed) "
-            "SELECT model_id, dataset, measure, round(value, 2) AS v, count(*) AS k, sum(value) AS s "
-            "FROM (UNPIVOT cur ON meteor, rouge_l INTO NAME measure VALUE value) GROUP BY ALL",
-            [*p_qf, *preds["x"][1]]).df()
-        acc = con.execute(
-            f"WITH {qf} SELECT a.model_id, a.dataset, a.method, a.checker_id, count(*) AS total, "
-            "count(a.correct) AS parsed, count(*) FILTER (WHERE a.correct) AS k "
-            f"FROM answer_checks a JOIN qf ON {on_qf(f, 'a')} {current_join(db, 'a')} WHERE {preds['a'][0]} "
-            "GROUP BY ALL", [*p_qf, *preds["a"][1]]).df() if ANSWER_CHECKS in have else pd.DataFrame(
-                columns=["model_id", "dataset", "method", "checker_id", "total", "parsed", "k"])
+        grouped = _grouped(f, have)
+        both, p_hist, l_hist = _view_from_groups(con, f) if grouped else _view_from_rows(con, db, f)
+        acc = _accuracy(con, db, f) if ANSWER_CHECKS in have else pd.DataFrame(
+            columns=["model_id", "dataset", "method", "checker_id", "total", "parsed", "k"])
         configs = [r[0] for r in con.execute("SELECT DISTINCT config FROM runs").fetchall()] if "runs" in have else []
     distribution = (both[both.per_model == 0].drop(columns=["per_model"])
-                    .sort_values(["dataset", "language", "model_id", "critic_id"]).reset_index(drop=True))
-    groups = both[both.per_model == 1].drop(columns=["per_model", "language"])
+                    .sort_values(["dataset", "language", "model_id", "critic_id", "classifier"])
+                    .reset_index(drop=True))
+    groups = (both[both.per_model == 1].drop(columns=["per_model", "language"])
+              .sort_values(["model_id", "dataset", "critic_id", "classifier"]).reset_index(drop=True))
     table2 = _table2(p_hist, l_hist, acc)
     return {"distribution": distribution, "summary": _summary(groups, table2, acc), "table2": table2,
             "classifiers": classifiers(groups, configs)}
+
+
+def _view_from_rows(con, db: str | Path, f: Filters) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """``medcode_view``'s per-group frames by grouping the critiques and ``response_facts`` (a theme filter)."""
+    qf, p_qf = queries_cte(f)
+    preds = {a: model_pred(f, a) for a in ("c", "x")}
+    means = ", ".join(f"avg(c.{p}) AS {p}" for p in DISAGREEMENT)
+    critiques = (f"FROM critiques c JOIN qf ON {on_qf(f, 'c')} {current_join(db, 'c')} "
+                 f"WHERE {CLASSIFIED} AND {preds['c'][0]}")
+    both = con.execute(
+        f"WITH {qf} SELECT grouping(qf.language) AS per_model, c.dataset, qf.language, c.model_id, c.critic_id, "
+        f"{FAMILY} AS classifier, count(*) AS n, count(*) FILTER (WHERE c.classifier = '{NO_LABEL}') AS uniform, "
+        f"{means} {critiques} GROUP BY GROUPING SETS ((c.dataset, qf.language, c.model_id, c.critic_id, "
+        f"{FAMILY}), (c.model_id, c.dataset, c.critic_id, {FAMILY}))", [*p_qf, *preds["c"][1]]).df()
+    p_hist = con.execute(
+        f"WITH {qf}, cur AS (SELECT c.model_id, c.dataset, c.critic_id, {FAMILY} AS classifier, "
+        f"{', '.join(f'c.{p}' for p in DISAGREEMENT)} {critiques}) "
+        "SELECT model_id, dataset, critic_id, classifier, measure, round(value, 2) AS v, count(*) AS k, "
+        f"sum(value) AS s FROM (UNPIVOT cur ON {', '.join(DISAGREEMENT)} INTO NAME measure VALUE value) "
+        "GROUP BY ALL", [*p_qf, *preds["c"][1]]).df()
+    l_hist = con.execute(
+        f"WITH {qf}, cur AS (SELECT x.model_id, x.dataset, x.meteor, x.rouge_l FROM response_facts x "
+        f"JOIN qf ON {on_qf(f, 'x')} WHERE {preds['x'][0]} AND NOT x.failed) "
+        "SELECT model_id, dataset, measure, round(value, 2) AS v, count(*) AS k, sum(value) AS s "
+        "FROM (UNPIVOT cur ON meteor, rouge_l INTO NAME measure VALUE value) GROUP BY ALL",
+        [*p_qf, *preds["x"][1]]).df()
+    return both, p_hist, l_hist
+
+
+def _accuracy(con, db: str | Path, f: Filters) -> pd.DataFrame:
+    """Per model, dataset, method and checker: answer checks of the current text, parsed ones, correct ones."""
+    qf, p_qf = queries_cte(f)
+    pred, p_model = model_pred(f, "a")
+    return con.execute(
+        f"WITH {qf} SELECT a.model_id, a.dataset, a.method, a.checker_id, count(*) AS total, "
+        "count(a.correct) AS parsed, count(*) FILTER (WHERE a.correct) AS k "
+        f"FROM answer_checks a JOIN qf ON {on_qf(f, 'a')} {current_join(db, 'a')} WHERE {pred} "
+        "GROUP BY ALL", [*p_qf, *p_model]).df()
 
 
 def _bootstrapped(hist: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     """Mean (exact, from the sums), n and bootstrap interval per ``keys`` of a histogram (v rounded, k, s)."""
     if hist.empty:
         return pd.DataFrame(columns=[*keys, "value", "lo", "hi", "n"])
-    hist = hist.sort_values(keys).reset_index(drop=True)
+    hist = hist.sort_values([*keys, "v"]).reset_index(drop=True)  # within a group by value: resampling is seeded
     group = hist.groupby(keys, sort=False, dropna=False).ngroup().to_numpy()
     lo, hi = bootstrap_mean_cis(group, hist.v.to_numpy(float), hist.k.to_numpy(np.int64), int(group.max()) + 1,
                                 n_resamples=CI_RESAMPLES)
@@ -163,7 +229,8 @@ def _summary(groups: pd.DataFrame, table2: pd.DataFrame, acc: pd.DataFrame) -> p
     out["llm_checker"] = out.dataset.map(checker)
     return (out.rename(columns={"model_id": "model"})
             [["model", "dataset", "critic_id", "classifier", "n", "meteor", "rouge_l", "exact_match", "llm_accuracy",
-              "llm_checker", *DISAGREEMENT]].sort_values(["model", "dataset", "critic_id"]).reset_index(drop=True))
+              "llm_checker", *DISAGREEMENT]].sort_values(["model", "dataset", "critic_id", "classifier"])
+            .reset_index(drop=True))
 
 
 # -- the classifiers behind the distributions ------------------------------------------------------------

@@ -4,7 +4,7 @@ A written table's columns are the fields of its row class (``pipeline/store/rows
 following from the annotations (``TABLES``). ``Store`` creates missing tables and adds missing columns to an
 existing database (a new metric, a new field), backfilling what can be derived (``BACKFILL``).
 
-Seven tables are derived, and the writer keeps them in step with their sources: after a batch is
+Nine tables are derived, and the writer keeps them in step with their sources: after a batch is
 written, the rows of every key it touched are deleted and recomputed in the same transaction, so
 they never disagree. Both count only what belongs to the response text now stored:
 
@@ -20,6 +20,9 @@ they never disagree. Both count only what belongs to the response text now store
   score patterns and response counts a leaderboard sums, made of the two above (``pipeline/store/derived_groups.py``).
 - ``rubric_items`` and ``rubric_tag_items``: per rubric item (dataset, query, model, grader), and per item and
   tag, HealthBench's sums over its current criterion grades and its score (``pipeline/store/derived_rubric.py``).
+- ``critique_groups`` and ``lexical_groups``: per (dataset, model, query language and script; and critic and
+  classifier family) the Med-CoDE page's counts, probability sums and histograms of current classified critiques,
+  and its METEOR / ROUGE-L histograms (``pipeline/store/derived_critiques.py``).
 
 The leaderboard reads them instead of regrouping four judgment rows per item and scanning three tables.
 """
@@ -36,11 +39,11 @@ import pyarrow as pa
 
 from pipeline.config import SAFETY_CHECKS
 from pipeline.metrics import METRICS
-from pipeline.store import derived_groups, derived_rubric
+from pipeline.store import derived_critiques, derived_groups, derived_rubric
 from pipeline.store.rows import LEXICAL, ROW_CLASSES, TEXT_HASH_SQL, Row
 
-SCHEMA_VERSION = 6  # 2: item_scores; 3: response_facts; 4: responses.response_hash, derived = current only; 5: groups
-# 6: labelled_scores
+SCHEMA_VERSION = 7  # 2: item_scores; 3: response_facts; 4: responses.response_hash, derived = current only; 5: groups
+# 6: labelled_scores; 7: critique_groups, lexical_groups (the Med-CoDE page's sums)
 PLAYGROUND = "playground"  # the dataset that holds the playground's saved answers
 
 
@@ -98,7 +101,8 @@ TABLES: dict[str, TableSpec] = {
         *((c, "DOUBLE") for c in LEXICAL), *((c, "BOOLEAN") for c in SAFETY_CHECKS),
     ), _RESPONSE),
     **{t: TableSpec(columns, key) for t, (columns, key) in (*derived_groups.SPECS.items(),
-                                                            *derived_rubric.SPECS.items())},
+                                                            *derived_rubric.SPECS.items(),
+                                                            *derived_critiques.SPECS.items())},
 }
 
 TABLES["labelled_scores"] = TABLES["item_scores"]  # the rows of item_scores with a human label
@@ -154,6 +158,10 @@ DERIVED: dict[str, Derived] = {
     # per rubric item, and per item and tag: HealthBench's sums over current grades (pipeline/store/derived_rubric.py)
     **{t: Derived(derived_rubric.SOURCES, derived_rubric.ALIAS, sql, derived_rubric.WATCH)
        for t, sql in derived_rubric.SELECTS.items()},
+    # per language and script of the queries, what the Med-CoDE page sums: critiques' probabilities and their
+    # histograms, METEOR / ROUGE-L histograms (pipeline/store/derived_critiques.py); after response_facts
+    **{t: Derived(derived_critiques.SOURCES[t], derived_critiques.ALIASES[t], sql, derived_critiques.WATCH)
+       for t, sql in derived_critiques.SELECTS.items()},
 }
 
 
