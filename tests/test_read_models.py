@@ -170,7 +170,7 @@ def test_the_writers_groups_give_the_leaderboard_the_items_would(jury_db, monkey
         assert con.execute("SELECT count(DISTINCT query_script) FROM score_groups").fetchall() == [(2,)]
         grouped = {f: (pd.DataFrame(lb._patterns(con, f, judge)), con.execute(*lb._per_model_sql(f)).df())
                    for f in views}
-        monkeypatch.setattr(lb, "_grouped", lambda f: False)
+        monkeypatch.setattr(lb, "grouped", lambda f: False)
         for f, (patterns, per_model) in grouped.items():
             assert len(patterns) and len(per_model)
             pd.testing.assert_frame_equal(patterns, pd.DataFrame(lb._patterns(con, f, judge)), check_dtype=False)
