@@ -210,7 +210,8 @@ def test_an_older_file_without_the_groups_reads_the_critiques(synthetic_db, copy
 
 
 def test_the_correlations_sample_is_the_fixed_one(varied_db, monkeypatch):
-    """The CORRELATION_ITEMS critiques of the smallest hash(dataset, query, model) in scope, found however."""
+    """The CORRELATION_ITEMS critiques of the smallest hash(dataset, query, model) in scope (current or not; of
+    those the current count), whether the groups' hash buckets narrow the sort or not: the same table."""
     monkeypatch.setattr(medcode, "CORRELATION_ITEMS", 25)
     for f in (Filters(), Filters(dataset="synthetic"), Filters(themes=("cultural",)),
               Filters(models=("openai/gpt-4o",), languages=("hi",))):
@@ -230,3 +231,18 @@ def test_the_correlations_sample_is_the_fixed_one(varied_db, monkeypatch):
         assert len(sample) == len(keys) and corr.attrs["items"] == len(current)
         pooled = corr[(corr.model == medcode.POOLED) & (corr.score == "meteor") & (corr.quantity == "p_none")]
         assert len(pooled) == 1 and np.isfinite(pooled.n.iloc[0])
+        with monkeypatch.context() as m:  # the same table from the critiques alone (no groups, no buckets)
+            m.setattr(medcode, "_grouped", lambda f, have: False)
+            rows = medcode.medcode_correlations(varied_db, f, "openai/gpt-4o")
+        pd.testing.assert_frame_equal(corr, rows, check_exact=False, rtol=1e-9, atol=1e-12)
+        assert corr.attrs == rows.attrs
+    con = duckdb.connect(str(varied_db), read_only=True)
+    try:
+        assert medcode._last_bucket(con, Filters(), CRITIC) is not None
+        monkeypatch.setattr(medcode, "CORRELATION_ITEMS", 10**6)  # more than there are: no bucket, every critique
+        assert medcode._last_bucket(con, Filters(), CRITIC) is None
+    finally:
+        con.close()
+    assert medcode.medcode_correlations(varied_db, Filters(), "openai/gpt-4o").attrs["items"] == _fetch(
+        varied_db, "SELECT count(*) FROM critiques c JOIN responses r USING (dataset, query_id, model_id, "
+                   "response_hash) WHERE c.p_none IS NOT NULL AND c.critic_id = ? AND r.error IS NULL", [CRITIC])[0][0]

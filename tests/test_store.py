@@ -81,8 +81,9 @@ EXPECTED |= {
 
 # The Med-CoDE groups, straight from the sources: per (model, critic, classifier family, query language and script)
 # the current classified critiques, their probability sums and each probability's histogram (values rounded to 2
-# decimals, counts, sums, by value); per (model, language, script) the METEOR / ROUGE-L histograms of responses
-# without an error. (Values of the test rows are exact in binary: sums agree in any order.)
+# decimals, counts, sums, by value), and every classified critique (current or not) per top 8 bits of
+# hash(dataset, query, model); per (model, language, script) the METEOR / ROUGE-L histograms of responses without
+# an error. (Values of the test rows are exact in binary: sums agree in any order.)
 _PROBABILITIES = ("p_none", "p_low", "p_moderate", "p_high")
 
 
@@ -104,13 +105,18 @@ EXPECTED |= {
         "SELECT dataset, model_id, critic_id, family, l, s, n, uniform, "
         + ", ".join(f"{p}_sum" for p in _PROBABILITIES) + ", "
         + ", ".join(_histogram_parts(p) for p in _PROBABILITIES)
-        + " FROM (SELECT *, " + ", ".join(_histogram(p) for p in _PROBABILITIES) + " FROM ("
-        "SELECT c.dataset, c.model_id, c.critic_id, CASE WHEN c.classifier LIKE 'logprobs%' THEN 'logprobs' "
-        "ELSE c.classifier END AS family, q.language AS l, coalesce(q.script, 'native') AS s, count(*) AS n, "
-        "count(*) FILTER (WHERE c.classifier = 'logprobs:no-label-token') AS uniform, "
-        + ", ".join(f"sum(c.{p}) AS {p}_sum, list(c.{p}) AS {p}" for p in _PROBABILITIES)
-        + " FROM critiques c JOIN queries q USING (dataset, query_id) WHERE c.p_none IS NOT NULL AND EXISTS "
-        f"(SELECT 1 FROM responses r WHERE {CURRENT.format(a='c')} AND r.error IS NULL) GROUP BY ALL)) "
+        + ", classified, hash_bucket, list_transform(hash_bucket, lambda b: len(list_filter(buckets, "
+        "lambda x: x = b))) FROM (SELECT *, " + ", ".join(_histogram(p) for p in _PROBABILITIES)
+        + ", list_sort(list_distinct(buckets)) AS hash_bucket FROM ("
+        "SELECT dataset, model_id, critic_id, family, l, s, count(*) FILTER (WHERE cur) AS n, "
+        "count(*) FILTER (WHERE cur AND classifier = 'logprobs:no-label-token') AS uniform, "
+        + ", ".join(f"sum({p}) FILTER (WHERE cur) AS {p}_sum, list({p}) FILTER (WHERE cur) AS {p}"
+                    for p in _PROBABILITIES)
+        + ", count(*) AS classified, list(bucket) AS buckets FROM ("
+        "SELECT c.*, CASE WHEN c.classifier LIKE 'logprobs%' THEN 'logprobs' ELSE c.classifier END AS family, "
+        "q.language AS l, coalesce(q.script, 'native') AS s, (hash(c.dataset, c.query_id, c.model_id) >> 56)::INTEGER "
+        f"AS bucket, EXISTS (SELECT 1 FROM responses r WHERE {CURRENT.format(a='c')} AND r.error IS NULL) AS cur "
+        "FROM critiques c JOIN queries q USING (dataset, query_id) WHERE c.p_none IS NOT NULL) GROUP BY ALL)) "
         "ORDER BY ALL"
     ),
     "lexical_groups": (

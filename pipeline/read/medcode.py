@@ -92,7 +92,8 @@ def _view_from_groups(con, f: Filters) -> tuple[pd.DataFrame, pd.DataFrame, pd.D
         f"SELECT grouping(g.query_language) AS per_model, g.dataset, g.query_language AS language, g.model_id, "
         f"g.critic_id, {family} AS classifier, sum(g.n)::BIGINT AS n, sum(g.uniform)::BIGINT AS uniform, {means} "
         f"FROM critique_groups g WHERE {pred} GROUP BY GROUPING SETS ((g.dataset, g.query_language, g.model_id, "
-        f"g.critic_id, {family}), (g.model_id, g.dataset, g.critic_id, {family}))", params).df()
+        f"g.critic_id, {family}), (g.model_id, g.dataset, g.critic_id, {family})) HAVING sum(g.n) > 0",
+        params).df()
     keys = {"model_id": "model_id", "dataset": "dataset"}
     p_hist = con.execute(_hist_from_groups("critique_groups", {**keys, "critic_id": "critic_id",
                                                                "classifier": "classifier_family"}, DISAGREEMENT)
@@ -306,10 +307,22 @@ def medcode_correlations(db: str | Path, f: Filters, judge: str | None, critic: 
     pred, p_model = model_pred(f, "c")
     with SHARED_READERS.cursor(db) as con:
         have = _tables(con)
-        critics = [r[0] for r in con.execute(
-            f"WITH {qf} SELECT c.critic_id FROM critiques c JOIN qf ON {on_qf(f, 'c')} WHERE {CLASSIFIED} AND {pred} "
-            "GROUP BY ALL ORDER BY count(*) DESC, c.critic_id", [*p_qf, *p_model]).fetchall()]
+        grouped = _grouped(f, have)
+        if grouped:  # the groups count every classified critique of a stored query, current or not
+            g_pred, p_group = _group_pred(f, "g")
+            critics = [r[0] for r in con.execute(
+                f"SELECT g.critic_id FROM critique_groups g WHERE {g_pred} GROUP BY ALL HAVING sum(g.classified) > 0 "
+                "ORDER BY sum(g.classified) DESC, g.critic_id", p_group).fetchall()]
+        else:
+            critics = [r[0] for r in con.execute(
+                f"WITH {qf} SELECT c.critic_id FROM critiques c JOIN qf ON {on_qf(f, 'c')} WHERE {CLASSIFIED} "
+                f"AND {pred} GROUP BY ALL ORDER BY count(*) DESC, c.critic_id", [*p_qf, *p_model]).fetchall()]
         critic = critic if critic in critics else (critics[0] if critics else "")
+        # The sample is the CORRELATION_ITEMS critiques of the smallest hash; from the groups' counts per top 8 bits
+        # of it, the last bucket it reaches, so that only the critiques up to it are sorted (the same sample)
+        last = _last_bucket(con, f, critic) if grouped else None
+        bucket, p_bucket = ("(hash(c.dataset, c.query_id, c.model_id) >> 56) <= ?", [last]) if last is not None \
+            else ("TRUE", [])
         checker = None
         if ANSWER_CHECKS in have:
             pa, p_a = model_pred(f, "a")
@@ -328,7 +341,8 @@ def medcode_correlations(db: str | Path, f: Filters, judge: str | None, critic: 
         items = con.execute(
             f"WITH {qf}, c AS (SELECT c.* FROM (SELECT c.dataset, c.query_id, c.model_id, c.p_none, c.p_low, "
             f"c.p_moderate, c.p_high, c.response_hash FROM critiques c JOIN qf ON {on_qf(f, 'c')} "
-            f"WHERE {CLASSIFIED} AND c.critic_id = ? AND {pred} ORDER BY hash(c.dataset, c.query_id, c.model_id) "
+            f"WHERE {CLASSIFIED} AND c.critic_id = ? AND {pred} AND {bucket} "
+            "ORDER BY hash(c.dataset, c.query_id, c.model_id) "
             f"LIMIT {CORRELATION_ITEMS}) c {current_join(db, 'c')}) "
             "SELECT c.model_id, c.p_none, c.p_low, c.p_moderate, c.p_high, "
             "c.p_low + 2 * c.p_moderate + 3 * c.p_high AS expected, "
@@ -337,11 +351,23 @@ def medcode_correlations(db: str | Path, f: Filters, judge: str | None, critic: 
             "AND i.model_id = c.model_id AND i.judge_id = ? "
             "LEFT JOIN response_facts x ON x.dataset = c.dataset AND x.query_id = c.query_id "
             f"AND x.model_id = c.model_id {checks}",
-            [*p_qf, critic, *p_model, judge or "", *([checker or ""] if checks else [])]).df()
+            [*p_qf, critic, *p_model, *p_bucket, judge or "", *([checker or ""] if checks else [])]).df()
     table = correlations(items, list(QUANTITIES), list(CORRELATION_TARGETS), by="model_id", pooled=POOLED)
     table = table.rename(columns={"group": "model"})
     table.attrs.update(items=len(items), checker=checker, critic=critic or None, critics=critics)
     return table
+
+
+def _last_bucket(con, f: Filters, critic: str) -> int | None:
+    """The top 8 bits of hash(dataset, query, model) up to which the scope's classified critiques of ``critic``
+    number CORRELATION_ITEMS (``critique_groups``' buckets); None when they are fewer (the sample is all of them)."""
+    pred, params = _group_pred(f, "g")
+    row = con.execute(
+        "SELECT min(b) FROM (SELECT b, sum(k) OVER (ORDER BY b) AS total FROM (SELECT b, sum(k) AS k FROM "
+        "(SELECT unnest(g.hash_bucket) AS b, unnest(g.hash_count) AS k FROM critique_groups g "
+        f"WHERE g.critic_id = ? AND {pred}) GROUP BY b)) WHERE total >= ?", [critic, *params, CORRELATION_ITEMS]
+    ).fetchone()
+    return None if row is None or row[0] is None else int(row[0])
 
 
 def pooled_matrix(table: pd.DataFrame) -> pd.DataFrame:

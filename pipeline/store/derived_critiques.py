@@ -10,7 +10,11 @@ same transaction (``schema.DERIVED``), as it keeps ``score_groups`` / ``response
   without an error: ``n``, ``uniform`` (those whose classifier fell back to the uniform distribution:
   ``logprobs:no-label-token``), per probability its sum (``p_none_sum`` …) and its histogram rounded to 2 decimals
   as parallel lists sorted by value: ``p_none_v`` values, ``p_none_k`` counts, ``p_none_s`` sums of the exact
-  values of the bin (a NULL probability is in neither: its mean is ``sum ÷ Σ k``).
+  values of the bin (a NULL probability is in neither: its mean is ``sum ÷ Σ k``). For the correlations' fixed
+  sample (``medcode_correlations``: the critiques of the smallest hash(dataset, query, model), current or not, of
+  one critic) also every classified critique of a stored query, current or not: ``classified`` and, per top 8
+  bits of that hash, ``hash_bucket`` / ``hash_count`` (sorted by bucket). A group of stale critiques only has
+  ``n`` = 0 and no histograms.
 - ``lexical_groups`` — per (dataset, model, query language, query script) the same histograms of METEOR and
   ROUGE-L (``meteor_v``, ``meteor_k``, ``meteor_s``, …) over ``response_facts`` of responses without an error
   (current lexical scores only), for their bootstrap intervals.
@@ -42,43 +46,61 @@ SPECS: dict[str, tuple[tuple[tuple[str, str], ...], tuple[str, ...]]] = {
     "critique_groups": ((
         *((c, "VARCHAR") for c in CRITIQUE_KEY), ("n", "INTEGER"), ("uniform", "INTEGER"),
         *((f"{p}_sum", "DOUBLE") for p in PROBABILITIES), *_hist_columns(PROBABILITIES),
+        ("classified", "INTEGER"), ("hash_bucket", "INTEGER[]"), ("hash_count", "INTEGER[]"),
     ), CRITIQUE_KEY),
     "lexical_groups": ((*((c, "VARCHAR") for c in LEXICAL_KEY), *_hist_columns(HISTOGRAM_LEXICAL)), LEXICAL_KEY),
 }
 
 
-def _histograms(key: tuple[str, ...], rows: str, measures: tuple[str, ...], extra: str = "") -> str:
-    """Per ``key`` each measure's histogram (values rounded to 2 decimals, counts, exact sums) as sorted lists,
-    from ``rows`` (a subquery with the key columns, the measures and, for ``extra``, ``uniform_flag``)."""
-    keys = ", ".join(key)
-    lists = ", ".join(f"list({part} ORDER BY v) FILTER (WHERE measure = '{m}') AS {m}_{part}"
-                      for m in measures for part in ("v", "k", "s"))
-    return (f"SELECT {keys}, {extra}{lists} FROM (SELECT {keys}, measure, round(value, 2) AS v, count(*) AS k, "
-            f"sum(value) AS s{', sum(uniform_flag) AS u' if extra else ''} "
-            f"FROM (UNPIVOT {rows} ON {', '.join(measures)} INTO NAME measure VALUE value) GROUP BY ALL) "
-            f"GROUP BY {keys}")
+def _lists(measures: tuple[str, ...]) -> str:
+    """Per measure its histogram as lists sorted by value, of the bins with a current value (``k`` > 0)."""
+    return ", ".join(f"list({part} ORDER BY v) FILTER (WHERE measure = '{m}' AND k > 0) AS {m}_{part}"
+                     for m in measures for part in ("v", "k", "s"))
 
 
+def _bins(key: tuple[str, ...], rows: str, measures: tuple[str, ...]) -> str:
+    """Per ``key``, measure and value rounded to 2 decimals of ``rows`` (a subquery with the key columns, the
+    measures, ``cur`` and ``uniform_flag``): ``k`` current values and ``s`` their sum, ``u`` of them uniform, and
+    ``k_all`` values current or not."""
+    return (f"(SELECT {', '.join(key)}, measure, round(value, 2) AS v, count(*) FILTER (WHERE cur) AS k, "
+            "sum(value) FILTER (WHERE cur) AS s, sum(uniform_flag) FILTER (WHERE cur) AS u, count(*) AS k_all "
+            f"FROM (UNPIVOT {rows} ON {', '.join(measures)} INTO NAME measure VALUE value) GROUP BY ALL)")
+
+
+# Every classified critique of a stored query, current or not (``cur``): the correlations' sample is drawn before
+# the current ones are kept, in the order of hash(dataset, query, model) — ``bucket`` is its top 8 bits.
 _CRITIQUES = (
     f"(SELECT c.dataset, c.model_id, c.critic_id, {FAMILY} AS classifier_family, q.language AS query_language, "
     f"coalesce(q.script, 'native') AS query_script, (c.classifier = '{NO_LABEL}')::INTEGER AS uniform_flag, "
+    "r.query_id IS NOT NULL AS cur, (hash(c.dataset, c.query_id, c.model_id) >> 56)::DOUBLE AS bucket, "
     f"{', '.join(f'c.{p}' for p in PROBABILITIES)} FROM critiques c {{touched}} {_QUERY.format(a='c')} "
-    "JOIN responses r ON r.dataset = c.dataset AND r.query_id = c.query_id AND r.model_id = c.model_id "
+    "LEFT JOIN responses r ON r.dataset = c.dataset AND r.query_id = c.query_id AND r.model_id = c.model_id "
     "AND r.response_hash = c.response_hash AND r.error IS NULL WHERE c.p_none IS NOT NULL)"
 )
 _FACTS = (
     "(SELECT x.dataset, x.model_id, q.language AS query_language, coalesce(q.script, 'native') AS query_script, "
-    f"{', '.join(f'x.{m}' for m in HISTOGRAM_LEXICAL)} FROM response_facts x {{touched}} {_QUERY.format(a='x')} "
-    "WHERE NOT x.failed)"
+    f"TRUE AS cur, 0 AS uniform_flag, {', '.join(f'x.{m}' for m in HISTOGRAM_LEXICAL)} FROM response_facts x "
+    f"{{touched}} {_QUERY.format(a='x')} WHERE NOT x.failed)"
 )
+# correlations' buckets: hash_bucket (sorted) and hash_count, every classified critique's (current or not)
+_BUCKETS = ("sum(k_all) FILTER (WHERE measure = 'bucket') AS classified, "
+            "list(v::INTEGER ORDER BY v) FILTER (WHERE measure = 'bucket') AS hash_bucket, "
+            "list(k_all ORDER BY v) FILTER (WHERE measure = 'bucket') AS hash_count")
 
 SELECTS: dict[str, str] = {
-    # n and uniform count the critiques of the p_none histogram (p_none is never NULL in a classified critique)
-    "critique_groups": _histograms(
-        CRITIQUE_KEY, _CRITIQUES, PROBABILITIES,
-        extra="sum(k) FILTER (WHERE measure = 'p_none') AS n, sum(u) FILTER (WHERE measure = 'p_none') AS uniform, "
-        + "".join(f"sum(s) FILTER (WHERE measure = '{p}') AS {p}_sum, " for p in PROBABILITIES)),
-    "lexical_groups": _histograms(LEXICAL_KEY, _FACTS, HISTOGRAM_LEXICAL),
+    # n and uniform count the current critiques of the p_none histogram (p_none is never NULL when classified); a
+    # group of stale critiques only has n = 0 (its classified ones are in the correlations' buckets)
+    "critique_groups": (
+        f"SELECT {', '.join(CRITIQUE_KEY)}, coalesce(sum(k) FILTER (WHERE measure = 'p_none'), 0) AS n, "
+        "coalesce(sum(u) FILTER (WHERE measure = 'p_none'), 0) AS uniform, "
+        + "".join(f"sum(s) FILTER (WHERE measure = '{p}') AS {p}_sum, " for p in PROBABILITIES)
+        + f"{_lists(PROBABILITIES)}, {_BUCKETS} FROM {_bins(CRITIQUE_KEY, _CRITIQUES, (*PROBABILITIES, 'bucket'))} "
+        f"GROUP BY {', '.join(CRITIQUE_KEY)}"
+    ),
+    "lexical_groups": (
+        f"SELECT {', '.join(LEXICAL_KEY)}, {_lists(HISTOGRAM_LEXICAL)} FROM "
+        f"{_bins(LEXICAL_KEY, _FACTS, HISTOGRAM_LEXICAL)} GROUP BY {', '.join(LEXICAL_KEY)}"
+    ),
 }
 SOURCES = {"critique_groups": ("critiques", "responses", "queries"),
            "lexical_groups": ("responses", "lexical_scores", "queries")}
