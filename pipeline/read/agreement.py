@@ -20,7 +20,16 @@ import pandas as pd
 
 from pipeline.analysis.agreement import ranking_comparison, weighted_kappa
 from pipeline.metrics import METRICS
-from pipeline.read.common import Filters, items_cte, metric_case, model_pred, on_qf, queries_cte
+from pipeline.read.common import (
+    Filters,
+    group_pred,
+    grouped,
+    items_cte,
+    metric_case,
+    model_pred,
+    on_qf,
+    queries_cte,
+)
 from pipeline.read.responses import has_table, renderings
 from pipeline.store import SHARED_READERS
 
@@ -125,8 +134,11 @@ def agreement_view(db: str | Path, f: Filters, judge: str, metric: str,
     with SHARED_READERS.cursor(db) as con:
         confusion = con.execute(f"WITH {cte} SELECT language, model_id, human, llm, count(*) AS n FROM pairs "
                                 "GROUP BY ALL", params).df()
-        means = con.execute(f"WITH {cte} SELECT language, model_id, count(*) AS n, avg(human) AS human_mean, "
-                            "avg(llm) AS llm_mean FROM pairs GROUP BY ALL", params).df()
+    # the means from the same counts (one pass over the labels): Σ score·n / Σ n per language and model
+    means = (confusion.assign(human_sum=confusion.human * confusion.n, llm_sum=confusion.llm * confusion.n)
+             .groupby(["language", "model_id"], sort=False, as_index=False)[["n", "human_sum", "llm_sum"]].sum())
+    means = means.assign(human_mean=means.human_sum / means.n, llm_mean=means.llm_sum / means.n)[
+        ["language", "model_id", "n", "human_mean", "llm_mean"]]
     per_model = agreement_from_confusion(confusion, ["language", "model_id"])
     overall = agreement_from_confusion(confusion.assign(model_id=ALL_MODELS), ["language", "model_id"])
     table = pd.concat([per_model, overall], ignore_index=True)
@@ -156,20 +168,35 @@ def annotation_state(db: str | Path, f: Filters, annotator: str, metric: str,
                           "AND r.model_id = p.model_id WHERE p.plan_id = ? AND p.metric = ? AND r.error IS NULL)",
                           [plan, metric])
     with SHARED_READERS.cursor(db) as con:
-        done, total = con.execute(
-            f"WITH {items} SELECT count(h.score) AS done, count(*) AS total FROM items i LEFT JOIN human_labels h "
-            "ON h.dataset = i.dataset AND h.query_id = i.query_id AND h.model_id = i.model_id AND h.metric = ? "
-            "AND h.annotator = ?", [*p_items, metric, annotator]).fetchone()
-        queue = con.execute(
-            f"WITH {items}, pick AS (SELECT i.dataset, i.query_id, i.model_id, i.language FROM items i "
+        if plan is None and grouped(f):  # the total from the writer's counts, the labels from the few labelled
+            pred, p_group = group_pred(f, "g")
+            where, p_where = f.sql()
+            total = con.execute("SELECT coalesce(sum(g.responses - g.errors), 0) FROM response_groups g "
+                                f"WHERE {pred}", p_group).fetchone()[0]
+            done = con.execute(
+                "SELECT count(*) FROM human_labels h JOIN responses r ON r.dataset = h.dataset AND r.query_id = "
+                "h.query_id AND r.model_id = h.model_id JOIN queries q ON q.dataset = r.dataset AND q.query_id = "
+                "r.query_id WHERE h.metric = ? AND h.annotator = ? AND h.score IS NOT NULL AND r.error IS NULL "
+                f"AND {where}", [metric, annotator, *p_where]).fetchone()[0]
+        else:
+            done, total = con.execute(
+                f"WITH {items} SELECT count(h.score) AS done, count(*) AS total FROM items i LEFT JOIN human_labels h "
+                "ON h.dataset = i.dataset AND h.query_id = i.query_id AND h.model_id = i.model_id AND h.metric = ? "
+                "AND h.annotator = ?", [*p_items, metric, annotator]).fetchone()
+        pick = con.execute(
+            f"WITH {items} SELECT i.dataset, i.query_id, i.model_id, i.language FROM items i "
             "WHERE NOT EXISTS (SELECT 1 FROM human_labels h WHERE h.dataset = i.dataset AND h.query_id = i.query_id "
             "AND h.model_id = i.model_id AND h.metric = ? AND h.annotator = ?) "
             "AND NOT list_contains(?::VARCHAR[], i.query_id || '|' || i.model_id) "
-            "ORDER BY hash(i.query_id || '|' || i.model_id), i.query_id, i.model_id LIMIT 1) "
-            "SELECT p.dataset, p.query_id, p.model_id, p.language, q.query, q.query_en, q.query_en_source, "
-            "q.gt_response, r.text, r.error FROM pick p JOIN queries q ON q.dataset = p.dataset "
-            "AND q.query_id = p.query_id JOIN responses r ON r.dataset = p.dataset AND r.query_id = p.query_id "
-            "AND r.model_id = p.model_id", [*p_items, metric, annotator, list(skip)]).df()
+            "ORDER BY hash(i.query_id || '|' || i.model_id), i.query_id, i.model_id LIMIT 1",
+            [*p_items, metric, annotator, list(skip)]).fetchall()
+        # the one item's texts by its key (a join would read every response's text first)
+        queue = con.execute(
+            "SELECT r.dataset, r.query_id, r.model_id, ?::VARCHAR AS language, q.query, q.query_en, "
+            "q.query_en_source, q.gt_response, r.text, r.error FROM responses r JOIN queries q ON q.dataset = "
+            "r.dataset AND q.query_id = r.query_id WHERE r.dataset = ? AND r.query_id = ? AND r.model_id = ? "
+            "AND q.dataset = ? AND q.query_id = ?",
+            [pick[0][3], *pick[0][:3], *pick[0][:2]] if pick else [None] * 6).df()
         dataset = str(queue.dataset.iloc[0]) if not queue.empty else ""
         queue, translated = renderings(con, dataset, queue)
     current = translated[translated.current] if not translated.empty else translated

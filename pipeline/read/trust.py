@@ -94,15 +94,16 @@ def reliability_matrix(db: str | Path, dataset: str, judge: str, members: tuple[
     per_query = "q.language, coalesce(q.script, 'native') AS script, q.themes"
     san_sql = (f"SELECT {per_query}, s.metric, s.kind, s.score, s.parse_ok, count(*) FROM {sanity} s "
                "JOIN queries q ON q.dataset = ? AND q.query_id = s.query_id GROUP BY ALL")
-    label_sql = (
-        f"SELECT {per_query}, h.metric, h.score AS human, round({metric_case('h.metric')}) AS llm, count(*) "
-        f"FROM human_labels h JOIN {items} i ON i.dataset = h.dataset AND i.query_id = h.query_id "
-        "AND i.model_id = h.model_id JOIN queries q ON q.dataset = h.dataset AND q.query_id = h.query_id "
-        "WHERE h.dataset = ? AND i.judge_id = ? AND h.score IS NOT NULL AND list_contains(?, h.metric) "
-        f"AND {metric_case('h.metric')} IS NOT NULL GROUP BY ALL")
+    label_sql = (  # counted per query first: the few hundred queries' strata are joined after
+        f"WITH l AS (SELECT h.query_id, h.metric, h.score AS human, round({metric_case('h.metric')}) AS llm, "
+        f"count(*) AS n FROM human_labels h JOIN {items} i ON i.dataset = h.dataset AND i.query_id = h.query_id "
+        "AND i.model_id = h.model_id WHERE h.dataset = ? AND i.judge_id = ? AND h.score IS NOT NULL "
+        f"AND list_contains(?, h.metric) AND {metric_case('h.metric')} IS NOT NULL GROUP BY ALL) "
+        f"SELECT {per_query}, l.metric, l.human, l.llm, sum(l.n) FROM l JOIN queries q ON q.dataset = ? "
+        "AND q.query_id = l.query_id GROUP BY ALL")
     with SHARED_READERS.cursor(db) as con:
         san = con.execute(san_sql, [dataset, *p_sanity, dataset]).fetchall()
-        labels = con.execute(label_sql, [*p_items, dataset, judge, list(METRICS)]).fetchall()
+        labels = con.execute(label_sql, [*p_items, dataset, judge, list(METRICS), dataset]).fetchall()
     return _cells(_strata(san), _strata(labels))
 
 
