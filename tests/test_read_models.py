@@ -180,6 +180,23 @@ def test_the_writers_groups_give_the_leaderboard_the_items_would(jury_db, monkey
                                           items.sort_values(key, ignore_index=True), check_dtype=False)
 
 
+def test_the_writers_theme_groups_give_the_theme_scores_the_items_would(jury_db, monkeypatch):
+    """The themes page sums the writer's ``theme_groups`` for one judge; that must give what grouping the items
+    (each query under each of its themes, or ``(none)``) gives, for every sidebar filter, themes included."""
+    with duckdb.connect(str(jury_db), read_only=True) as con:
+        judge = con.execute("SELECT min(judge_id) FROM item_scores").fetchall()[0][0]
+        theme = con.execute("SELECT min(t) FROM (SELECT unnest(themes) AS t FROM queries)").fetchall()[0][0]
+        model = con.execute("SELECT min(model_id) FROM responses").fetchall()[0][0]
+    views = [Filters(dataset="synthetic"), Filters(), Filters(dataset="synthetic", languages=("hi", "ta")),
+             Filters(dataset="synthetic", scripts=("latin",)), Filters(dataset="synthetic", models=(model,)),
+             Filters(dataset="synthetic", themes=(theme, themes.NO_THEME))]
+    grouped = {f: themes.theme_scores(jury_db, f, judge) for f in views}
+    monkeypatch.setattr(themes, "is_jury", lambda judge: True)  # the item path
+    for f, frame in grouped.items():
+        assert len(frame), f
+        pd.testing.assert_frame_equal(frame, themes.theme_scores(jury_db, f, judge), check_dtype=False)
+
+
 # -- self-consistency ----------------------------------------------------------------------------------
 def test_self_consistency_std_and_flip_rate(tmp_path, cataract):
     responses = {(q, "m"): f"answer {q}" for q in ("en-001", "en-002", "en-003")}

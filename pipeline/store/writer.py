@@ -54,16 +54,18 @@ class Store:
     @staticmethod
     def _create_schema(con: duckdb.DuckDBPyConnection) -> None:
         """Create missing tables, add missing columns (backfilled where derivable), refresh derived tables
-        when the schema changed."""
+        when the schema changed (only the new ones when the file is at this version and lacks only those)."""
         existing = {(t, c) for t, c in con.execute(
             "SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = 'main'").fetchall()}
         tables = {t for t, _ in existing}
         changed = False
+        new_derived: list[str] = []  # derived tables a filled file lacks: made alone when nothing else changed
         for table, spec in TABLES.items():
             if table not in tables:
                 columns = ", ".join(f"{name} {sql_type}" for name, sql_type in spec.columns)
                 con.execute(f"CREATE TABLE {table} ({columns}, PRIMARY KEY ({', '.join(spec.key)}))")
-                changed = changed or (table in DERIVED and bool(tables))  # a new derived table of a filled file
+                if table in DERIVED and tables:
+                    new_derived.append(table)
                 continue
             for name, sql_type in spec.columns:
                 if (table, name) not in existing:
@@ -72,10 +74,10 @@ class Store:
                         con.execute(f"UPDATE {table} SET {name} = {BACKFILL[(table, name)]}")
                     changed = True
         row = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-        if changed or (row is not None and int(row[0]) < SCHEMA_VERSION):
-            for derived in DERIVED:
-                for sql in refresh_sql(derived):
-                    con.execute(sql)
+        everything = changed or (row is not None and int(row[0]) < SCHEMA_VERSION)
+        for derived in (d for d in DERIVED if everything or d in new_derived):  # a table after its sources
+            for sql in refresh_sql(derived):
+                con.execute(sql)
         con.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
 
     def upgrade(self) -> None:
