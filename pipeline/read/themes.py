@@ -137,7 +137,9 @@ def _pairs_sql(f: Filters, judge: str, weights: tuple[float, ...], preset: str |
         "coalesce(v.script, 'native') AS a_script, o.language AS b_language, coalesce(o.script, 'native') AS b_script "
         "FROM queries v JOIN queries o ON o.dataset = v.dataset AND o.query_id = v.variant_of "
         f"WHERE v.variant_of IS NOT NULL AND v.variant_of <> v.query_id AND {dataset_pred}), "
-        f"src AS (SELECT * FROM {source} i WHERE i.judge_id = ?) "
+        # only the items of paired queries (a few thousand of millions) reach the two joins below
+        f"src AS (SELECT * FROM {source} i WHERE i.judge_id = ? AND i.query_id IN (SELECT a_id FROM pairs "
+        "UNION SELECT b_id FROM pairs)) "
         f"SELECT p.*, ia.model_id, {score('ia')} AS a_score, {score('ib')} AS b_score FROM pairs p "
         "JOIN src ia ON ia.dataset = p.dataset AND ia.query_id = p.a_id "
         "JOIN src ib ON ib.dataset = p.dataset AND ib.query_id = p.b_id AND ib.model_id = ia.model_id "
