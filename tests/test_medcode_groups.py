@@ -1,4 +1,5 @@
-"""The Med-CoDE page's groups (``critique_groups``, ``lexical_groups``; pipeline/store/derived_critiques.py): the page
+"""The Med-CoDE page's groups (``critique_groups``, ``lexical_groups``, ``critique_items``;
+pipeline/store/derived_critiques.py): the page
 reads the same frames from them as from the critiques, and the writer keeps them equal to their recomputation from
 scratch through writes of critiques, a regenerated or failed response, a deleted critique, new lexical scores and a
 query filed under another language. The correlations' fixed sample is the same however it is found."""
@@ -17,7 +18,7 @@ from pipeline.read.common import Filters
 from pipeline.store import DERIVED, TABLES, Store
 from pipeline.store.rows import AnswerCheckRow, CritiqueRow, LexicalRow, QueryRow, ResponseRow
 
-GROUPS = ("critique_groups", "lexical_groups")
+GROUPS = ("critique_groups", "lexical_groups", "critique_items")
 CRITIC = "vllm/medcode-phi-3-mini-critic"
 FILTERS = [Filters(), Filters(dataset="synthetic"), Filters(dataset="medqa-synth"),
            Filters(dataset="synthetic", languages=("hi", "en")), Filters(scripts=("latin",)),
@@ -56,8 +57,9 @@ def _assert_fresh(db: Path) -> None:
     try:
         for table in GROUPS:
             stored = con.execute(f"SELECT * FROM {table} ORDER BY ALL").fetchall()
-            fresh = con.execute(DERIVED[table].select.format(touched="", touched_s="", touched_q="")
-                                + " ORDER BY ALL").fetchall()
+            fresh = con.execute("SELECT * FROM (" + DERIVED[table].select.format(touched="", touched_s="",
+                                                                                   touched_q="")
+                                + ") ORDER BY ALL").fetchall()
             assert [_rounded(list(r)) for r in stored] == [_rounded(list(r)) for r in fresh], table
     finally:
         con.close()

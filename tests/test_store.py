@@ -119,6 +119,15 @@ EXPECTED |= {
         "FROM critiques c JOIN queries q USING (dataset, query_id) WHERE c.p_none IS NOT NULL) GROUP BY ALL)) "
         "ORDER BY ALL"
     ),
+    # every classified critique of a stored query, current or not, with the lexical scores of the critiqued text
+    "critique_items": (
+        "SELECT c.dataset, c.query_id, c.model_id, c.critic_id, q.language, coalesce(q.script, 'native'), "
+        f"hash(c.dataset, c.query_id, c.model_id), EXISTS (SELECT 1 FROM responses r WHERE {CURRENT.format(a='c')} "
+        "AND r.error IS NULL), " + ", ".join(f"c.{p}" for p in _PROBABILITIES) + ", c.response_hash, "
+        + ", ".join(f"(SELECT l.{m} FROM lexical_scores l WHERE l.dataset = c.dataset AND l.query_id = c.query_id "
+                    "AND l.model_id = c.model_id AND l.response_hash = c.response_hash)" for m in LEXICAL)
+        + " FROM critiques c JOIN queries q USING (dataset, query_id) WHERE c.p_none IS NOT NULL ORDER BY ALL"
+    ),
     "lexical_groups": (
         "SELECT dataset, model_id, l, s, " + ", ".join(_histogram_parts(m) for m in ("meteor", "rouge_l"))
         + " FROM (SELECT *, " + ", ".join(_histogram(m) for m in ("meteor", "rouge_l")) + " FROM ("

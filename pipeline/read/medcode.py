@@ -43,6 +43,7 @@ SCORE_LABELS = {**LEXICAL_LABELS, **ACCURACY_LABELS, **{m: m for m in METRICS}}
 CORRELATION_TARGETS = ("meteor", "rouge_l", "llm_accuracy", "exact_match", *METRICS,
                        *(c for c in LEXICAL if c not in ("meteor", "rouge_l")))
 CORRELATION_ITEMS = 20_000
+SAMPLE_ORDER = "hash(c.dataset, c.query_id, c.model_id)"  # the correlations' fixed sample: the first CORRELATION_ITEMS
 CI_RESAMPLES = 1000
 POOLED = "(all models)"
 CLASSIFIED = "c.p_none IS NOT NULL"  # a failed critique is stored with NULL probabilities (and its error)
@@ -321,8 +322,11 @@ def medcode_correlations(db: str | Path, f: Filters, judge: str | None, critic: 
         # The sample is the CORRELATION_ITEMS critiques of the smallest hash; from the groups' counts per top 8 bits
         # of it, the last bucket it reaches, so that only the critiques up to it are sorted (the same sample)
         last = _last_bucket(con, f, critic) if grouped else None
-        bucket, p_bucket = ("(hash(c.dataset, c.query_id, c.model_id) >> 56) <= ?", [last]) if last is not None \
-            else ("TRUE", [])
+        p_bucket = [] if last is None or last == 255 else [(last + 1) << 56]
+
+        def bucket(hashed: str) -> str:  # a range of the hash: the scan skips what it can
+            return f"{hashed} < ?::UBIGINT" if p_bucket else "TRUE"
+
         checker = None
         if ANSWER_CHECKS in have:
             pa, p_a = model_pred(f, "a")
@@ -338,20 +342,32 @@ def medcode_correlations(db: str | Path, f: Filters, judge: str | None, critic: 
                   if ANSWER_CHECKS in have else "")
         accuracy = ("la.correct::DOUBLE AS llm_accuracy, em.correct::DOUBLE AS exact_match"
                     if ANSWER_CHECKS in have else "NULL::DOUBLE AS llm_accuracy, NULL::DOUBLE AS exact_match")
-        items = con.execute(
-            f"WITH {qf}, c AS (SELECT c.* FROM (SELECT c.dataset, c.query_id, c.model_id, c.p_none, c.p_low, "
-            f"c.p_moderate, c.p_high, c.response_hash FROM critiques c JOIN qf ON {on_qf(f, 'c')} "
-            f"WHERE {CLASSIFIED} AND c.critic_id = ? AND {pred} AND {bucket} "
-            "ORDER BY hash(c.dataset, c.query_id, c.model_id) "
-            f"LIMIT {CORRELATION_ITEMS}) c {current_join(db, 'c')}) "
-            "SELECT c.model_id, c.p_none, c.p_low, c.p_moderate, c.p_high, "
-            "c.p_low + 2 * c.p_moderate + 3 * c.p_high AS expected, "
-            + ", ".join(f"i.{m}" for m in METRICS) + ", " + ", ".join(f"x.{c}" for c in LEXICAL) + f", {accuracy} "
-            "FROM c LEFT JOIN item_scores i ON i.dataset = c.dataset AND i.query_id = c.query_id "
-            "AND i.model_id = c.model_id AND i.judge_id = ? "
-            "LEFT JOIN response_facts x ON x.dataset = c.dataset AND x.query_id = c.query_id "
-            f"AND x.model_id = c.model_id {checks}",
-            [*p_qf, critic, *p_model, *p_bucket, judge or "", *([checker or ""] if checks else [])]).df()
+
+        def scores(lexical: str) -> str:
+            return (", ".join(f"i.{m}" for m in METRICS) + ", " + ", ".join(f"{lexical}.{c}" for c in LEXICAL)
+                    + f", {accuracy} ")
+
+        judged = ("LEFT JOIN item_scores i ON i.dataset = c.dataset AND i.query_id = c.query_id "
+                  "AND i.model_id = c.model_id AND i.judge_id = ? ")
+        probabilities = ("c.model_id, c.p_none, c.p_low, c.p_moderate, c.p_high, "
+                         "c.p_low + 2 * c.p_moderate + 3 * c.p_high AS expected, ")
+        if grouped and "critique_items" in have:  # the sample's rows with their lexical scores, from one table
+            i_pred, p_items = _group_pred(f, "c")
+            items = con.execute(
+                f"WITH c AS (SELECT * FROM (SELECT * FROM critique_items c WHERE c.critic_id = ? AND {i_pred} "
+                f"AND {bucket('c.h')} ORDER BY c.h LIMIT {CORRELATION_ITEMS}) c WHERE c.cur) "
+                f"SELECT {probabilities}{scores('c')}FROM c {judged}{checks}",
+                [critic, *p_items, *p_bucket, judge or "", *([checker or ""] if checks else [])]).df()
+        else:
+            items = con.execute(
+                f"WITH {qf}, c AS (SELECT c.* FROM (SELECT c.dataset, c.query_id, c.model_id, c.p_none, c.p_low, "
+                f"c.p_moderate, c.p_high, c.response_hash FROM critiques c JOIN qf ON {on_qf(f, 'c')} "
+                f"WHERE {CLASSIFIED} AND c.critic_id = ? AND {pred} AND {bucket(SAMPLE_ORDER)} ORDER BY {SAMPLE_ORDER} "
+                f"LIMIT {CORRELATION_ITEMS}) c {current_join(db, 'c')}) "
+                f"SELECT {probabilities}{scores('x')}FROM c {judged}"
+                "LEFT JOIN response_facts x ON x.dataset = c.dataset AND x.query_id = c.query_id "
+                f"AND x.model_id = c.model_id {checks}",
+                [*p_qf, critic, *p_model, *p_bucket, judge or "", *([checker or ""] if checks else [])]).df()
     table = correlations(items, list(QUANTITIES), list(CORRELATION_TARGETS), by="model_id", pooled=POOLED)
     table = table.rename(columns={"group": "model"})
     table.attrs.update(items=len(items), checker=checker, critic=critic or None, critics=critics)

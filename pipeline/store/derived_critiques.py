@@ -19,6 +19,12 @@ same transaction (``schema.DERIVED``), as it keeps ``score_groups`` / ``response
   ROUGE-L (``meteor_v``, ``meteor_k``, ``meteor_s``, …) over ``response_facts`` of responses without an error
   (current lexical scores only), for their bootstrap intervals.
 
+- ``critique_items`` — one row per classified critique of a stored query (current or not: ``cur``), keyed like
+  ``critiques`` (dataset, query, model, critic), with its query's language and script, ``h`` =
+  hash(dataset, query, model) (the order of the correlations' fixed sample), its four probabilities and
+  ``response_hash``, and the lexical scores of the critiqued text: what ``medcode_correlations`` reads of its
+  sample without joining ``responses`` and ``response_facts`` (two scans of 1.8 M rows at 100×).
+
 The key's classifier column is ``classifier_family``, not ``classifier``: a write to ``critiques`` touches every
 group of its (dataset, model, critic), so a critique reclassified under another tag leaves its old group too.
 A write to ``queries`` touches its dataset only when a query's language or script changes (``WATCH``).
@@ -26,9 +32,12 @@ A write to ``queries`` touches its dataset only when a query's language or scrip
 
 from __future__ import annotations
 
+from pipeline.store.rows import LEXICAL
+
 GROUP = ("query_language", "query_script")
 CRITIQUE_KEY = ("dataset", "model_id", "critic_id", "classifier_family", *GROUP)
 LEXICAL_KEY = ("dataset", "model_id", *GROUP)
+ITEM_KEY = ("dataset", "query_id", "model_id", "critic_id")
 PROBABILITIES = ("p_none", "p_low", "p_moderate", "p_high")
 HISTOGRAM_LEXICAL = ("meteor", "rouge_l")
 FAMILY = "CASE WHEN c.classifier LIKE 'logprobs%' THEN 'logprobs' ELSE c.classifier END"
@@ -49,6 +58,10 @@ SPECS: dict[str, tuple[tuple[tuple[str, str], ...], tuple[str, ...]]] = {
         ("classified", "INTEGER"), ("hash_bucket", "INTEGER[]"), ("hash_count", "INTEGER[]"),
     ), CRITIQUE_KEY),
     "lexical_groups": ((*((c, "VARCHAR") for c in LEXICAL_KEY), *_hist_columns(HISTOGRAM_LEXICAL)), LEXICAL_KEY),
+    "critique_items": ((
+        *((c, "VARCHAR") for c in (*ITEM_KEY, *GROUP)), ("h", "UBIGINT"), ("cur", "BOOLEAN"),
+        *((p, "DOUBLE") for p in PROBABILITIES), ("response_hash", "VARCHAR"), *((c, "DOUBLE") for c in LEXICAL),
+    ), ITEM_KEY),
 }
 
 
@@ -102,6 +115,19 @@ SELECTS: dict[str, str] = {
         f"{_bins(LEXICAL_KEY, _FACTS, HISTOGRAM_LEXICAL)} GROUP BY {', '.join(LEXICAL_KEY)}"
     ),
 }
+# one row per classified critique of a stored query, current or not, with what the correlations read of it
+SELECTS["critique_items"] = (
+    "SELECT c.dataset, c.query_id, c.model_id, c.critic_id, q.language AS query_language, "
+    "coalesce(q.script, 'native') AS query_script, hash(c.dataset, c.query_id, c.model_id) AS h, "
+    f"r.query_id IS NOT NULL AS cur, {', '.join(f'c.{p}' for p in PROBABILITIES)}, c.response_hash, "
+    f"{', '.join(f'l.{m}' for m in LEXICAL)} FROM critiques c {{touched}} {_QUERY.format(a='c')} "
+    "LEFT JOIN responses r ON r.dataset = c.dataset AND r.query_id = c.query_id AND r.model_id = c.model_id "
+    "AND r.response_hash = c.response_hash AND r.error IS NULL "
+    "LEFT JOIN lexical_scores l ON l.dataset = c.dataset AND l.query_id = c.query_id AND l.model_id = c.model_id "
+    "AND l.response_hash = c.response_hash WHERE c.p_none IS NOT NULL ORDER BY h"
+)  # in the sample's order: a file written whole (upgrade) keeps row groups of narrow ranges of h, which a read of
+# the sample's first hashes scans alone (rows a later write appends are in ranges of their own, so reads stay right)
 SOURCES = {"critique_groups": ("critiques", "responses", "queries"),
-           "lexical_groups": ("responses", "lexical_scores", "queries")}
-ALIASES = {"critique_groups": "c", "lexical_groups": "x"}
+           "lexical_groups": ("responses", "lexical_scores", "queries"),
+           "critique_items": ("critiques", "responses", "queries", "lexical_scores")}
+ALIASES = {"critique_groups": "c", "lexical_groups": "x", "critique_items": "c"}

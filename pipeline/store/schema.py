@@ -4,7 +4,7 @@ A written table's columns are the fields of its row class (``pipeline/store/rows
 following from the annotations (``TABLES``). ``Store`` creates missing tables and adds missing columns to an
 existing database (a new metric, a new field), backfilling what can be derived (``BACKFILL``).
 
-Nine tables are derived, and the writer keeps them in step with their sources: after a batch is
+Ten tables are derived, and the writer keeps them in step with their sources: after a batch is
 written, the rows of every key it touched are deleted and recomputed in the same transaction, so
 they never disagree. Both count only what belongs to the response text now stored:
 
@@ -22,7 +22,8 @@ they never disagree. Both count only what belongs to the response text now store
   tag, HealthBench's sums over its current criterion grades and its score (``pipeline/store/derived_rubric.py``).
 - ``critique_groups`` and ``lexical_groups``: per (dataset, model, query language and script; and critic and
   classifier family) the Med-CoDE page's counts, probability sums and histograms of current classified critiques,
-  and its METEOR / ROUGE-L histograms (``pipeline/store/derived_critiques.py``).
+  and its METEOR / ROUGE-L histograms; ``critique_items``: per classified critique what the correlations read of
+  their fixed sample (``pipeline/store/derived_critiques.py``).
 
 The leaderboard reads them instead of regrouping four judgment rows per item and scanning three tables.
 """
@@ -43,7 +44,7 @@ from pipeline.store import derived_critiques, derived_groups, derived_rubric
 from pipeline.store.rows import LEXICAL, ROW_CLASSES, TEXT_HASH_SQL, Row
 
 SCHEMA_VERSION = 7  # 2: item_scores; 3: response_facts; 4: responses.response_hash, derived = current only; 5: groups
-# 6: labelled_scores; 7: critique_groups, lexical_groups (the Med-CoDE page's sums)
+# 6: labelled_scores; 7: critique_groups, lexical_groups, critique_items (the Med-CoDE page's sums and sample)
 PLAYGROUND = "playground"  # the dataset that holds the playground's saved answers
 
 
