@@ -63,6 +63,14 @@ EXPECTED |= {
         f"SELECT * FROM ({_ITEMS}) i WHERE EXISTS (SELECT 1 FROM human_labels h WHERE h.dataset = i.dataset "
         "AND h.query_id = i.query_id AND h.model_id = i.model_id) ORDER BY ALL"
     ),
+    # each item under each of its query's themes ('(none)' without one)
+    "theme_groups": (
+        f"WITH i ({', '.join(_ITEM_COLUMNS)}) AS ({_ITEMS}) SELECT i.dataset, i.judge_id, i.model_id, t.theme, "
+        "q.language, coalesce(q.script, 'native'), " + ", ".join(f"sum(i.{m}), count(i.{m})" for m in METRICS)
+        + ", count(*) FROM i JOIN queries q USING (dataset, query_id) JOIN (SELECT dataset, query_id, "
+        "unnest(CASE WHEN len(themes) = 0 THEN ['(none)'] ELSE themes END) AS theme FROM queries) t "
+        "USING (dataset, query_id) GROUP BY ALL ORDER BY ALL"
+    ),
     "response_groups": (
         "SELECT r.dataset, r.model_id, q.language, coalesce(q.script, 'native'), count(*), "
         "count(*) FILTER (WHERE r.error IS NOT NULL), "
@@ -161,14 +169,15 @@ def _lexical(i: int, m: str, value: float, text: str = "t") -> LexicalRow:
                       **dict.fromkeys(LEXICAL, value))
 
 
-def _query(i: int, language: str = "hi", script: str | None = None) -> QueryRow:
+def _query(i: int, language: str = "hi", script: str | None = None, themes: tuple[str, ...] = ()) -> QueryRow:
     return QueryRow(dataset="d", query_id=f"q{i}", language=language, query="?", query_en=None, gt_response="g",
-                    themes=[], kb_refs=[], update_sensitive=False, script=script)
+                    themes=list(themes), kb_refs=[], update_sensitive=False, script=script)
 
 
 def _write_sources(store: Store) -> None:
     store.write([
-        _query(0, "en"), _query(1), _query(2), _query(3, script="latin"),
+        _query(0, "en"), _query(1, themes=("cultural", "misspelled")), _query(2),
+        _query(3, script="latin", themes=("cultural",)),
         *(_response(i, m) for i in range(4) for m in ("a", "b")),
         *(_lexical(i, "a", i / 10) for i in (0, 1, 3)),
         *(SafetyCheckRow(dataset="d", query_id="q1", model_id=m, check_name=c, passed=passed, detail="",
@@ -223,11 +232,17 @@ def test_derived_tables_follow_writes_and_deletes(tmp_path):
         assert _derived(store, table) == store.fetch(sql), table
     assert store.fetch("SELECT query_id, model_id FROM labelled_scores ORDER BY ALL") == [("q1", "a"), ("q3", "a")]
 
-    # a query filed under another language (and script): the group tables move it
+    # a query filed under another language (and script), its themes dropped: the group tables move it
     store.write([_query(1, "ta", script="latin")])
     for table, sql in EXPECTED.items():
         assert _derived(store, table) == store.fetch(sql), table
     assert store.fetch("SELECT count(*) FROM score_groups WHERE query_language = 'ta'") == [(1,)]
+    # only a query's themes change: the theme groups follow
+    assert store.fetch("SELECT DISTINCT theme FROM theme_groups ORDER BY 1") == [("(none)",), ("cultural",)]
+    store.write([_query(3, script="latin", themes=("misspelled",))])
+    for table, sql in EXPECTED.items():
+        assert _derived(store, table) == store.fetch(sql), table
+    assert store.fetch("SELECT DISTINCT theme FROM theme_groups ORDER BY 1") == [("(none)",), ("misspelled",)]
 
     with pytest.raises(ValueError, match="cannot delete"):
         store.delete_where("judgments", "dataset = ?", ["d"])
