@@ -7,7 +7,6 @@ one transaction and closes; a lock held by another process is waited out with ba
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -15,11 +14,6 @@ from pathlib import Path
 
 import duckdb
 from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_random_exponential
-
-# What a reader's DuckDB instance may hold (its buffer pool keeps every block it read until the limit; beyond it
-# blocks are evicted, large joins spill). The dashboard's peak RSS at 100× the paper's scale was 1.34 GB without
-# one, 0.89 GB with 400 MB (bench/bench_dashboard.py); ``$PARIKSHA_READER_MEMORY`` overrides it.
-READER_MEMORY_LIMIT = os.environ.get("PARIKSHA_READER_MEMORY", "512MB")
 
 
 def is_lock_error(exc: BaseException) -> bool:
@@ -51,10 +45,7 @@ def _connect(path: str | Path, *, read_only: bool, wait_s: float) -> duckdb.Duck
     )
     for attempt in retrying:
         with attempt:
-            con = duckdb.connect(str(path), read_only=read_only)
-            if read_only:  # a setting of the instance, not a connect option: a second connection stays compatible
-                con.execute("SET memory_limit = ?", [READER_MEMORY_LIMIT])
-            return con
+            return duckdb.connect(str(path), read_only=read_only)
     raise AssertionError("unreachable")
 
 
