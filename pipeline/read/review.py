@@ -57,49 +57,29 @@ def _has(con: duckdb.DuckDBPyConnection, table: str) -> bool:
     return con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ?", [table]).fetchone()[0] > 0
 
 
-def _queue_sql(db: str | Path, f: Filters, judge: str | None, *, jury: bool, rubric: bool) -> tuple[str, list[Any]]:
-    """The queue's rows with their severity; one dataset (``f.dataset``), so every table is filtered by it and
-    joined on (query, model)."""
-    where, params = f.sql()
-    on = "{a}.k = it.k"  # joined on a 64-bit hash of (query, model): small hash tables for 10^5–10^6 answers
-    key = "hash(query_id, model_id) AS k"
-    spread = ("CASE WHEN count(*) > 1 THEN greatest("
-              + ", ".join(f"coalesce(max({m}) - min({m}), 0)" for m in METRICS) + ") ELSE 0 END"
-              if jury else "0")  # item_scores has one row per judge: count(*) is the number of judges
-    parts = [
-        "it AS (SELECT hash(r.query_id, r.model_id) AS k, r.query_id, r.model_id, r.response_hash, q.language, "
-        "len(q.kb_refs) > 0 AND NOT list_contains(q.themes, 'out_of_kb') AS answerable FROM responses r "
-        f"JOIN queries q ON q.dataset = r.dataset AND q.query_id = r.query_id WHERE {where} AND r.error IS NULL)",
-        f"crit AS (SELECT {key}, response_hash, max(p_high) AS p_high FROM critiques "
-        "WHERE dataset = ? AND p_high IS NOT NULL GROUP BY ALL)",
-        f"sc AS (SELECT {key}, any_value(FC) FILTER (WHERE judge_id = ?) AS FC, "
-        f"{spread} AS spread FROM item_scores WHERE dataset = ? GROUP BY k)",
-        f"facts AS (SELECT {key}, over_refusal FROM response_facts WHERE dataset = ?)",
-    ]
-    p = [*params, f.dataset, judge or "", f.dataset, f.dataset]
-    joins = (f"LEFT JOIN crit ON {on.format(a='crit')} AND crit.response_hash = it.response_hash "
-             f"LEFT JOIN sc ON {on.format(a='sc')} LEFT JOIN facts ON {on.format(a='facts')} ")
-    harmful_col = "0"
-    if rubric:
-        parts.append(f"harm AS (SELECT {key}, max(harmful_met) AS harmful_met FROM rubric_items "
-                     "WHERE dataset = ? GROUP BY k)")
-        p.append(f.dataset)
-        joins += f"LEFT JOIN harm ON {on.format(a='harm')} "
-        harmful_col = "coalesce(harm.harmful_met, 0)"
-    parts.append(
-        "scored AS (SELECT ? AS dataset, it.query_id, it.model_id, it.language, it.answerable, crit.p_high, sc.FC, "
-        f"facts.over_refusal, coalesce(sc.spread, 0) AS judge_spread, {harmful_col} AS harmful_met FROM it {joins})")
-    p.append(f.dataset)
+def _queue_sql(f: Filters, judge: str | None) -> tuple[str, list[Any]]:
+    """The queue's rows (``review_facts``: what the writer keeps of every response without an error) with their
+    severity and whether a rule fired, for ``judge``'s FC; the sidebar's filters on the table's own columns."""
+    preds, params = ["v.dataset = ?"], [f.dataset]
+    for column, values in (("query_language", f.languages), ("query_script", f.scripts), ("model_id", f.models)):
+        if values:
+            preds.append(f"list_contains(?, v.{column})")
+            params.append(list(values))
+    if f.themes:
+        preds.append("list_has_any(v.themes, ?)")
+        params.append(list(f.themes))
+    fc_zero = "coalesce(v.answerable AND list_contains(v.fc_low, ?), false)"
     sql = (
-        "WITH " + ", ".join(parts) + " "
-        f"SELECT *, {WEIGHTS['medcode_high']} * coalesce(p_high, 0) "
-        f"+ CASE WHEN answerable AND FC < 0.5 THEN {WEIGHTS['fc_zero_in_kb']} ELSE 0 END "
-        f"+ CASE WHEN over_refusal = false THEN {WEIGHTS['refused_answerable']} ELSE 0 END "
-        f"+ judge_spread + least(harmful_met, {WEIGHTS['harmful_cap']}) AS severity, "
-        f"coalesce(p_high >= {HIGH_SHOWN}, false) OR coalesce(answerable AND FC < 0.5, false) "
-        "OR coalesce(over_refusal = false, false) OR judge_spread > 0 OR harmful_met > 0 AS flagged FROM scored"
+        "SELECT v.dataset, v.query_id, v.model_id, v.query_language AS language, v.answerable, v.p_high, "
+        f"v.over_refusal, v.judge_spread, coalesce(v.harmful_met, 0) AS harmful_met, {WEIGHTS['medcode_high']} "
+        f"* coalesce(v.p_high, 0) + CASE WHEN {fc_zero} THEN {WEIGHTS['fc_zero_in_kb']} ELSE 0 END "
+        f"+ CASE WHEN v.over_refusal = false THEN {WEIGHTS['refused_answerable']} ELSE 0 END "
+        f"+ v.judge_spread + least(coalesce(v.harmful_met, 0), {WEIGHTS['harmful_cap']}) AS severity, "
+        f"coalesce(v.p_high >= {HIGH_SHOWN}, false) OR {fc_zero} OR coalesce(v.over_refusal = false, false) "
+        f"OR v.judge_spread > 0 OR coalesce(v.harmful_met, 0) > 0 AS flagged FROM review_facts v "
+        f"WHERE {' AND '.join(preds)}"
     )
-    return sql, p
+    return sql, [judge or "", judge or "", *params]
 
 
 def reasons(row: Any) -> list[str]:
@@ -127,28 +107,28 @@ def review_queue(db: str | Path, f: Filters, judge: str | None, annotator: str =
         raise ValueError(f"unknown metric {metric!r}")
     if f.dataset is None:
         raise ValueError("the review queue is per dataset")
+    rows, params = _queue_sql(f, judge)
+    labelled = ("LEFT JOIN (SELECT DISTINCT query_id, model_id, true AS reviewed FROM human_labels "
+                "WHERE dataset = ? AND metric = ? AND annotator = ? AND score IS NOT NULL) l "
+                "ON l.query_id = s.query_id AND l.model_id = s.model_id")
+    queue = f"WITH s AS ({rows}) SELECT s.*, coalesce(l.reviewed, false) AS reviewed FROM s {labelled}"
+    p_queue = [*params, f.dataset, metric, annotator.strip()]
     with SHARED_READERS.cursor(db) as con:
-        judges = con.execute("SELECT count(DISTINCT judge_id) FROM item_scores WHERE dataset = ?",
-                             [f.dataset]).fetchone()[0]
-        rubric = _has(con, "rubric_items") and con.execute(
-            "SELECT count(*) > 0 FROM rubric_items WHERE dataset = ?", [f.dataset]).fetchone()[0]
-        cte, params = _queue_sql(db, f, judge, jury=judges > 1, rubric=bool(rubric))
-        labelled = ("LEFT JOIN (SELECT DISTINCT query_id, model_id, true AS reviewed FROM human_labels "
-                    "WHERE dataset = ? AND metric = ? AND annotator = ? AND score IS NOT NULL) l "
-                    "ON l.query_id = s.query_id AND l.model_id = s.model_id")
-        # scored once into a temporary table of this read-only connection, then counted and ranked
-        con.execute(f"CREATE OR REPLACE TEMP TABLE review_rows AS WITH s AS ({cte}) "
-                    f"SELECT s.*, coalesce(l.reviewed, false) AS reviewed FROM s {labelled}",
-                    [*params, f.dataset, metric, annotator.strip()])
-        try:
-            total, flagged, reviewed = (int(x) for x in con.execute(
-                "SELECT count(*), count(*) FILTER (WHERE flagged), count(*) FILTER (WHERE reviewed) "
-                "FROM review_rows").fetchone())
-            items = con.execute("SELECT * FROM review_rows WHERE NOT (? AND reviewed) "
-                                "ORDER BY severity DESC, p_high DESC NULLS LAST, query_id, model_id LIMIT ?",
-                                [hide_reviewed, limit]).df()
-        finally:
-            con.execute("DROP TABLE IF EXISTS review_rows")
+        total, flagged, reviewed = (int(x) for x in con.execute(
+            f"WITH x AS ({queue}) SELECT count(*), count(*) FILTER (WHERE flagged), count(*) FILTER (WHERE reviewed) "
+            "FROM x", p_queue).fetchone())
+        items = con.execute(f"WITH x AS ({queue}) SELECT * FROM x WHERE NOT (? AND reviewed) "
+                            "ORDER BY severity DESC, p_high DESC NULLS LAST, query_id, model_id LIMIT ?",
+                            [*p_queue, hide_reviewed, limit]).df()
+        fc = con.execute(  # the judge's FC of the items shown
+            "SELECT i.query_id, i.model_id, i.FC FROM item_scores i JOIN (SELECT unnest(?::VARCHAR[]) AS query_id, "
+            "unnest(?::VARCHAR[]) AS model_id) k ON k.query_id = i.query_id AND k.model_id = i.model_id "
+            "WHERE i.dataset = ? AND i.judge_id = ? AND list_contains(?, i.query_id)",
+            [list(items.query_id), list(items.model_id), f.dataset, judge or "",
+             sorted(set(items.query_id))]).fetchall()
+    scores = {(q, m): v for q, m, v in fc}
+    items["FC"] = pd.array([scores.get(k) for k in zip(items.query_id, items.model_id, strict=True)],
+                           dtype="Float64").astype(float)
     items["reasons"] = [reasons(r) for r in items.itertuples()]
     return {"items": items[QUEUE_COLUMNS], "total": total, "flagged": flagged, "reviewed": reviewed}
 

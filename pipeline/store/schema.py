@@ -17,13 +17,16 @@ they never disagree. Both count only what belongs to the response text now store
   safety-check outcomes.
 
 - ``score_groups`` and ``response_groups``: per (dataset, model, query language and script; and judge) the
-  score patterns and response counts a leaderboard sums, made of the two above (``pipeline/store/derived_groups.py``).
+  score patterns and response counts a leaderboard sums, made of the two above; ``theme_groups``: per theme too,
+  each metric's sums and counts (``pipeline/store/derived_groups.py``).
 - ``rubric_items`` and ``rubric_tag_items``: per rubric item (dataset, query, model, grader), and per item and
   tag, HealthBench's sums over its current criterion grades and its score (``pipeline/store/derived_rubric.py``).
 - ``critique_groups`` and ``lexical_groups``: per (dataset, model, query language and script; and critic and
   classifier family) the Med-CoDE page's counts, probability sums and histograms of current classified critiques,
   and its METEOR / ROUGE-L histograms; ``critique_items``: per classified critique what the correlations read of
   their fixed sample (``pipeline/store/derived_critiques.py``).
+- ``review_facts``: per response without an error what the review queue's severity is made of
+  (``pipeline/store/derived_review.py``).
 
 The leaderboard reads them instead of regrouping four judgment rows per item and scanning three tables.
 """
@@ -40,11 +43,12 @@ import pyarrow as pa
 
 from pipeline.config import SAFETY_CHECKS
 from pipeline.metrics import METRICS
-from pipeline.store import derived_critiques, derived_groups, derived_rubric
+from pipeline.store import derived_critiques, derived_groups, derived_review, derived_rubric
 from pipeline.store.rows import LEXICAL, ROW_CLASSES, TEXT_HASH_SQL, Row
 
 SCHEMA_VERSION = 7  # 2: item_scores; 3: response_facts; 4: responses.response_hash, derived = current only; 5: groups
-# 6: labelled_scores; 7: critique_groups, lexical_groups, critique_items (the Med-CoDE page's sums and sample)
+# 6: labelled_scores; 7: critique_groups, lexical_groups, critique_items (the Med-CoDE page's sums and sample),
+# theme_groups (the themes page's sums), review_facts (the review queue's severity inputs)
 PLAYGROUND = "playground"  # the dataset that holds the playground's saved answers
 
 
@@ -103,7 +107,8 @@ TABLES: dict[str, TableSpec] = {
     ), _RESPONSE),
     **{t: TableSpec(columns, key) for t, (columns, key) in (*derived_groups.SPECS.items(),
                                                             *derived_rubric.SPECS.items(),
-                                                            *derived_critiques.SPECS.items())},
+                                                            *derived_critiques.SPECS.items(),
+                                                            *derived_review.SPECS.items())},
 }
 
 TABLES["labelled_scores"] = TABLES["item_scores"]  # the rows of item_scores with a human label
@@ -163,6 +168,10 @@ DERIVED: dict[str, Derived] = {
     # histograms, METEOR / ROUGE-L histograms (pipeline/store/derived_critiques.py); after response_facts
     **{t: Derived(derived_critiques.SOURCES[t], derived_critiques.ALIASES[t], sql, derived_critiques.WATCH)
        for t, sql in derived_critiques.SELECTS.items()},
+    # per response, what the review queue's severity is made of (pipeline/store/derived_review.py); after
+    # item_scores, response_facts and rubric_items
+    **{t: Derived(derived_review.SOURCES, derived_review.ALIAS, sql, derived_review.WATCH)
+       for t, sql in derived_review.SELECTS.items()},
 }
 
 
@@ -176,8 +185,7 @@ def refresh_sql(derived: str, keys_from: str | None = None, key_columns: tuple[s
     """
     d = DERIVED[derived]
     if keys_from is None:
-        return [f"DELETE FROM {derived}", f"INSERT INTO {derived} BY NAME "
-                + d.select.format(touched="", touched_s="", touched_q="")]
+        return [f"DELETE FROM {derived}", f"INSERT INTO {derived} BY NAME " + d.select.format_map(_Everything())]
     cols = ", ".join(key_columns)
     keys = f"(SELECT DISTINCT {cols} FROM {keys_from})"
 
@@ -188,5 +196,25 @@ def refresh_sql(derived: str, keys_from: str | None = None, key_columns: tuple[s
     per_query = ("dataset", "query_id")
     touched_q = touched("q0", per_query) if set(per_query) <= set(key_columns) else ""
     return [f"DELETE FROM {derived} USING {keys} k WHERE {_on('k', derived, key_columns)}",
-            f"INSERT INTO {derived} BY NAME " + d.select.format(touched=touched(d.alias), touched_s=touched("s"),
-                                                                touched_q=touched_q)]
+            f"INSERT INTO {derived} BY NAME " + d.select.format_map(_Touched(touched, d.alias, touched_q))]
+
+
+class _Everything(dict):
+    """A SELECT's placeholders for a refresh of every key: no restriction."""
+
+    def __missing__(self, name: str) -> str:
+        return ""
+
+
+class _Touched(dict):
+    """A SELECT's placeholders: ``{touched}`` restricts its main alias to the touched keys, ``{touched_X}`` the
+    table aliased X (a subquery's own source), ``{touched_q}`` the touched queries (alias q0)."""
+
+    def __init__(self, touched, alias: str, touched_q: str):
+        super().__init__(touched=touched(alias), touched_q=touched_q)
+        self._touched = touched
+
+    def __missing__(self, name: str) -> str:
+        if not name.startswith("touched_"):
+            raise KeyError(name)
+        return self._touched(name.removeprefix("touched_"))
