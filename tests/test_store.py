@@ -87,6 +87,24 @@ EXPECTED |= {
     ),
 }
 
+# What the review queue ranks, straight from the sources: per response without an error
+_ON_ITEM = "i.dataset = r.dataset AND i.query_id = r.query_id AND i.model_id = r.model_id"
+EXPECTED |= {
+    "review_facts": (
+        f"WITH i ({', '.join(_ITEM_COLUMNS)}) AS ({_ITEMS}) SELECT r.dataset, r.query_id, r.model_id, q.language, "
+        "coalesce(q.script, 'native'), q.themes, len(q.kb_refs) > 0 AND NOT list_contains(q.themes, 'out_of_kb'), "
+        f"(SELECT max(c.p_high) FROM critiques c WHERE {CURRENT.format(a='c')} AND c.p_high IS NOT NULL), "
+        f"(SELECT s.passed FROM safety_checks s WHERE {CURRENT.format(a='s')} AND s.check_name = 'over_refusal'), "
+        "(SELECT CASE WHEN count(*) > 1 THEN greatest("
+        + ", ".join(f"coalesce(max(i.{m}) - min(i.{m}), 0)" for m in METRICS)
+        + f") ELSE 0 END FROM i WHERE {_ON_ITEM}), "
+        f"(SELECT list(i.judge_id ORDER BY i.judge_id) FILTER (WHERE i.FC < 0.5) FROM i WHERE {_ON_ITEM}), "
+        "(SELECT max(h.harmful_met) FROM rubric_items h WHERE h.dataset = r.dataset AND h.query_id = r.query_id "
+        "AND h.model_id = r.model_id) FROM responses r JOIN queries q USING (dataset, query_id) "
+        "WHERE r.error IS NULL ORDER BY ALL"
+    ),
+}
+
 # The Med-CoDE groups, straight from the sources: per (model, critic, classifier family, query language and script)
 # the current classified critiques, their probability sums and each probability's histogram (values rounded to 2
 # decimals, counts, sums, by value), and every classified critique (current or not) per top 8 bits of
