@@ -36,7 +36,7 @@ import pandas as pd
 
 from pipeline.metrics import METRICS
 from pipeline.read import rubric as rubric_read
-from pipeline.read.common import Filters, current_join
+from pipeline.read.common import Filters
 from pipeline.store import LEXICAL, SHARED_READERS
 
 RULES: dict[str, tuple[str, str]] = {  # rule -> (what it means, how much it adds)
@@ -108,18 +108,23 @@ def review_queue(db: str | Path, f: Filters, judge: str | None, annotator: str =
     if f.dataset is None:
         raise ValueError("the review queue is per dataset")
     rows, params = _queue_sql(f, judge)
-    labelled = ("LEFT JOIN (SELECT DISTINCT query_id, model_id, true AS reviewed FROM human_labels "
-                "WHERE dataset = ? AND metric = ? AND annotator = ? AND score IS NOT NULL) l "
-                "ON l.query_id = s.query_id AND l.model_id = s.model_id")
-    queue = f"WITH s AS ({rows}) SELECT s.*, coalesce(l.reviewed, false) AS reviewed FROM s {labelled}"
-    p_queue = [*params, f.dataset, metric, annotator.strip()]
+    order = "ORDER BY severity DESC, p_high DESC NULLS LAST, query_id, model_id"
     with SHARED_READERS.cursor(db) as con:
-        total, flagged, reviewed = (int(x) for x in con.execute(
-            f"WITH x AS ({queue}) SELECT count(*), count(*) FILTER (WHERE flagged), count(*) FILTER (WHERE reviewed) "
-            "FROM x", p_queue).fetchone())
-        items = con.execute(f"WITH x AS ({queue}) SELECT * FROM x WHERE NOT (? AND reviewed) "
-                            "ORDER BY severity DESC, p_high DESC NULLS LAST, query_id, model_id LIMIT ?",
-                            [*p_queue, hide_reviewed, limit]).df()
+        total, flagged = (int(x) for x in con.execute(
+            f"SELECT count(*), count(*) FILTER (WHERE flagged) FROM ({rows})", params).fetchone())
+        # what this annotator labelled of ``metric`` among the queue's rows: few, so read apart and matched here
+        labelled = set(con.execute(
+            f"SELECT s.query_id, s.model_id FROM ({rows}) s SEMI JOIN (SELECT query_id, model_id FROM human_labels "
+            "WHERE dataset = ? AND metric = ? AND annotator = ? AND score IS NOT NULL) l "
+            "ON l.query_id = s.query_id AND l.model_id = s.model_id",
+            [*params, f.dataset, metric, annotator.strip()]).fetchall()) if annotator.strip() else set()
+        # the most severe, the labelled ones skipped when hidden: at most ``limit`` + labelled rows to look at
+        items = con.execute(f"SELECT * FROM ({rows}) {order} LIMIT ?",
+                            [*params, limit + (len(labelled) if hide_reviewed else 0)]).df()
+        items["reviewed"] = [k in labelled for k in zip(items.query_id, items.model_id, strict=True)]
+        if hide_reviewed:
+            items = items[~items.reviewed].head(limit).reset_index(drop=True)
+        reviewed = len(labelled)
         fc = con.execute(  # the judge's FC of the items shown
             "SELECT i.query_id, i.model_id, i.FC FROM item_scores i JOIN (SELECT unnest(?::VARCHAR[]) AS query_id, "
             "unnest(?::VARCHAR[]) AS model_id) k ON k.query_id = i.query_id AND k.model_id = i.model_id "
@@ -142,9 +147,13 @@ def review_item(db: str | Path, dataset: str, query_id: str, model_id: str) -> d
     with SHARED_READERS.cursor(db) as con:
         item = con.execute(
             "SELECT q.query_id, q.language, q.query, q.query_en, q.gt_response, q.themes, q.kb_refs, r.model_id, "
-            "r.text, r.error, r.run_id, r.prompt_hash, r.latency_s FROM responses r JOIN queries q "
+            "r.text, r.error, r.run_id, r.prompt_hash, r.latency_s, r.response_hash FROM responses r JOIN queries q "
             "ON q.dataset = r.dataset AND q.query_id = r.query_id "
-            "WHERE r.dataset = ? AND r.query_id = ? AND r.model_id = ?", keys).df()
+            "WHERE r.dataset = ? AND r.query_id = ? AND r.model_id = ? AND q.dataset = ? AND q.query_id = ?",
+            [*keys, dataset, query_id]).df()
+        # the current rows: of the text now stored, of a response without an error (a key lookup, no join)
+        current = (item.response_hash.iloc[0] if len(item) and pd.isna(item.error.iloc[0]) else None)
+        item = item.drop(columns=["response_hash"])
         chunks = con.execute(
             "WITH t AS (SELECT unnest(raw_ids) AS chunk_id, generate_subscripts(raw_ids, 1) AS pos, 'raw' AS slot "
             "FROM retrievals WHERE dataset = ? AND query_id = ? UNION ALL SELECT unnest(update_ids), "
@@ -154,20 +163,21 @@ def review_item(db: str | Path, dataset: str, query_id: str, model_id: str) -> d
             [dataset, query_id, dataset, query_id, dataset]).df()
         tables = {
             "judgments": ("SELECT j.judge_id, j.metric, j.sample, j.score, j.parse_ok, j.justification "
-                          f"FROM judgments j {current_join(db, 'j')} WHERE j.dataset = ? AND j.query_id = ? "
+                          "FROM judgments j WHERE j.response_hash = ? AND j.dataset = ? AND j.query_id = ? "
                           "AND j.model_id = ? ORDER BY j.judge_id, j.metric, j.sample"),
             "critiques": ("SELECT c.critic_id, c.classifier, c.label, c.p_none, c.p_low, c.p_moderate, c.p_high, "
-                          f"c.critique FROM critiques c {current_join(db, 'c')} WHERE c.dataset = ? AND c.query_id = ? "
+                          "c.critique FROM critiques c WHERE c.response_hash = ? AND c.dataset = ? AND c.query_id = ? "
                           "AND c.model_id = ? ORDER BY c.critic_id"),
             "safety": ("SELECT s.check_name, s.passed, s.detail FROM safety_checks s "
-                       f"{current_join(db, 's')} WHERE s.dataset = ? AND s.query_id = ? AND s.model_id = ? "
+                       "WHERE s.response_hash = ? AND s.dataset = ? AND s.query_id = ? AND s.model_id = ? "
                        "ORDER BY s.check_name"),
             "lexical": (f"SELECT {', '.join('l.' + c for c in LEXICAL)} FROM lexical_scores l "
-                        f"{current_join(db, 'l')} WHERE l.dataset = ? AND l.query_id = ? AND l.model_id = ?"),
+                        f"WHERE l.response_hash = ? AND l.dataset = ? AND l.query_id = ? AND l.model_id = ?"),
             "labels": ("SELECT metric, annotator, score, comment, source, created_at FROM human_labels "
                        "WHERE dataset = ? AND query_id = ? AND model_id = ? ORDER BY created_at DESC"),
         }
-        out: dict[str, Any] = {name: con.execute(sql, keys).df() for name, sql in tables.items()}
+        out: dict[str, Any] = {name: con.execute(sql, keys if name == "labels" else [current, *keys]).df()
+                               for name, sql in tables.items()}
         graders = (con.execute("SELECT DISTINCT grader_id FROM rubric_grades WHERE dataset = ? AND query_id = ? "
                                "AND model_id = ? ORDER BY grader_id", keys).fetchall()
                    if _has(con, "rubric_grades") else [])
