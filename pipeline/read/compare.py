@@ -20,7 +20,7 @@ AGG uses the weights given (the page passes the run's).
 from __future__ import annotations
 
 import json
-from collections import Counter
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,8 @@ from typing import Any
 import duckdb
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from pipeline.analysis.significance import MIN_ITEMS_FOR_RANKS
 from pipeline.analysis.stats import bootstrap_mean_ci, histogram
@@ -60,59 +62,72 @@ class Side:
 
 
 def _has(con: duckdb.DuckDBPyConnection, table: str) -> bool:
-    return con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ?", [table]).fetchone()[0] > 0
+    return con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ?", [table]).fetchall()[0][0] > 0
 
 
-def side_rows(side: Side) -> dict[str, pd.DataFrame]:
-    """A side's items — ``rows``: per response (``query_id``, ``model_id``, ``language``, ``text``, ``error``,
-    ``prompt_hash``, ``run_id``) its current scores (registry metrics of the side's judge, lexical, Med-CoDE
-    P(High) averaged over critics, the rubric score of the dataset's first grader); ``retrievals`` of its queries
-    (``chunks`` = raw then update ids, ``settings``); ``runs`` its responses came from; ``dataset`` its row."""
-    model_pred = "AND r.model_id = ?" if side.model else ""
-    with SHARED_READERS.cursor(side.db) as con:
-        rubric = _has(con, "rubric_items")
-        grader = con.execute("SELECT grader_id FROM rubric_items WHERE dataset = ? GROUP BY grader_id "
-                             "ORDER BY count(*) DESC, grader_id LIMIT 1", [side.dataset]).fetchone() if rubric else None
-        joins = ("LEFT JOIN item_scores i ON i.dataset = r.dataset AND i.query_id = r.query_id "
-                 "AND i.model_id = r.model_id AND i.judge_id = ? "
-                 "LEFT JOIN response_facts f ON f.dataset = r.dataset AND f.query_id = r.query_id "
-                 "AND f.model_id = r.model_id "
-                 "LEFT JOIN (SELECT query_id, model_id, response_hash, avg(p_high) AS p_high FROM critiques "
-                 "WHERE dataset = ? AND p_high IS NOT NULL GROUP BY ALL) c ON c.query_id = r.query_id "
-                 f"AND c.model_id = r.model_id AND c.response_hash = {current_hash(side.db, 'r')} AND r.error IS NULL ")
-        params: list[Any] = [side.judge or "", side.dataset]
-        rubric_col = "NULL::DOUBLE"
-        if grader:
-            joins += ("LEFT JOIN rubric_items ri ON ri.dataset = r.dataset AND ri.query_id = r.query_id "
-                      "AND ri.model_id = r.model_id AND ri.grader_id = ? ")
-            params.append(grader[0])
-            rubric_col = "ri.score"
-        rows = con.execute(
-            "SELECT r.query_id, r.model_id, q.language, r.text, r.error, r.prompt_hash, r.run_id, "
-            + ", ".join(f"i.{m}" for m in METRICS) + ", " + ", ".join(f"f.{c}" for c in LEXICAL)
-            + f", c.p_high, {rubric_col} AS {RUBRIC} FROM responses r JOIN queries q ON q.dataset = r.dataset "
-            f"AND q.query_id = r.query_id {joins}WHERE r.dataset = ? {model_pred} ORDER BY r.query_id, r.model_id",
-            [*params, side.dataset, *([side.model] if side.model else [])]).df()
-        retrievals = con.execute("SELECT query_id, list_concat(raw_ids, update_ids) AS chunks, settings "
-                                 "FROM retrievals WHERE dataset = ?", [side.dataset]).df()
-        runs = con.execute("SELECT run_id, name, started_at, config, config_hash, code_revision, model_files "
-                           "FROM runs WHERE run_id IN (SELECT DISTINCT run_id FROM responses WHERE dataset = ?)",
-                           [side.dataset]).df()
-        dataset = con.execute("SELECT name, path, content_hash, n_queries, n_chunks FROM datasets WHERE name = ?",
-                              [side.dataset]).df()
-    failed = rows["error"].notna()
-    for col in (*METRICS, *LEXICAL, MEDCODE, RUBRIC):
-        rows[col] = rows[col].astype(float).where(~failed)  # an errored response has no score
-    return {"rows": rows, "retrievals": retrievals, "runs": runs, "dataset": dataset,
-            "grader": grader[0] if grader else None}
+def _grader(con: duckdb.DuckDBPyConnection, dataset: str) -> str | None:
+    """The dataset's first rubric grader: the one with the most graded items (then by id), None without rubrics."""
+    if not _has(con, "rubric_items"):
+        return None
+    rows = con.execute("SELECT grader_id FROM rubric_items WHERE dataset = ? GROUP BY grader_id "
+                       "ORDER BY count(*) DESC, grader_id LIMIT 1", [dataset]).fetchall()
+    return rows[0][0] if rows else None
 
 
-def with_agg(rows: pd.DataFrame, weights: tuple[float, ...]) -> pd.DataFrame:
-    """``rows`` with AGG: Σ wₘ·scoreₘ over the weighted metrics (normalised weights), NaN when one is missing."""
+SCORES = [*METRICS, *LEXICAL, MEDCODE, RUBRIC]  # per-item scores of a side, as read (AGG is computed from them)
+
+
+def side_sql(side: Side, grader: str | None) -> tuple[str, list[Any]]:
+    """SQL (and its parameters) of a side's items, run on the side's own database — per response of the side's
+    dataset and model(s) that has a query: ``query_id``, ``model_id``, ``failed`` (an error), ``no_text``,
+    ``no_language``, ``text_hash`` (the current text's hash, ``common.current_hash``), ``prompt_hash``, ``run_id``
+    and the current ``SCORES``: registry metrics of the side's judge, lexical, Med-CoDE P(High) averaged over
+    critics (of the current text, not errored), the rubric score of ``grader``.
+
+    Texts are not read (whether two differ is told by their hashes). Every table is read filtered to the side's
+    dataset and model, so the joins are by query alone (by query and model for every model)."""
+    keys = ["query_id"] if side.model else ["query_id", "model_id"]
+    where = "dataset = ?" + (" AND model_id = ?" if side.model else "")
+    scope = [side.dataset, *([side.model] if side.model else [])]
+    cols = ", ".join(keys)
+
+    def on(alias: str) -> str:
+        return " AND ".join(f"{alias}.{k} = r.{k}" for k in keys)
+
+    sql = ("SELECT r.query_id, r.model_id, r.failed, r.no_text, q.no_language, r.text_hash, r.prompt_hash, r.run_id, "
+           + ", ".join(f"i.{m}::DOUBLE AS {m}" for m in METRICS) + ", "
+           + ", ".join(f"f.{c}::DOUBLE AS {c}" for c in LEXICAL)
+           + f", c.p_high::DOUBLE AS {MEDCODE}, " + (f"ri.score::DOUBLE AS {RUBRIC} " if grader else
+                                                     f"NULL::DOUBLE AS {RUBRIC} ")
+           + "FROM (SELECT query_id, model_id, error IS NOT NULL AS failed, text IS NULL AS no_text, "
+           f"{current_hash(side.db, 'r')} AS text_hash, prompt_hash, run_id FROM responses r WHERE {where}) r "
+           "JOIN (SELECT query_id, language IS NULL AS no_language FROM queries WHERE dataset = ?) q "
+           "ON q.query_id = r.query_id "
+           f"LEFT JOIN (SELECT {cols}, {', '.join(METRICS)} FROM item_scores WHERE {where} AND judge_id = ?) i "
+           f"ON {on('i')} "
+           f"LEFT JOIN (SELECT {cols}, {', '.join(LEXICAL)} FROM response_facts WHERE {where}) f ON {on('f')} "
+           f"LEFT JOIN (SELECT {cols}, response_hash, avg(p_high) AS p_high FROM critiques WHERE {where} "
+           f"AND p_high IS NOT NULL GROUP BY ALL) c ON {on('c')} AND c.response_hash = r.text_hash AND NOT r.failed"
+           + (f" LEFT JOIN (SELECT {cols}, score FROM rubric_items WHERE {where} AND grader_id = ?) ri ON {on('ri')}"
+              if grader else ""))
+    params = [*scope, side.dataset, *scope, side.judge or "", *scope, *scope, *([*scope, grader] if grader else [])]
+    return sql, params
+
+
+def _side_meta(con: duckdb.DuckDBPyConnection, side: Side) -> dict[str, Any]:
+    """A side's ``dataset`` row and its rubric ``grader``."""
+    dataset = con.execute("SELECT name, path, content_hash, n_queries, n_chunks FROM datasets WHERE name = ?",
+                          [side.dataset]).df()
+    return {"dataset": dataset, "grader": _grader(con, side.dataset)}
+
+
+def with_agg(rows: pd.DataFrame, weights: tuple[float, ...], suffix: str = "") -> pd.DataFrame:
+    """``rows`` with AGG: Σ wₘ·scoreₘ over the weighted metrics (normalised weights), NaN when one is missing
+    (of the columns ``{metric}{suffix}``, into ``AGG{suffix}``)."""
     w = weights_dict(weights)
     used = [m for m in METRICS if w[m] > 0]
-    agg = sum(w[m] * rows[m] for m in used) if used else np.nan
-    return rows.assign(AGG=agg)
+    agg = sum(w[m] * rows[f"{m}{suffix}"] for m in used) if used else np.nan
+    return rows.assign(**{f"AGG{suffix}": agg})
 
 
 def paired_ci(diffs: np.ndarray) -> tuple[float, float]:
@@ -171,11 +186,11 @@ def config_diff(a: str | None, b: str | None) -> list[tuple[str, Any, Any]]:
             if k not in ("db", "name") and fa.get(k) != fb.get(k)]
 
 
-def _runs_of(rows: pd.DataFrame, runs: pd.DataFrame) -> tuple[pd.Series | None, str | None]:
-    """The latest run (by start) that wrote any of ``rows``' responses, and every such run with its count."""
-    counts = Counter(r for r in rows["run_id"] if isinstance(r, str))
-    known = runs[runs.run_id.isin(list(counts))].sort_values("started_at")
-    listed = ", ".join(f"{r} ({n})" for r, n in counts.most_common(5)) + (" …" if len(counts) > 5 else "")
+def _runs_of(counts: list[tuple[str, int]], runs: pd.DataFrame) -> tuple[pd.Series | None, str | None]:
+    """The latest run (by start) of ``runs`` among those that wrote a side's shared responses, ``counts`` (run id
+    and count, most first, ties in the order the items come), and the five most with their counts."""
+    known = runs[runs.run_id.isin([r for r, _ in counts])].sort_values("started_at")
+    listed = ", ".join(f"{r} ({n})" for r, n in counts[:5]) + (" …" if len(counts) > 5 else "")
     return (known.iloc[-1] if len(known) else None), (listed or None)
 
 
@@ -185,17 +200,18 @@ def _cell(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, default=str)
 
 
-def provenance(a: Side, b: Side, sa: dict[str, Any], sb: dict[str, Any], pairs: pd.DataFrame) -> pd.DataFrame:
+def provenance(a: Side, b: Side, sa: dict[str, Any], sb: dict[str, Any], shared: dict[str, Any]) -> pd.DataFrame:
     """What differs between the sides: database, dataset (and its content hash), model, judge, rubric grader, the
     runs their shared responses came from and, of the latest of them, the config keys that differ, code revision,
     config hash and model files; the retrieval settings of the shared queries, and how many shared items differ in
-    prompt hash, retrieved chunks and response text."""
+    prompt hash, retrieved chunks and response text. ``sa``/``sb``: each side's ``dataset`` row, ``grader``,
+    ``runs`` (``_run_counts``) and ``runs_rows`` (those runs' rows); ``shared``: the counts over the shared items
+    (``_shared_facts``)."""
     rows: list[tuple[str, Any, Any]] = [("database", a.db, b.db), ("dataset", a.dataset, b.dataset)]
     hashes = [s["dataset"].content_hash.iloc[0] if len(s["dataset"]) else None for s in (sa, sb)]
     rows += [("dataset content hash", *hashes), ("model", a.model or "every model", b.model or "every model"),
              ("judge", a.judge, b.judge), ("rubric grader", sa["grader"], sb["grader"])]
-    (ra, listed_a), (rb, listed_b) = (_runs_of(pairs.rename(columns={f"run_id_{s}": "run_id"}), side["runs"])
-                                      for s, side in (("a", sa), ("b", sb)))
+    (ra, listed_a), (rb, listed_b) = (_runs_of(side["runs"], side["runs_rows"]) for side in (sa, sb))
     rows += [("runs that wrote the responses (count)", listed_a, listed_b),
              ("latest of those runs", None if ra is None else f"{ra.run_id} ({ra['name']})",
               None if rb is None else f"{rb.run_id} ({rb['name']})")]
@@ -206,17 +222,13 @@ def provenance(a: Side, b: Side, sa: dict[str, Any], sb: dict[str, Any], pairs: 
         rows.append((f"config: {key}", va, vb))
     for key, va, vb in config_diff(None if ra is None else ra.model_files, None if rb is None else rb.model_files):
         rows.append((f"model file: {key}", va, vb))
-    shared = set(pairs["query_id"])
-    settings = [sorted(set(s["retrievals"][s["retrievals"].query_id.isin(shared)].settings)) for s in (sa, sb)]
+    settings = [sorted(set(s)) for s in shared["settings"]]
     rows.append(("retrieval settings", " | ".join(settings[0]) or None, " | ".join(settings[1]) or None))
-    chunks = [dict(zip(s["retrievals"].query_id, (list(c) for c in s["retrievals"].chunks), strict=True))
-              for s in (sa, sb)]
-    moved = sum(chunks[0].get(q) != chunks[1].get(q) for q in shared)
-    n = len(pairs)
+    moved, queries, n = shared["moved"], shared["queries"], shared["pairs"]
     rows += [
-        ("queries whose retrieved chunks differ", f"{moved} of {len(shared)}", f"{moved} of {len(shared)}"),
-        ("items whose prompt hash differs", *[f"{int((pairs.prompt_hash_a != pairs.prompt_hash_b).sum())} of {n}"] * 2),
-        ("items whose response text differs", *[f"{int(pairs.text_changed.sum())} of {n}"] * 2),
+        ("queries whose retrieved chunks differ", f"{moved} of {queries}", f"{moved} of {queries}"),
+        ("items whose prompt hash differs", *[f"{shared['prompt_differs']} of {n}"] * 2),
+        ("items whose response text differs", *[f"{shared['text_changed']} of {n}"] * 2),
     ]
     frame = pd.DataFrame([(w, _cell(x), _cell(y)) for w, x, y in rows], columns=PROVENANCE_COLUMNS[:3])
     counted = frame["what"].str.startswith(("queries whose", "items whose"))
@@ -224,39 +236,149 @@ def provenance(a: Side, b: Side, sa: dict[str, Any], sb: dict[str, Any], pairs: 
     return frame
 
 
+RETRIEVED = "FROM retrievals WHERE dataset = ? AND query_id IN (SELECT query_id FROM cmp_shared)"
+
+
+def _in(values: list[Any]) -> str:
+    return "(" + ", ".join("?" * len(values)) + ")"
+
+
+def _texts(con: duckdb.DuckDBPyConnection, side: Side, qids: list[str]) -> dict[tuple[str, str], Any]:
+    """(query, model) → response text of ``side`` for the queries ``qids``."""
+    one = "AND model_id = ?" if side.model else ""
+    return {(q, m): t for q, m, t in con.execute(
+        f"SELECT query_id, model_id, text FROM responses WHERE dataset = ? AND query_id IN {_in(qids)} {one}",
+        [side.dataset, *qids, *([side.model] if side.model else [])]).fetchall()}
+
+
+def _chunks(con: duckdb.DuckDBPyConnection, dataset: str, qids: list[str]) -> dict[str, list]:
+    """query → retrieved chunk ids (raw then update) of ``dataset`` for the queries ``qids``."""
+    return {q: list(c) for q, c in con.execute(
+        "SELECT query_id, list_concat(raw_ids, update_ids) FROM retrievals WHERE dataset = ? "
+        f"AND query_id IN {_in(qids)}", [dataset, *qids]).fetchall()}
+
+
+def _strings(values: list[Any], any_value: bool) -> pd.Series:
+    """A text column as reading the whole table gives it: ``str`` when any of its values is not NULL, else object."""
+    return pd.Series(values, dtype="str" if any_value else object)
+
+
+def _any(column: pa.ChunkedArray) -> bool:
+    return bool(pc.any(column).as_py())
+
+
+def _distinct(x: pa.ChunkedArray, y: pa.ChunkedArray) -> pa.ChunkedArray:
+    """x IS DISTINCT FROM y."""
+    return pc.or_(pc.not_equal(pc.is_null(x), pc.is_null(y)), pc.fill_null(pc.not_equal(x, y), False))
+
+
+def _run_counts(runs: pa.ChunkedArray) -> list[tuple[str, int]]:
+    """(run id, items it wrote), most first, ties in the order the items come (``Counter.most_common``)."""
+    counts = pc.value_counts(pc.drop_null(runs)).to_pylist()  # in order of first appearance
+    return sorted(((c["values"], c["counts"]) for c in counts), key=lambda rc: rc[1], reverse=True)
+
+
+def _runs_rows(con: duckdb.DuckDBPyConnection, counts: list[tuple[str, int]]) -> pd.DataFrame:
+    return con.execute("SELECT run_id, name, started_at, config, config_hash, code_revision, model_files FROM runs "
+                       "WHERE list_contains(?, run_id)", [[r for r, _ in counts]]).df()
+
+
+def _pair(ta: pa.Table, tb: pa.Table, keys: list[str]) -> pa.Table:
+    """The items both sides have, joined by ``keys`` and in key order (the other columns as ``{column}_a`` and
+    ``{column}_b``)."""
+    paired = ta.join(tb, keys=keys, join_type="inner", left_suffix="_a", right_suffix="_b")
+    return paired.take(pc.sort_indices(paired, sort_keys=[(k, "ascending") for k in keys]))
+
+
 def compare(a: Side, b: Side, weights: tuple[float, ...], *, metric: str = "AGG", n_changed: int = 10) -> dict:
     """Two sides compared (module docstring): ``metrics`` (``METRIC_COLUMNS``), ``changed`` (the ``n_changed``
     pairs whose ``metric`` moved most — then those whose text changed — with both texts and scores and both
-    sides' chunk ids), ``provenance`` (``PROVENANCE_COLUMNS``), ``pairs`` (shared items), ``metric`` used,
-    ``same`` (True when both sides are the same rows) and ``graders``."""
+    sides' chunk ids), ``provenance`` (``PROVENANCE_COLUMNS``), ``pairs`` (the number of shared items), ``metric``
+    used, ``same`` (True when both sides are the same rows), ``only_a`` and ``only_b`` (items of one side only).
+
+    Each side's items (``side_sql``: scores, flags and hashes, no texts) are read as Arrow from its own database and
+    paired here; run counts, retrieval settings and moved chunks of the shared queries are counted in SQL, and
+    texts, queries and chunks are read only of the ``n_changed`` items shown."""
     same = a == b
     if (a.model is None) != (b.model is None):
         raise ValueError("both sides take one model each, or both take every model")
-    sa, sb = side_rows(a), side_rows(b)
     keys = ["query_id"] if a.model else ["query_id", "model_id"]
-    ra, rb = with_agg(sa["rows"], weights), with_agg(sb["rows"], weights)
-    pairs = ra.merge(rb, on=keys, suffixes=("_a", "_b"))
-    if a.model:
-        pairs = pairs.rename(columns={"model_id_a": "model_id"})
-    pairs["language"] = pairs["language_a"]
-    pairs["text_changed"] = pairs["text_a"].fillna("\0") != pairs["text_b"].fillna("\0")
-    metrics = [*METRICS, "AGG", *LEXICAL, MEDCODE, RUBRIC]
-    table = metric_table(pairs, metrics)
-    if metric not in set(table.metric):
-        metric = next(iter(table.metric), "AGG")
-    with SHARED_READERS.cursor(a.db) as con:
-        queries = con.execute("SELECT query_id, query, query_en, gt_response FROM queries "
-                              "WHERE dataset = ?", [a.dataset]).df()
-    chunks = [dict(zip(s["retrievals"].query_id, (list(c) for c in s["retrievals"].chunks), strict=True))
-              for s in (sa, sb)]
-    ranked = pairs.assign(score_a=pairs.get(f"{metric}_a"), score_b=pairs.get(f"{metric}_b"))
-    ranked["diff"] = ranked["score_b"] - ranked["score_a"]
-    ranked["moved"] = ranked["diff"].abs().fillna(-1.0)
-    ranked = ranked.sort_values(["moved", "text_changed", *keys], ascending=[False, False, *([True] * len(keys))])
-    top = ranked[(ranked["moved"] > 0) | ranked["text_changed"]].head(n_changed).merge(queries, on="query_id",
-                                                                                     how="left")
-    top["chunks_a"] = [chunks[0].get(q, []) for q in top.query_id]
-    top["chunks_b"] = [chunks[1].get(q, []) for q in top.query_id]
-    return {"metrics": table, "changed": top[CHANGED_COLUMNS].reset_index(drop=True),
-            "provenance": provenance(a, b, sa, sb, pairs), "pairs": len(pairs), "metric": metric, "same": same,
-            "only_a": len(ra) - len(pairs), "only_b": len(rb) - len(pairs)}
+    one_file = Path(a.db).resolve() == Path(b.db).resolve()
+    with ExitStack() as stack:
+        con = stack.enter_context(SHARED_READERS.cursor(a.db))
+        con_b = con if one_file else stack.enter_context(SHARED_READERS.cursor(b.db))
+        sa, sb = _side_meta(con, a), _side_meta(con_b, b)
+        ta, tb = (c.sql(sql, params=params).to_arrow_table() for c, (sql, params) in
+                  ((con, side_sql(a, sa["grader"])), (con_b, side_sql(b, sb["grader"]))))
+        paired = _pair(ta, tb, keys)
+        shared_ids = pa.table({"query_id": pc.unique(paired["query_id"])})
+        for c in {id(con): con, id(con_b): con_b}.values():
+            c.register("cmp_shared", shared_ids)
+            stack.callback(c.unregister, "cmp_shared")
+        settings = [[x for (x,) in c.execute(f"SELECT DISTINCT settings {RETRIEVED}", [side.dataset]).fetchall()]
+                    for c, side in ((con, a), (con_b, b))]
+        if one_file and a.dataset == b.dataset:
+            moved = 0  # the same retrievals on both sides
+        else:
+            chunks = f"SELECT query_id, list_concat(raw_ids, update_ids) AS chunks {RETRIEVED}"
+            if one_file:
+                retrieved_b, params_b = f"({chunks})", [b.dataset]
+            else:
+                con.register("cmp_retrieved_b", con_b.sql(chunks, params=[b.dataset]).to_arrow_table())
+                stack.callback(con.unregister, "cmp_retrieved_b")
+                retrieved_b, params_b = "cmp_retrieved_b", []
+            moved = con.execute(f"SELECT count(*) FROM cmp_shared s LEFT JOIN ({chunks}) ra "
+                                f"ON ra.query_id = s.query_id LEFT JOIN {retrieved_b} rb ON rb.query_id = s.query_id "
+                                "WHERE ra.chunks IS DISTINCT FROM rb.chunks", [a.dataset, *params_b]).fetchall()[0][0]
+        for side, meta in (("a", sa), ("b", sb)):
+            meta["runs"] = _run_counts(paired[f"run_id_{side}"])
+            meta["runs_rows"] = _runs_rows(con if side == "a" else con_b, meta["runs"])
+        pairs = pd.DataFrame({f"{col}_{s}": paired[f"{col}_{s}"].to_numpy() for col in SCORES for s in ("a", "b")})
+        for s in ("a", "b"):
+            failed = paired[f"failed_{s}"].to_numpy(zero_copy_only=False)
+            for col in SCORES:
+                pairs[f"{col}_{s}"] = pairs[f"{col}_{s}"].astype(float).where(~failed)  # an error has no score
+            pairs = with_agg(pairs, weights, f"_{s}")
+        table = metric_table(pairs, [*METRICS, "AGG", *LEXICAL, MEDCODE, RUBRIC])
+        if metric not in set(table.metric):
+            metric = next(iter(table.metric), "AGG")
+        score_a, score_b = (pairs[f"{metric}_{s}"].to_numpy(dtype=float) for s in ("a", "b"))
+        text_changed = pc.or_(_distinct(paired["no_text_a"], paired["no_text_b"]),
+                              pc.and_(pc.invert(paired["no_text_a"]),
+                                      _distinct(paired["text_hash_a"], paired["text_hash_b"])))
+        changed_text = text_changed.to_numpy(zero_copy_only=False).astype(bool)
+        prompt_differs = int(pc.sum(pc.fill_null(pc.not_equal(paired["prompt_hash_a"], paired["prompt_hash_b"]),
+                                                 True)).as_py() or 0)
+        moved_by = np.abs(score_b - score_a)
+        moved_by = np.where(np.isnan(moved_by), -1.0, moved_by)
+        shown = np.flatnonzero((moved_by > 0) | changed_text)  # in key order: a stable sort keeps it among ties
+        shown = shown[np.lexsort((~changed_text[shown], -moved_by[shown]))][:n_changed]
+        top = list(zip(paired["query_id"].take(shown).to_pylist(),
+                       paired["model_id" if "model_id" in keys else "model_id_a"].take(shown).to_pylist(),
+                       strict=True))
+        qids = list(dict.fromkeys(q for q, _ in top))
+        has_query = con.execute("SELECT count(query) > 0, count(query_en) > 0, count(gt_response) > 0 FROM queries "
+                                "WHERE dataset = ?", [a.dataset]).fetchall()[0]
+        queries, texts_a, texts_b, chunks_a, chunks_b = {}, {}, {}, {}, {}
+        if qids:
+            queries = {q: rest for q, *rest in con.execute(
+                "SELECT query_id, language, query, query_en, gt_response FROM queries WHERE dataset = ? "
+                f"AND query_id IN {_in(qids)}", [a.dataset, *qids]).fetchall()}
+            texts_a, texts_b = _texts(con, a, qids), _texts(con_b, b, qids)
+            chunks_a, chunks_b = _chunks(con, a.dataset, qids), _chunks(con_b, b.dataset, qids)
+    n_a, n_b, n_pairs = ta.num_rows, tb.num_rows, paired.num_rows
+    changed = pd.DataFrame({
+        "query_id": _strings([q for q, _ in top], n_a > 0), "model_id": _strings([m for _, m in top], n_a > 0),
+        "language": _strings([queries[q][0] for q, _ in top], _any(pc.invert(ta["no_language"]))),
+        **{c: _strings([queries[q][i + 1] for q, _ in top], has)
+           for i, (c, has) in enumerate(zip(("query", "query_en", "gt_response"), has_query, strict=True))},
+        "text_a": _strings([texts_a.get(k) for k in top], _any(pc.invert(ta["no_text"]))),
+        "text_b": _strings([texts_b.get((q, b.model or m)) for q, m in top], _any(pc.invert(tb["no_text"]))),
+        "score_a": score_a[shown], "score_b": score_b[shown], "diff": (score_b - score_a)[shown],
+        "text_changed": changed_text[shown]})
+    changed["chunks_a"] = [chunks_a.get(q, []) for q, _ in top]
+    changed["chunks_b"] = [chunks_b.get(q, []) for q, _ in top]
+    shared = {"settings": settings, "moved": int(moved), "queries": shared_ids.num_rows, "pairs": n_pairs,
+              "prompt_differs": prompt_differs, "text_changed": int(changed_text.sum())}
+    return {"metrics": table, "changed": changed[CHANGED_COLUMNS], "provenance": provenance(a, b, sa, sb, shared),
+            "pairs": n_pairs, "metric": metric, "same": same, "only_a": n_a - n_pairs, "only_b": n_b - n_pairs}
