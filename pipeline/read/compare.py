@@ -77,41 +77,92 @@ def _grader(con: duckdb.DuckDBPyConnection, dataset: str) -> str | None:
 SCORES = [*METRICS, *LEXICAL, MEDCODE, RUBRIC]  # per-item scores of a side, as read (AGG is computed from them)
 
 
-def side_sql(side: Side, grader: str | None) -> tuple[str, list[Any]]:
-    """SQL (and its parameters) of a side's items, run on the side's own database — per response of the side's
-    dataset and model(s) that has a query: ``query_id``, ``model_id``, ``failed`` (an error), ``no_text``,
-    ``no_language``, ``text_hash`` (the current text's hash, ``common.current_hash``), ``prompt_hash``, ``run_id``
-    and the current ``SCORES``: registry metrics of the side's judge, lexical, Med-CoDE P(High) averaged over
-    critics (of the current text, not errored), the rubric score of ``grader``.
+def _in(values: list[Any]) -> str:
+    return "(" + ", ".join("?" * len(values)) + ")"
 
-    Texts are not read (whether two differ is told by their hashes). Every table is read filtered to the side's
-    dataset and model, so the joins are by query alone (by query and model for every model)."""
+
+def _sources(db: str, dataset: str, sides: dict[str, tuple[Side, str | None]]) -> list[tuple[str, str, list[Any]]]:
+    """(name, SQL, parameters) of the tables the items of ``sides`` (tag → side and its rubric grader, all of one
+    dataset of ``db``) are made of: each table read once, lean, filtered to the sides' models (every model when
+    one takes every model), judges and graders, with ``for_{tag}`` telling which rows are the side's — two
+    one-model sides of the same dataset and file share one read of each (on a large file the scan, not the join,
+    is what costs)."""
+    models = None if any(side.model is None for side, _ in sides.values()) else [s.model for s, _ in sides.values()]
+    model = f" AND model_id IN {_in(models)}" if models is not None else ""
+    ms = models or []
+
+    def mine(*extra: str) -> tuple[str, list[Any]]:
+        sql, params = [], []
+        for tag, (side, grader) in sides.items():
+            conds, values = (["model_id = ?"], [side.model]) if side.model else (["TRUE"], [])
+            for what in extra:
+                conds.append(f"{what} = ?")
+                values.append(side.judge or "" if what == "judge_id" else grader or "")
+            sql.append(f"({' AND '.join(conds)}) AS for_{tag}")
+            params += values
+        return ", ".join(sql), params
+
+    judges = [side.judge or "" for side, _ in sides.values()]
+    graders = [g for _, g in sides.values() if g]
+    parts: list[tuple[str, str, list[Any]]] = []
+    for name, columns, table, extra, where, values in (
+            ("responses", "query_id, model_id, error IS NOT NULL AS failed, text IS NULL AS no_text, "
+             f"{current_hash(db, 'r')} AS text_hash, prompt_hash, run_id", "responses r", (), "", []),
+            ("scores", "query_id, model_id, " + ", ".join(f"{m}::DOUBLE AS {m}" for m in METRICS), "item_scores",
+             ("judge_id",), f" AND judge_id IN {_in(judges)}", judges),
+            ("facts", "query_id, model_id, " + ", ".join(f"{c}::DOUBLE AS {c}" for c in LEXICAL), "response_facts",
+             (), "", []),
+            ("rubric", f"query_id, model_id, score::DOUBLE AS {RUBRIC}", "rubric_items", ("grader_id",),
+             f" AND grader_id IN {_in(graders)}", graders)):
+        if name == "rubric" and not graders:
+            continue
+        flags, flag_params = mine(*extra)
+        parts.append((name, f"SELECT {columns}, {flags} FROM {table} WHERE dataset = ?{model}{where}",
+                      [*flag_params, dataset, *ms, *values]))
+    flags, flag_params = mine()
+    parts.append(("critiques", f"SELECT query_id, model_id, response_hash, {MEDCODE}, {flags} FROM (SELECT query_id, "
+                  f"model_id, response_hash, avg(p_high)::DOUBLE AS {MEDCODE} FROM critiques WHERE dataset = ?{model} "
+                  "AND p_high IS NOT NULL GROUP BY ALL)", [*flag_params, dataset, *ms]))
+    parts.append(("queries", "SELECT query_id, language IS NULL AS no_language FROM queries WHERE dataset = ?",
+                  [dataset]))
+    return parts
+
+
+def read_sources(con: duckdb.DuckDBPyConnection, parts: list[tuple[str, str, list[Any]]]) -> dict[str, pa.Table]:
+    return {name: con.sql(sql, params=params).to_arrow_table() for name, sql, params in parts}
+
+
+def _key(t: pa.Table, columns: list[str]) -> pa.ChunkedArray:
+    """A lookup key of ``columns`` (joined by NUL, which ids and hashes do not hold)."""
+    return t[columns[0]] if len(columns) == 1 else pc.binary_join_element_wise(*(t[c] for c in columns), "\x00")
+
+
+def side_items(side: Side, tag: str, src: dict[str, pa.Table]) -> pa.Table:
+    """Side ``tag``'s items from its ``_sources``: per response of the side's dataset and model(s) that has a
+    query — ``query_id``, ``model_id``, ``failed`` (an error), ``no_text``, ``no_language``, ``text_hash`` (the
+    current text's hash, ``common.current_hash``), ``prompt_hash``, ``run_id`` and the current ``SCORES``:
+    registry metrics of the side's judge, lexical, Med-CoDE P(High) averaged over critics (of the current text),
+    the rubric score of the dataset's grader. Texts are not read: whether two differ is told by their hashes.
+
+    Each source is looked up by query (by query and model for every model), as a LEFT JOIN would (the sources
+    are unique by those keys; critiques by them and the text hash)."""
     keys = ["query_id"] if side.model else ["query_id", "model_id"]
-    where = "dataset = ?" + (" AND model_id = ?" if side.model else "")
-    scope = [side.dataset, *([side.model] if side.model else [])]
-    cols = ", ".join(keys)
-
-    def on(alias: str) -> str:
-        return " AND ".join(f"{alias}.{k} = r.{k}" for k in keys)
-
-    sql = ("SELECT r.query_id, r.model_id, r.failed, r.no_text, q.no_language, r.text_hash, r.prompt_hash, r.run_id, "
-           + ", ".join(f"i.{m}::DOUBLE AS {m}" for m in METRICS) + ", "
-           + ", ".join(f"f.{c}::DOUBLE AS {c}" for c in LEXICAL)
-           + f", c.p_high::DOUBLE AS {MEDCODE}, " + (f"ri.score::DOUBLE AS {RUBRIC} " if grader else
-                                                     f"NULL::DOUBLE AS {RUBRIC} ")
-           + "FROM (SELECT query_id, model_id, error IS NOT NULL AS failed, text IS NULL AS no_text, "
-           f"{current_hash(side.db, 'r')} AS text_hash, prompt_hash, run_id FROM responses r WHERE {where}) r "
-           "JOIN (SELECT query_id, language IS NULL AS no_language FROM queries WHERE dataset = ?) q "
-           "ON q.query_id = r.query_id "
-           f"LEFT JOIN (SELECT {cols}, {', '.join(METRICS)} FROM item_scores WHERE {where} AND judge_id = ?) i "
-           f"ON {on('i')} "
-           f"LEFT JOIN (SELECT {cols}, {', '.join(LEXICAL)} FROM response_facts WHERE {where}) f ON {on('f')} "
-           f"LEFT JOIN (SELECT {cols}, response_hash, avg(p_high) AS p_high FROM critiques WHERE {where} "
-           f"AND p_high IS NOT NULL GROUP BY ALL) c ON {on('c')} AND c.response_hash = r.text_hash AND NOT r.failed"
-           + (f" LEFT JOIN (SELECT {cols}, score FROM rubric_items WHERE {where} AND grader_id = ?) ri ON {on('ri')}"
-              if grader else ""))
-    params = [*scope, side.dataset, *scope, side.judge or "", *scope, *scope, *([*scope, grader] if grader else [])]
-    return sql, params
+    mine = {name: t.filter(t[f"for_{tag}"]) for name, t in src.items() if name != "queries"}
+    r = mine["responses"]
+    at = pc.index_in(r["query_id"], value_set=src["queries"]["query_id"])
+    r = r.filter(pc.is_valid(at)).append_column("no_language", src["queries"]["no_language"].take(pc.drop_null(at)))
+    key = _key(r, keys)
+    columns = {c: r[c] for c in ("query_id", "model_id", "failed", "no_text", "no_language", "text_hash",
+                                 "prompt_hash", "run_id")}
+    for name, scores in (("scores", METRICS), ("facts", LEXICAL), ("rubric", [RUBRIC])):
+        at = pc.index_in(key, value_set=_key(mine[name], keys)) if name in mine else None
+        for c in scores:
+            columns[c] = mine[name][c].take(at) if at is not None else pa.nulls(r.num_rows, pa.float64())
+    crit = mine["critiques"]
+    at = pc.index_in(_key(r.append_column("response_hash", r["text_hash"]), [*keys, "response_hash"]),
+                     value_set=_key(crit, [*keys, "response_hash"]))
+    columns[MEDCODE] = crit[MEDCODE].take(at)  # an errored response's is dropped with its other scores
+    return pa.table(columns).combine_chunks()
 
 
 def _side_meta(con: duckdb.DuckDBPyConnection, side: Side) -> dict[str, Any]:
@@ -205,8 +256,9 @@ def provenance(a: Side, b: Side, sa: dict[str, Any], sb: dict[str, Any], shared:
     runs their shared responses came from and, of the latest of them, the config keys that differ, code revision,
     config hash and model files; the retrieval settings of the shared queries, and how many shared items differ in
     prompt hash, retrieved chunks and response text. ``sa``/``sb``: each side's ``dataset`` row, ``grader``,
-    ``runs`` (``_run_counts``) and ``runs_rows`` (those runs' rows); ``shared``: the counts over the shared items
-    (``_shared_facts``)."""
+    ``runs`` (``_run_counts``) and ``runs_rows`` (those runs' rows); ``shared``: what ``compare`` counted over the
+    shared items (``settings`` of both sides, ``moved``, ``queries``, ``pairs``, ``prompt_differs``,
+    ``text_changed``)."""
     rows: list[tuple[str, Any, Any]] = [("database", a.db, b.db), ("dataset", a.dataset, b.dataset)]
     hashes = [s["dataset"].content_hash.iloc[0] if len(s["dataset"]) else None for s in (sa, sb)]
     rows += [("dataset content hash", *hashes), ("model", a.model or "every model", b.model or "every model"),
@@ -237,10 +289,6 @@ def provenance(a: Side, b: Side, sa: dict[str, Any], sb: dict[str, Any], shared:
 
 
 RETRIEVED = "FROM retrievals WHERE dataset = ? AND query_id IN (SELECT query_id FROM cmp_shared)"
-
-
-def _in(values: list[Any]) -> str:
-    return "(" + ", ".join("?" * len(values)) + ")"
 
 
 def _texts(con: duckdb.DuckDBPyConnection, side: Side, qids: list[str]) -> dict[tuple[str, str], Any]:
@@ -284,10 +332,22 @@ def _runs_rows(con: duckdb.DuckDBPyConnection, counts: list[tuple[str, int]]) ->
 
 
 def _pair(ta: pa.Table, tb: pa.Table, keys: list[str]) -> pa.Table:
-    """The items both sides have, joined by ``keys`` and in key order (the other columns as ``{column}_a`` and
-    ``{column}_b``)."""
-    paired = ta.join(tb, keys=keys, join_type="inner", left_suffix="_a", right_suffix="_b")
-    return paired.take(pc.sort_indices(paired, sort_keys=[(k, "ascending") for k in keys]))
+    """The items both sides have, by ``keys``, in key order: the keys, then the other columns as ``{column}_a`` and
+    ``{column}_b``."""
+    if len(keys) == 1:  # by query: where each of A's items is in B
+        ta = ta.take(pc.sort_indices(ta, sort_keys=[(keys[0], "ascending")]))
+        at = pc.index_in(ta[keys[0]], value_set=tb[keys[0]])
+        found = pc.is_valid(at)
+        ta, tb = ta.filter(found), tb.take(pc.drop_null(at))
+    else:
+        rows = [t.select(keys).append_column("row", pa.array(np.arange(t.num_rows))) for t in (ta, tb)]
+        both = rows[0].join(rows[1], keys=keys, join_type="inner", left_suffix="_a", right_suffix="_b")
+        both = both.take(pc.sort_indices(both, sort_keys=[(k, "ascending") for k in keys]))
+        ta, tb = ta.take(both["row_a"]), tb.take(both["row_b"])
+    columns = {k: ta[k] for k in keys}
+    for suffix, t in (("a", ta), ("b", tb)):
+        columns.update({f"{c}_{suffix}": t[c] for c in t.column_names if c not in keys})
+    return pa.table(columns)
 
 
 def compare(a: Side, b: Side, weights: tuple[float, ...], *, metric: str = "AGG", n_changed: int = 10) -> dict:
@@ -296,9 +356,10 @@ def compare(a: Side, b: Side, weights: tuple[float, ...], *, metric: str = "AGG"
     sides' chunk ids), ``provenance`` (``PROVENANCE_COLUMNS``), ``pairs`` (the number of shared items), ``metric``
     used, ``same`` (True when both sides are the same rows), ``only_a`` and ``only_b`` (items of one side only).
 
-    Each side's items (``side_sql``: scores, flags and hashes, no texts) are read as Arrow from its own database and
-    paired here; run counts, retrieval settings and moved chunks of the shared queries are counted in SQL, and
-    texts, queries and chunks are read only of the ``n_changed`` items shown."""
+    Each side's items (``side_items``: scores, flags and hashes, no texts) are read as Arrow from its own database
+    (one read of each table for two one-model sides of one dataset and file) and paired, counted and ranked here;
+    the retrieval settings and moved chunks of the shared queries are counted in SQL, and texts, queries and chunks
+    are read only of the ``n_changed`` items shown."""
     same = a == b
     if (a.model is None) != (b.model is None):
         raise ValueError("both sides take one model each, or both take every model")
@@ -307,9 +368,15 @@ def compare(a: Side, b: Side, weights: tuple[float, ...], *, metric: str = "AGG"
     with ExitStack() as stack:
         con = stack.enter_context(SHARED_READERS.cursor(a.db))
         con_b = con if one_file else stack.enter_context(SHARED_READERS.cursor(b.db))
-        sa, sb = _side_meta(con, a), _side_meta(con_b, b)
-        ta, tb = (c.sql(sql, params=params).to_arrow_table() for c, (sql, params) in
-                  ((con, side_sql(a, sa["grader"])), (con_b, side_sql(b, sb["grader"]))))
+        sa = _side_meta(con, a)
+        sb = dict(sa) if one_file and a.dataset == b.dataset else _side_meta(con_b, b)
+        if one_file and a.dataset == b.dataset and a.model:  # one read of each table for both
+            src = read_sources(con, _sources(a.db, a.dataset, {"a": (a, sa["grader"]), "b": (b, sb["grader"])}))
+            ta, tb = side_items(a, "a", src), side_items(b, "b", src)
+        else:
+            ta, tb = (side_items(side, tag, read_sources(c, _sources(side.db, side.dataset,
+                                                                     {tag: (side, meta["grader"])})))
+                      for c, side, tag, meta in ((con, a, "a", sa), (con_b, b, "b", sb)))
         paired = _pair(ta, tb, keys)
         shared_ids = pa.table({"query_id": pc.unique(paired["query_id"])})
         for c in {id(con): con, id(con_b): con_b}.values():
