@@ -1,0 +1,258 @@
+"""Compare runs reads lean (scores, flags and text hashes per side; texts, queries and chunks only of the items
+shown) and pairs in Arrow: the same results as the straightforward read it replaced — every response row of both
+sides in pandas, texts compared, the whole dataset's queries merged — kept here as the reference, on two files
+(a second run), two models, two judges, every model, empty sides and sides of different datasets and files."""
+
+from __future__ import annotations
+
+import shutil
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from pipeline.metrics import METRICS
+from pipeline.read.common import current_hash
+from pipeline.read.compare import (
+    CHANGED_COLUMNS,
+    LEXICAL,
+    MEDCODE,
+    PROVENANCE_COLUMNS,
+    RUBRIC,
+    Side,
+    _cell,
+    _has,
+    compare,
+    config_diff,
+    metric_table,
+    with_agg,
+)
+from pipeline.store import SHARED_READERS
+from tests.test_compare_review import JUDGE, SECOND, _second_run
+
+W = (0.4, 0.3, 0.15, 0.15)
+
+
+# -- the reference: the read before it was made lean ----------------------------------------------------------
+def reference_side_rows(side: Side) -> dict[str, pd.DataFrame]:
+    """A side's items — ``rows``: per response (``query_id``, ``model_id``, ``language``, ``text``, ``error``,
+    ``prompt_hash``, ``run_id``) its current scores (registry metrics of the side's judge, lexical, Med-CoDE
+    P(High) averaged over critics, the rubric score of the dataset's first grader); ``retrievals`` of its queries
+    (``chunks`` = raw then update ids, ``settings``); ``runs`` its responses came from; ``dataset`` its row."""
+    model_pred = "AND r.model_id = ?" if side.model else ""
+    with SHARED_READERS.cursor(side.db) as con:
+        rubric = _has(con, "rubric_items")
+        grader = con.execute("SELECT grader_id FROM rubric_items WHERE dataset = ? GROUP BY grader_id "
+                             "ORDER BY count(*) DESC, grader_id LIMIT 1", [side.dataset]).fetchone() if rubric else None
+        joins = ("LEFT JOIN item_scores i ON i.dataset = r.dataset AND i.query_id = r.query_id "
+                 "AND i.model_id = r.model_id AND i.judge_id = ? "
+                 "LEFT JOIN response_facts f ON f.dataset = r.dataset AND f.query_id = r.query_id "
+                 "AND f.model_id = r.model_id "
+                 "LEFT JOIN (SELECT query_id, model_id, response_hash, avg(p_high) AS p_high FROM critiques "
+                 "WHERE dataset = ? AND p_high IS NOT NULL GROUP BY ALL) c ON c.query_id = r.query_id "
+                 f"AND c.model_id = r.model_id AND c.response_hash = {current_hash(side.db, 'r')} AND r.error IS NULL ")
+        params: list[Any] = [side.judge or "", side.dataset]
+        rubric_col = "NULL::DOUBLE"
+        if grader:
+            joins += ("LEFT JOIN rubric_items ri ON ri.dataset = r.dataset AND ri.query_id = r.query_id "
+                      "AND ri.model_id = r.model_id AND ri.grader_id = ? ")
+            params.append(grader[0])
+            rubric_col = "ri.score"
+        rows = con.execute(
+            "SELECT r.query_id, r.model_id, q.language, r.text, r.error, r.prompt_hash, r.run_id, "
+            + ", ".join(f"i.{m}" for m in METRICS) + ", " + ", ".join(f"f.{c}" for c in LEXICAL)
+            + f", c.p_high, {rubric_col} AS {RUBRIC} FROM responses r JOIN queries q ON q.dataset = r.dataset "
+            f"AND q.query_id = r.query_id {joins}WHERE r.dataset = ? {model_pred} ORDER BY r.query_id, r.model_id",
+            [*params, side.dataset, *([side.model] if side.model else [])]).df()
+        retrievals = con.execute("SELECT query_id, list_concat(raw_ids, update_ids) AS chunks, settings "
+                                 "FROM retrievals WHERE dataset = ?", [side.dataset]).df()
+        runs = con.execute("SELECT run_id, name, started_at, config, config_hash, code_revision, model_files "
+                           "FROM runs WHERE run_id IN (SELECT DISTINCT run_id FROM responses WHERE dataset = ?)",
+                           [side.dataset]).df()
+        dataset = con.execute("SELECT name, path, content_hash, n_queries, n_chunks FROM datasets WHERE name = ?",
+                              [side.dataset]).df()
+    failed = rows["error"].notna()
+    for col in (*METRICS, *LEXICAL, MEDCODE, RUBRIC):
+        rows[col] = rows[col].astype(float).where(~failed)  # an errored response has no score
+    return {"rows": rows, "retrievals": retrievals, "runs": runs, "dataset": dataset,
+            "grader": grader[0] if grader else None}
+
+
+def _reference_runs_of(rows: pd.DataFrame, runs: pd.DataFrame) -> tuple[pd.Series | None, str | None]:
+    """The latest run (by start) that wrote any of ``rows``' responses, and every such run with its count."""
+    counts = Counter(r for r in rows["run_id"] if isinstance(r, str))
+    known = runs[runs.run_id.isin(list(counts))].sort_values("started_at")
+    listed = ", ".join(f"{r} ({n})" for r, n in counts.most_common(5)) + (" …" if len(counts) > 5 else "")
+    return (known.iloc[-1] if len(known) else None), (listed or None)
+
+
+def reference_provenance(a: Side, b: Side, sa: dict[str, Any], sb: dict[str, Any], pairs: pd.DataFrame) -> pd.DataFrame:
+    """What differs between the sides: database, dataset (and its content hash), model, judge, rubric grader, the
+    runs their shared responses came from and, of the latest of them, the config keys that differ, code revision,
+    config hash and model files; the retrieval settings of the shared queries, and how many shared items differ in
+    prompt hash, retrieved chunks and response text."""
+    rows: list[tuple[str, Any, Any]] = [("database", a.db, b.db), ("dataset", a.dataset, b.dataset)]
+    hashes = [s["dataset"].content_hash.iloc[0] if len(s["dataset"]) else None for s in (sa, sb)]
+    rows += [("dataset content hash", *hashes), ("model", a.model or "every model", b.model or "every model"),
+             ("judge", a.judge, b.judge), ("rubric grader", sa["grader"], sb["grader"])]
+    (ra, listed_a), (rb, listed_b) = (_reference_runs_of(pairs.rename(columns={f"run_id_{s}": "run_id"}), side["runs"])
+                                      for s, side in (("a", sa), ("b", sb)))
+    rows += [("runs that wrote the responses (count)", listed_a, listed_b),
+             ("latest of those runs", None if ra is None else f"{ra.run_id} ({ra['name']})",
+              None if rb is None else f"{rb.run_id} ({rb['name']})")]
+    for field in ("started_at", "code_revision", "config_hash"):
+        rows.append((f"run {field.replace('_', ' ')}", None if ra is None else str(ra[field]),
+                     None if rb is None else str(rb[field])))
+    for key, va, vb in config_diff(None if ra is None else ra.config, None if rb is None else rb.config):
+        rows.append((f"config: {key}", va, vb))
+    for key, va, vb in config_diff(None if ra is None else ra.model_files, None if rb is None else rb.model_files):
+        rows.append((f"model file: {key}", va, vb))
+    shared = set(pairs["query_id"])
+    settings = [sorted(set(s["retrievals"][s["retrievals"].query_id.isin(shared)].settings)) for s in (sa, sb)]
+    rows.append(("retrieval settings", " | ".join(settings[0]) or None, " | ".join(settings[1]) or None))
+    chunks = [dict(zip(s["retrievals"].query_id, (list(c) for c in s["retrievals"].chunks), strict=True))
+              for s in (sa, sb)]
+    moved = sum(chunks[0].get(q) != chunks[1].get(q) for q in shared)
+    n = len(pairs)
+    rows += [
+        ("queries whose retrieved chunks differ", f"{moved} of {len(shared)}", f"{moved} of {len(shared)}"),
+        ("items whose prompt hash differs", *[f"{int((pairs.prompt_hash_a != pairs.prompt_hash_b).sum())} of {n}"] * 2),
+        ("items whose response text differs", *[f"{int(pairs.text_changed.sum())} of {n}"] * 2),
+    ]
+    frame = pd.DataFrame([(w, _cell(x), _cell(y)) for w, x, y in rows], columns=PROVENANCE_COLUMNS[:3])
+    counted = frame["what"].str.startswith(("queries whose", "items whose"))
+    frame["differs"] = np.where(counted, ~frame["A"].str.startswith("0 of"), frame["A"] != frame["B"])
+    return frame
+
+
+def reference_compare(a: Side, b: Side, weights: tuple[float, ...], *, metric: str = "AGG",
+                      n_changed: int = 10) -> dict:
+    """Two sides compared (module docstring): ``metrics`` (``METRIC_COLUMNS``), ``changed`` (the ``n_changed``
+    pairs whose ``metric`` moved most — then those whose text changed — with both texts and scores and both
+    sides' chunk ids), ``provenance`` (``PROVENANCE_COLUMNS``), ``pairs`` (shared items), ``metric`` used,
+    ``same`` (True when both sides are the same rows) and ``graders``."""
+    same = a == b
+    if (a.model is None) != (b.model is None):
+        raise ValueError("both sides take one model each, or both take every model")
+    sa, sb = reference_side_rows(a), reference_side_rows(b)
+    keys = ["query_id"] if a.model else ["query_id", "model_id"]
+    ra, rb = with_agg(sa["rows"], weights), with_agg(sb["rows"], weights)
+    pairs = ra.merge(rb, on=keys, suffixes=("_a", "_b"))
+    if a.model:
+        pairs = pairs.rename(columns={"model_id_a": "model_id"})
+    pairs["language"] = pairs["language_a"]
+    pairs["text_changed"] = pairs["text_a"].fillna("\0") != pairs["text_b"].fillna("\0")
+    metrics = [*METRICS, "AGG", *LEXICAL, MEDCODE, RUBRIC]
+    table = metric_table(pairs, metrics)
+    if metric not in set(table.metric):
+        metric = next(iter(table.metric), "AGG")
+    with SHARED_READERS.cursor(a.db) as con:
+        queries = con.execute("SELECT query_id, query, query_en, gt_response FROM queries "
+                              "WHERE dataset = ?", [a.dataset]).df()
+    chunks = [dict(zip(s["retrievals"].query_id, (list(c) for c in s["retrievals"].chunks), strict=True))
+              for s in (sa, sb)]
+    ranked = pairs.assign(score_a=pairs.get(f"{metric}_a"), score_b=pairs.get(f"{metric}_b"))
+    ranked["diff"] = ranked["score_b"] - ranked["score_a"]
+    ranked["moved"] = ranked["diff"].abs().fillna(-1.0)
+    ranked = ranked.sort_values(["moved", "text_changed", *keys], ascending=[False, False, *([True] * len(keys))])
+    top = ranked[(ranked["moved"] > 0) | ranked["text_changed"]].head(n_changed).merge(queries, on="query_id",
+                                                                                     how="left")
+    top["chunks_a"] = [chunks[0].get(q, []) for q in top.query_id]
+    top["chunks_b"] = [chunks[1].get(q, []) for q in top.query_id]
+    return {"metrics": table, "changed": top[CHANGED_COLUMNS].reset_index(drop=True),
+            "provenance": reference_provenance(a, b, sa, sb, pairs), "pairs": len(pairs), "metric": metric,
+            "same": same, "only_a": len(ra) - len(pairs), "only_b": len(rb) - len(pairs)}
+
+
+# -- the cases -------------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def dbs(synthetic_db: Path, jury_db: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """The synthetic database, a copy as a second run left it (6 of gpt-4o's answers rewritten) and the jury one."""
+    folder = tmp_path_factory.mktemp("compare-fast")
+    a = folder / "a.duckdb"
+    shutil.copy(synthetic_db, a)
+    _second_run(a, folder / "b.duckdb", "openai/gpt-4o", 6)
+    return {"a": str(a), "b": str(folder / "b.duckdb"), "jury": str(jury_db)}
+
+
+def same_frame(got: pd.DataFrame, want: pd.DataFrame, what: str) -> None:
+    assert list(got.columns) == list(want.columns), what
+    assert list(got.index) == list(want.index), what
+    for column in want.columns:
+        g, w = got[column], want[column]
+        assert str(g.dtype) == str(w.dtype), (what, column, g.dtype, w.dtype)
+        for i, (x, y) in enumerate(zip(g, w, strict=True)):
+            if isinstance(y, float) and isinstance(x, float):
+                assert (np.isnan(x) and np.isnan(y)) or abs(x - y) <= 1e-12, (what, column, i, x, y)
+            elif isinstance(y, list):
+                assert x == y, (what, column, i, x, y)
+            else:
+                assert (pd.isna(x) and pd.isna(y)) if pd.isna(y) is True else x == y, (what, column, i, x, y)
+
+
+def same_result(got: dict[str, Any], want: dict[str, Any]) -> None:
+    assert list(got) == list(want)
+    for key, value in want.items():
+        if isinstance(value, pd.DataFrame):
+            same_frame(got[key], value, key)
+        else:
+            assert got[key] == value and type(got[key]) is type(value), key
+
+
+CASES = {
+    "two files": (("a", "openai/gpt-4o", JUDGE), ("b", "openai/gpt-4o", JUDGE), {"metric": "FC", "n_changed": 20}),
+    "two files, B first": (("b", "openai/gpt-4o", JUDGE), ("a", "openai/gpt-4o", JUDGE), {"metric": "rubric"}),
+    "two models": (("a", "openai/gpt-4o", JUDGE), ("a", "openai/gpt-4", JUDGE), {}),
+    "two models, Med-CoDE": (("a", "openai/gpt-4o", JUDGE), ("a", "openai/gpt-4", JUDGE),
+                             {"metric": MEDCODE, "n_changed": 50}),
+    "the same side": (("a", "openai/gpt-4o", JUDGE), ("a", "openai/gpt-4o", JUDGE), {}),
+    "no judge": (("a", "openai/gpt-4o", None), ("a", "openai/gpt-4", None), {}),
+    "every model, two files": (("a", None, JUDGE), ("b", None, JUDGE), {"n_changed": 30}),
+    "every model, the same": (("a", None, JUDGE), ("a", None, JUDGE), {"metric": "COH"}),
+    "a metric no side has": (("a", "openai/gpt-4o", JUDGE), ("b", "openai/gpt-4o", JUDGE), {"metric": "nope"}),
+    "B empty": (("a", "openai/gpt-4o", JUDGE), ("a", "no/such-model", JUDGE), {}),
+    "A empty": (("a", "no/such-model", JUDGE), ("a", "openai/gpt-4o", JUDGE), {}),
+    "both empty": (("a", "no/such-model", JUDGE), ("b", "no/other", JUDGE), {}),
+    "every model, A's dataset missing": (("a", None, JUDGE), ("b", None, JUDGE), {"dataset_a": "nods"}),
+    "two judges (a jury)": (("jury", "first", "first-judge"), ("jury", "second", "last-judge"), {"n_changed": 15}),
+    "every model, two judges": (("jury", None, "first-judge"), ("jury", None, "last-judge"), {}),
+    "every model, other file and dataset size": (("a", None, JUDGE), ("jury", None, JUDGE), {"n_changed": 12}),
+    "other file, other model": (("jury", "first", "first-judge"), ("a", "openai/gpt-4o", JUDGE), {}),
+}
+
+
+def _resolve(dbs: dict[str, str], spec: tuple, dataset: str = "synthetic") -> Side:
+    db, model, judge = spec
+    if db == "jury":
+        with SHARED_READERS.cursor(dbs[db]) as con:
+            models = [m for (m,) in con.execute("SELECT DISTINCT model_id FROM responses ORDER BY 1").fetchall()]
+            judges = [j for (j,) in con.execute("SELECT DISTINCT judge_id FROM item_scores ORDER BY 1").fetchall()]
+        model = {"first": models[0], "second": models[1]}.get(model, model)
+        judge = {"first-judge": judges[0], "last-judge": judges[-1]}.get(judge, judge)
+    return Side(dbs[db], dataset, model, judge)
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_compare_gives_what_the_full_read_gave(dbs: dict[str, str], case: str) -> None:
+    spec_a, spec_b, kw = CASES[case]
+    kw = dict(kw)
+    a, b = _resolve(dbs, spec_a, kw.pop("dataset_a", "synthetic")), _resolve(dbs, spec_b)
+    got, want = compare(a, b, W, **kw), reference_compare(a, b, W, **kw)
+    same_result(got, want)
+    assert list(got["changed"].columns) == CHANGED_COLUMNS and list(got["provenance"].columns) == PROVENANCE_COLUMNS
+
+
+def test_a_judge_without_scores_and_the_errors(dbs: dict[str, str]) -> None:
+    a = Side(dbs["a"], "synthetic", "openai/gpt-4o", JUDGE)
+    with pytest.raises(ValueError, match="must not all be zero"):
+        compare(a, Side(dbs["b"], "synthetic", "openai/gpt-4o", JUDGE), (0.0, 0.0, 0.0, 0.0))
+    with pytest.raises(ValueError, match="both sides"):
+        compare(a, Side(dbs["a"], "synthetic", None, JUDGE), W)
+    # a judge without scores on this file: every registry metric is missing on B, the others are still paired
+    result = compare(a, Side(dbs["a"], "synthetic", "openai/gpt-4o", SECOND), W, metric="FC")
+    same_result(result, reference_compare(a, Side(dbs["a"], "synthetic", "openai/gpt-4o", SECOND), W, metric="FC"))
+    assert set(result["metrics"].metric) >= {*LEXICAL, MEDCODE} and "FC" not in set(
+        result["metrics"].query("n > 0").metric)
