@@ -197,6 +197,36 @@ def test_the_writers_theme_groups_give_the_theme_scores_the_items_would(jury_db,
         pd.testing.assert_frame_equal(frame, themes.theme_scores(jury_db, f, judge), check_dtype=False)
 
 
+def test_the_writers_jury_items_give_the_jury_the_judges_rows_would(jury_db, monkeypatch):
+    """A jury's item scores come from the writer's ``jury_items``; they must equal the mean / median of every judge's
+    ``item_scores`` row of the item, and the disagreements listed from them those found by grouping the rows."""
+    from pipeline.read import jury
+
+    f = Filters(dataset="synthetic")
+    with duckdb.connect(str(jury_db), read_only=True) as con:
+        judges = tuple(j for (j,) in con.execute("SELECT DISTINCT judge_id FROM item_scores ORDER BY 1").fetchall())
+        assert len(judges) == 2
+        for how, fn in (("mean", "avg"), ("median", "median")):
+            source, params = jury.item_source(f, jury.jury_id(how))
+            got = con.execute(f"SELECT * FROM {source} ORDER BY ALL", params).fetchall()
+            expected = con.execute(
+                f"SELECT dataset, query_id, model_id, '{jury.jury_id(how)}', "
+                + ", ".join(f"{fn}({m})" for m in METRICS) + ", sum(judgments), sum(unparsed), max(samples) "
+                "FROM item_scores WHERE dataset = 'synthetic' GROUP BY dataset, query_id, model_id ORDER BY ALL"
+            ).fetchall()
+            assert len(got) == len(expected) > 0
+            for a, b in zip(got, expected, strict=True):
+                assert a[:4] == b[:4] and a[-3:] == b[-3:]
+                assert np.allclose(np.array(a[4:-3], dtype=float), np.array(b[4:-3], dtype=float), equal_nan=True)
+    for view in (f, f.with_(languages=("hi", "ta")), f.with_(models=(judges[0], "x"))):
+        for metric in METRICS:
+            fast = jury.disagreement_items(jury_db, view, judges, metric, 15)
+            with monkeypatch.context() as m:
+                m.setattr(jury, "_judges_of", lambda db, dataset: [])  # grouping every judge's rows
+                slow = jury.disagreement_items(jury_db, view, judges, metric, 15)
+            pd.testing.assert_frame_equal(fast, slow, check_dtype=False)
+
+
 # -- self-consistency ----------------------------------------------------------------------------------
 def test_self_consistency_std_and_flip_rate(tmp_path, cataract):
     responses = {(q, "m"): f"answer {q}" for q in ("en-001", "en-002", "en-003")}

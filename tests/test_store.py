@@ -105,6 +105,16 @@ EXPECTED |= {
     ),
 }
 
+# A jury of every judge that scored an item, straight from the sources
+EXPECTED |= {
+    "jury_items": (
+        f"WITH i ({', '.join(_ITEM_COLUMNS)}) AS ({_ITEMS}) SELECT dataset, query_id, model_id, count(*), "
+        + ", ".join(f"{fn}({m})" for m in METRICS for fn in ("avg", "median", "min", "max", "stddev_pop")) + ", "
+        + ", ".join(f"count({m})" for m in METRICS)
+        + ", sum(judgments), sum(unparsed), max(samples) FROM i GROUP BY ALL ORDER BY ALL"
+    ),
+}
+
 # The Med-CoDE groups, straight from the sources: per (model, critic, classifier family, query language and script)
 # the current classified critiques, their probability sums and each probability's histogram (values rounded to 2
 # decimals, counts, sums, by value), and every classified critique (current or not) per top 8 bits of

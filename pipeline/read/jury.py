@@ -60,6 +60,10 @@ def item_source(f: Filters, judge: str, labelled: bool = False) -> tuple[str, li
     if f.models:
         pred += " AND list_contains(?, model_id)"
         params.append(list(f.models))
+    if not labelled:  # the writer's per-item jury (``jury_items``): no grouping of every judge's rows
+        scores = ", ".join(f"{m}_{how} AS {m}" for m in METRICS)
+        return (f"(SELECT dataset, query_id, model_id, ?::VARCHAR AS judge_id, {scores}, judgments, unparsed, "
+                f"samples FROM jury_items WHERE {pred})"), [judge, *params]
     scores = ", ".join(f"{fn}({m}) AS {m}" for m in METRICS)
     return (f"(SELECT dataset, query_id, model_id, ?::VARCHAR AS judge_id, {scores}, "
             "sum(judgments)::INTEGER AS judgments, sum(unparsed)::INTEGER AS unparsed, max(samples) AS samples "
@@ -122,6 +126,21 @@ def disagreement_items(db: str | Path, f: Filters, judges: tuple[str, ...], metr
     qf, p_qf = queries_cte(f)
     pred, p_model = model_pred(f, "i")
     cols = ", ".join(f"max(i.{metric}) FILTER (WHERE i.judge_id = ?) AS s{k}" for k in range(len(judges)))
+    if f.dataset is not None and set(judges) == set(_judges_of(db, f.dataset)):  # the writer's jury_items
+        j_pred, p_j = model_pred(f, "j")
+        out = df(db, (
+            f"WITH {qf}, per AS (SELECT j.dataset, j.query_id, j.model_id, qf.language, j.{metric}_n AS n_judges, "
+            f"j.{metric}_min AS min, j.{metric}_max AS max, j.{metric}_max - j.{metric}_min AS spread, "
+            f"j.{metric}_std AS std, j.{metric}_mean AS mean FROM jury_items j JOIN qf ON {on_qf(f, 'j')} "
+            f"WHERE {j_pred} AND j.{metric}_n > 0 ORDER BY spread DESC, std DESC, j.dataset, j.query_id, j.model_id "
+            f"LIMIT ?), s AS (SELECT i.dataset, i.query_id, i.model_id, {cols} FROM item_scores i SEMI JOIN per "
+            "ON per.dataset = i.dataset AND per.query_id = i.query_id AND per.model_id = i.model_id "
+            "WHERE list_contains(?, i.judge_id) GROUP BY ALL) "
+            "SELECT per.*, " + ", ".join(f"s.s{k}" for k in range(len(judges))) + ", q.query FROM per "
+            "JOIN s USING (dataset, query_id, model_id) JOIN queries q USING (dataset, query_id) "
+            "ORDER BY spread DESC, std DESC, dataset, query_id, model_id"
+        ), [*p_qf, *p_j, int(top), *judges, list(judges)])
+        return out.rename(columns={f"s{k}": j for k, j in enumerate(judges)})
     out = df(db, (
         f"WITH {qf}, per AS (SELECT i.dataset, i.query_id, i.model_id, qf.language, count(i.{metric}) AS n_judges, "
         f"min(i.{metric}) AS min, max(i.{metric}) AS max, max(i.{metric}) - min(i.{metric}) AS spread, "
@@ -132,6 +151,12 @@ def disagreement_items(db: str | Path, f: Filters, judges: tuple[str, ...], metr
         "ORDER BY spread DESC, std DESC, dataset, query_id, model_id"
     ), [*p_qf, *judges, list(judges), *p_model, int(top)])
     return out.rename(columns={f"s{k}": j for k, j in enumerate(judges)})
+
+
+def _judges_of(db: str | Path, dataset: str) -> list[str]:
+    """Every judge that scored ``dataset`` (the judges a row of ``jury_items`` is made of)."""
+    return [j for (j,) in df(db, "SELECT DISTINCT judge_id FROM score_groups WHERE dataset = ?",
+                             [dataset]).itertuples(index=False)]
 
 
 def judge_matrix(db: str | Path, f: Filters, judges: tuple[str, ...], metric: str) -> pd.DataFrame:

@@ -27,6 +27,8 @@ they never disagree. Both count only what belongs to the response text now store
   their fixed sample (``pipeline/store/derived_critiques.py``).
 - ``review_facts``: per response without an error what the review queue's severity is made of
   (``pipeline/store/derived_review.py``).
+- ``jury_items``: per item the judges' mean, median, min, max and spread of each metric, what a jury of every judge
+  that scored it reads (``pipeline/store/derived_jury.py``).
 
 The leaderboard reads them instead of regrouping four judgment rows per item and scanning three tables.
 """
@@ -43,12 +45,13 @@ import pyarrow as pa
 
 from pipeline.config import SAFETY_CHECKS
 from pipeline.metrics import METRICS
-from pipeline.store import derived_critiques, derived_groups, derived_review, derived_rubric
+from pipeline.store import derived_critiques, derived_groups, derived_jury, derived_review, derived_rubric
 from pipeline.store.rows import LEXICAL, ROW_CLASSES, TEXT_HASH_SQL, Row
 
 SCHEMA_VERSION = 7  # 2: item_scores; 3: response_facts; 4: responses.response_hash, derived = current only; 5: groups
 # 6: labelled_scores; 7: critique_groups, lexical_groups, critique_items (the Med-CoDE page's sums and sample),
-# theme_groups (the themes page's sums), review_facts (the review queue's severity inputs)
+# theme_groups (the themes page's sums), review_facts (the review queue's severity inputs), jury_items (a jury's
+# per-item scores and spread)
 PLAYGROUND = "playground"  # the dataset that holds the playground's saved answers
 
 
@@ -108,7 +111,8 @@ TABLES: dict[str, TableSpec] = {
     **{t: TableSpec(columns, key) for t, (columns, key) in (*derived_groups.SPECS.items(),
                                                             *derived_rubric.SPECS.items(),
                                                             *derived_critiques.SPECS.items(),
-                                                            *derived_review.SPECS.items())},
+                                                            *derived_review.SPECS.items(),
+                                                            *derived_jury.SPECS.items())},
 }
 
 TABLES["labelled_scores"] = TABLES["item_scores"]  # the rows of item_scores with a human label
@@ -172,6 +176,8 @@ DERIVED: dict[str, Derived] = {
     # item_scores, response_facts and rubric_items
     **{t: Derived(derived_review.SOURCES, derived_review.ALIAS, sql, derived_review.WATCH)
        for t, sql in derived_review.SELECTS.items()},
+    # per item, what a jury of its judges makes of their scores (pipeline/store/derived_jury.py); after item_scores
+    **{t: Derived(derived_jury.SOURCES, derived_jury.ALIAS, sql) for t, sql in derived_jury.SELECTS.items()},
 }
 
 
