@@ -218,7 +218,15 @@ def test_the_writers_jury_items_give_the_jury_the_judges_rows_would(jury_db, mon
             for a, b in zip(got, expected, strict=True):
                 assert a[:4] == b[:4] and a[-3:] == b[-3:]
                 assert np.allclose(np.array(a[4:-3], dtype=float), np.array(b[4:-3], dtype=float), equal_nan=True)
-    for view in (f, f.with_(languages=("hi", "ta")), f.with_(models=(judges[0], "x"))):
+    for view in (f, f.with_(languages=("hi", "ta")), f.with_(models=(judges[0], "x")), f.with_(scripts=("latin",))):
+        with monkeypatch.context() as m:  # the judges' score patterns (α, κ): both orders of the judges
+            for order in (judges, judges[::-1]):
+                fast = jury._patterns(jury_db, view, order)
+                m.setattr(jury, "_judges_of", lambda db, dataset: [])
+                slow = jury._patterns(jury_db, view, order)
+                m.undo()
+                assert len(fast) and fast.n.sum() == slow.n.sum()
+                pd.testing.assert_frame_equal(fast, slow, check_dtype=False)
         for metric in METRICS:
             fast = jury.disagreement_items(jury_db, view, judges, metric, 15)
             with monkeypatch.context() as m:

@@ -108,10 +108,13 @@ EXPECTED |= {
 # A jury of every judge that scored an item, straight from the sources
 EXPECTED |= {
     "jury_items": (
-        f"WITH i ({', '.join(_ITEM_COLUMNS)}) AS ({_ITEMS}) SELECT dataset, query_id, model_id, count(*), "
+        f"WITH i ({', '.join(_ITEM_COLUMNS)}) AS ({_ITEMS}) SELECT dataset, query_id, model_id, any_value(q.language), "
+        "any_value(coalesce(q.script, 'native')), count(*), string_agg(judge_id, chr(31) ORDER BY judge_id), "
+        + ", ".join(f"list({m} ORDER BY judge_id)" for m in METRICS) + ", "
         + ", ".join(f"{fn}({m})" for m in METRICS for fn in ("avg", "median", "min", "max", "stddev_pop")) + ", "
         + ", ".join(f"count({m})" for m in METRICS)
-        + ", sum(judgments), sum(unparsed), max(samples) FROM i GROUP BY ALL ORDER BY ALL"
+        + ", sum(judgments), sum(unparsed), max(samples) FROM i JOIN queries q USING (dataset, query_id) "
+        "GROUP BY dataset, query_id, model_id ORDER BY ALL"
     ),
 }
 

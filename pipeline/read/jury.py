@@ -22,7 +22,8 @@ import pandas as pd
 
 from pipeline.analysis.coincidence import alpha_from_patterns, kappa_from_patterns
 from pipeline.metrics import METRICS
-from pipeline.read.common import Filters, df, model_pred, on_qf, queries_cte
+from pipeline.read.common import Filters, df, group_pred, grouped, model_pred, on_qf, queries_cte
+from pipeline.store.derived_jury import SEP as JUDGE_SET_SEP
 
 JURY_PREFIX = "jury:"
 AGGREGATES = ("mean", "median")
@@ -72,7 +73,11 @@ def item_source(f: Filters, judge: str, labelled: bool = False) -> tuple[str, li
 
 def _patterns(db: str | Path, f: Filters, judges: tuple[str, ...]) -> pd.DataFrame:
     """Per (language, metric) each distinct tuple of the judges' item scores (``s0``… in ``judges`` order) and
-    its count of items; an item a judge did not score (or could not: unparsed) has NULL there."""
+    its count of items; an item a judge did not score (or could not: unparsed) has NULL there. From the writer's
+    ``jury_items`` (every judge's score of an item, counted per language and judge set) when ``judges`` are every
+    judge of one dataset and the view has no theme filter; else by pivoting ``item_scores``."""
+    if f.dataset is not None and grouped(f) and set(judges) == set(_judges_of(db, f.dataset)):
+        return _patterns_of_jury_items(db, f, judges)
     qf, p_qf = queries_cte(f)
     pred, p_model = model_pred(f, "i")
     k = range(len(judges))
@@ -85,6 +90,25 @@ def _patterns(db: str | Path, f: Filters, judges: tuple[str, ...]) -> pd.DataFra
         f"WHERE list_contains(?, i.judge_id) AND {pred} GROUP BY qf.language, i.dataset, i.query_id, i.model_id) "
         f"SELECT * FROM ({per_metric}) ORDER BY ALL"
     ), [*p_qf, *(j for _ in METRICS for j in judges), list(judges), *p_model])
+
+
+def _patterns_of_jury_items(db: str | Path, f: Filters, judges: tuple[str, ...]) -> pd.DataFrame:
+    """``_patterns`` from ``jury_items``: its per-language counts of each (judge set, scores), spread over the
+    columns of ``judges``."""
+    pred, params = group_pred(f, "j")
+    counted = df(db, " UNION ALL ".join(
+        f"SELECT j.query_language AS language, '{m}' AS metric, j.judge_set, j.{m}_scores AS scores, count(*) AS n "
+        f"FROM jury_items j WHERE {pred} GROUP BY ALL" for m in METRICS), [p for _ in METRICS for p in params])
+    position = {j: k for k, j in enumerate(judges)}
+    wide = np.full((len(counted), len(judges)), np.nan)
+    for row, (judge_set, scores) in enumerate(zip(counted.judge_set, counted.scores, strict=True)):
+        for judge, score in zip(judge_set.split(JUDGE_SET_SEP), scores, strict=True):
+            if score is not None and not (isinstance(score, float) and np.isnan(score)):
+                wide[row, position[judge]] = score
+    cols = [f"s{k}" for k in range(len(judges))]
+    out = pd.concat([counted[["language", "metric"]], pd.DataFrame(wide, columns=cols), counted[["n"]]], axis=1)
+    out = out.groupby(["language", "metric", *cols], dropna=False, sort=False).n.sum().reset_index()
+    return out.sort_values(["language", "metric", *cols], na_position="last", ignore_index=True)
 
 
 def jury_agreement(db: str | Path, f: Filters, judges: tuple[str, ...]) -> dict[str, pd.DataFrame]:

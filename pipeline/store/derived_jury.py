@@ -3,8 +3,10 @@ it makes of their item scores (``item_scores``: one row per judge), so a jury's 
 read one row per item instead of grouping every judge's rows at each read.
 
 Per registry metric: the judges' ``mean`` and ``median`` (a jury's score, ``pipeline.read.jury``), ``min``, ``max``
-and population ``std``, and ``n`` judges with a parsed score; per item the ``judges`` that scored it, their summed
-``judgments`` and ``unparsed`` outputs and most ``samples``. After ``item_scores``, which a write refreshes first.
+and population ``std``, ``n`` judges with a parsed score, and every judge's score (``scores``, in ``judge_set``'s
+order: the judge ids sorted, joined by ``SEP``), what agreement between the judges counts; per item its query's
+language and script, the ``judges`` that scored it, their summed ``judgments`` and ``unparsed`` outputs and most
+``samples``. After ``item_scores``, which a write refreshes first.
 """
 
 from __future__ import annotations
@@ -12,22 +14,29 @@ from __future__ import annotations
 from pipeline.metrics import METRICS
 
 KEY = ("dataset", "query_id", "model_id")
+SEP = "\x1f"  # between the judge ids of ``judge_set`` (the unit separator: in no judge id)
 STATS = {"mean": "avg", "median": "median", "min": "min", "max": "max", "std": "stddev_pop"}
 SPECS: dict[str, tuple[tuple[tuple[str, str], ...], tuple[str, ...]]] = {
     "jury_items": ((
-        *((c, "VARCHAR") for c in KEY), ("judges", "INTEGER"),
+        *((c, "VARCHAR") for c in KEY), ("query_language", "VARCHAR"), ("query_script", "VARCHAR"),
+        ("judges", "INTEGER"), ("judge_set", "VARCHAR"), *((f"{m}_scores", "DOUBLE[]") for m in METRICS),
         *((f"{m}_{s}", "DOUBLE") for m in METRICS for s in STATS), *((f"{m}_n", "INTEGER") for m in METRICS),
         ("judgments", "INTEGER"), ("unparsed", "INTEGER"), ("samples", "INTEGER"),
     ), KEY),
 }
 SELECTS = {
     "jury_items": (
-        "SELECT i.dataset, i.query_id, i.model_id, count(*) AS judges, "
+        "SELECT i.dataset, i.query_id, i.model_id, any_value(q.language) AS query_language, "
+        "any_value(coalesce(q.script, 'native')) AS query_script, count(*) AS judges, "
+        f"string_agg(i.judge_id, chr({ord(SEP)}) ORDER BY i.judge_id) AS judge_set, "
+        + ", ".join(f"list(i.{m} ORDER BY i.judge_id) AS {m}_scores" for m in METRICS) + ", "
         + ", ".join(f"{fn}(i.{m}) AS {m}_{s}" for m in METRICS for s, fn in STATS.items()) + ", "
         + ", ".join(f"count(i.{m}) AS {m}_n" for m in METRICS)
         + ", sum(i.judgments) AS judgments, sum(i.unparsed) AS unparsed, max(i.samples) AS samples "
-        "FROM item_scores i {touched} GROUP BY i.dataset, i.query_id, i.model_id"
+        "FROM item_scores i {touched} JOIN queries q ON q.dataset = i.dataset AND q.query_id = i.query_id "
+        "GROUP BY i.dataset, i.query_id, i.model_id"
     ),
 }
-SOURCES = ("judgments", "responses")
+SOURCES = ("judgments", "responses", "queries")
 ALIAS = "i"
+WATCH = (("queries", ("language", "script")),)

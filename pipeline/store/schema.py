@@ -177,7 +177,8 @@ DERIVED: dict[str, Derived] = {
     **{t: Derived(derived_review.SOURCES, derived_review.ALIAS, sql, derived_review.WATCH)
        for t, sql in derived_review.SELECTS.items()},
     # per item, what a jury of its judges makes of their scores (pipeline/store/derived_jury.py); after item_scores
-    **{t: Derived(derived_jury.SOURCES, derived_jury.ALIAS, sql) for t, sql in derived_jury.SELECTS.items()},
+    **{t: Derived(derived_jury.SOURCES, derived_jury.ALIAS, sql, derived_jury.WATCH)
+       for t, sql in derived_jury.SELECTS.items()},
 }
 
 
