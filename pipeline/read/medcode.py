@@ -27,6 +27,7 @@ from pipeline.read.common import (
     LEXICAL_LABELS,
     Filters,
     current_join,
+    group_pred,
     model_pred,
     on_qf,
     queries_cte,
@@ -62,17 +63,6 @@ def _grouped(f: Filters, have: set[str]) -> bool:
     return not f.themes and {"critique_groups", "lexical_groups"} <= have
 
 
-def _group_pred(f: Filters, alias: str) -> tuple[str, list[Any]]:
-    """WHERE predicate on a group table: dataset, languages, scripts, models."""
-    preds, params = [], []
-    for column, values in (("dataset", (f.dataset,) if f.dataset is not None else ()), ("query_language", f.languages),
-                           ("query_script", f.scripts), ("model_id", f.models)):
-        if values:
-            preds.append(f"list_contains(?, {alias}.{column})")
-            params.append(list(values))
-    return " AND ".join(preds) or "TRUE", params
-
-
 def _hist_from_groups(table: str, keys: dict[str, str], measures: tuple[str, ...]) -> str:
     """SQL: the histogram frame (``keys``: name -> column of the group table; measure, v, k, s) summed over a group
     table's languages and scripts (``{pred}``: its WHERE predicate, alias g)."""
@@ -86,7 +76,7 @@ def _hist_from_groups(table: str, keys: dict[str, str], measures: tuple[str, ...
 def _view_from_groups(con, f: Filters) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """``medcode_view``'s per-group frames (both grouping sets, probability and lexical histograms) from
     ``critique_groups`` and ``lexical_groups``: the same frames as its SQL over the critiques."""
-    pred, params = _group_pred(f, "g")
+    pred, params = group_pred(f, "g")
     means = ", ".join(f"sum(g.{p}_sum) / nullif(sum(list_sum(g.{p}_k)), 0) AS {p}" for p in DISAGREEMENT)
     family = "g.classifier_family"
     both = con.execute(
@@ -310,7 +300,7 @@ def medcode_correlations(db: str | Path, f: Filters, judge: str | None, critic: 
         have = _tables(con)
         grouped = _grouped(f, have)
         if grouped:  # the groups count every classified critique of a stored query, current or not
-            g_pred, p_group = _group_pred(f, "g")
+            g_pred, p_group = group_pred(f, "g")
             critics = [r[0] for r in con.execute(
                 f"SELECT g.critic_id FROM critique_groups g WHERE {g_pred} GROUP BY ALL HAVING sum(g.classified) > 0 "
                 "ORDER BY sum(g.classified) DESC, g.critic_id", p_group).fetchall()]
@@ -352,7 +342,7 @@ def medcode_correlations(db: str | Path, f: Filters, judge: str | None, critic: 
         probabilities = ("c.model_id, c.p_none, c.p_low, c.p_moderate, c.p_high, "
                          "c.p_low + 2 * c.p_moderate + 3 * c.p_high AS expected, ")
         if grouped and "critique_items" in have:  # the sample's rows with their lexical scores, from one table
-            i_pred, p_items = _group_pred(f, "c")
+            i_pred, p_items = group_pred(f, "c")
             items = con.execute(
                 f"WITH c AS (SELECT * FROM (SELECT * FROM critique_items c WHERE c.critic_id = ? AND {i_pred} "
                 f"AND {bucket('c.h')} ORDER BY c.h LIMIT {CORRELATION_ITEMS}) c WHERE c.cur) "
@@ -377,7 +367,7 @@ def medcode_correlations(db: str | Path, f: Filters, judge: str | None, critic: 
 def _last_bucket(con, f: Filters, critic: str) -> int | None:
     """The top 8 bits of hash(dataset, query, model) up to which the scope's classified critiques of ``critic``
     number CORRELATION_ITEMS (``critique_groups``' buckets); None when they are fewer (the sample is all of them)."""
-    pred, params = _group_pred(f, "g")
+    pred, params = group_pred(f, "g")
     row = con.execute(
         "SELECT min(b) FROM (SELECT b, sum(k) OVER (ORDER BY b) AS total FROM (SELECT b, sum(k) AS k FROM "
         "(SELECT unnest(g.hash_bucket) AS b, unnest(g.hash_count) AS k FROM critique_groups g "
