@@ -4,7 +4,7 @@ A written table's columns are the fields of its row class (``pipeline/store/rows
 following from the annotations (``TABLES``). ``Store`` creates missing tables and adds missing columns to an
 existing database (a new metric, a new field), backfilling what can be derived (``BACKFILL``).
 
-Ten tables are derived, and the writer keeps them in step with their sources: after a batch is
+Thirteen tables are derived, and the writer keeps them in step with their sources: after a batch is
 written, the rows of every key it touched are deleted and recomputed in the same transaction, so
 they never disagree. Both count only what belongs to the response text now stored:
 
@@ -27,10 +27,10 @@ they never disagree. Both count only what belongs to the response text now store
   their fixed sample (``pipeline/store/derived_critiques.py``).
 - ``review_facts``: per response without an error what the review queue's severity is made of
   (``pipeline/store/derived_review.py``).
-- ``jury_items``: per item the judges' mean, median, min, max and spread of each metric, what a jury of every judge
-  that scored it reads (``pipeline/store/derived_jury.py``).
+- ``jury_items``: per item the judges' mean, median, min, max and spread of each metric and every judge's score,
+  what a jury of every judge that scored it and the agreement between them read (``pipeline/store/derived_jury.py``).
 
-The leaderboard reads them instead of regrouping four judgment rows per item and scanning three tables.
+The pages read them instead of regrouping millions of rows at every render (bench/README.md has the figures).
 """
 
 from __future__ import annotations
