@@ -60,3 +60,21 @@ def test_auc_equals_sklearn_and_counts_unparsed():
     assert discrimination_auc(perfect).iloc[0].auc == 1.0
     only_good = df[df.kind == "good"]
     assert np.isnan(discrimination_auc(only_good).iloc[0].auc)
+
+
+def test_the_matrix_counts_give_scikit_learns_auc_and_kappa():
+    """The reliability matrix's AUC and κ from counts (pipeline.read.trust) equal scikit-learn's on the expanded
+    answers and labels, ties included."""
+    from pipeline.analysis.agreement import weighted_kappa
+    from pipeline.read.trust import _auc, _linear_kappa
+
+    good, bad = {4.0: 3, 3.0: 2, 1.0: 1, 2.5: 2}, {3.0: 2, 2.0: 4, 1.0: 1, 2.5: 1}
+    y = [1] * sum(good.values()) + [0] * sum(bad.values())
+    scores = [s for counts in (good, bad) for s, n in counts.items() for _ in range(n)]
+    assert _auc(good, bad) == pytest.approx(roc_auc_score(y, scores))
+    assert _auc({2.0: 3}, {2.0: 5}) == pytest.approx(0.5)
+    assert np.isnan(_auc(good, {}))
+    confusion = np.array([[5, 2, 1], [1, 6, 2], [0, 3, 7]])
+    human, llm = np.nonzero(confusion)
+    assert _linear_kappa(confusion.astype(float)) == pytest.approx(weighted_kappa(human, llm, confusion[human, llm]))
+    assert np.isnan(_linear_kappa(np.diag([0.0, 4.0, 0.0])))  # one category on both sides: undefined

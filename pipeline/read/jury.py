@@ -103,7 +103,7 @@ def _patterns_of_jury_items(db: str | Path, f: Filters, judges: tuple[str, ...])
     wide = np.full((len(counted), len(judges)), np.nan)
     for row, (judge_set, scores) in enumerate(zip(counted.judge_set, counted.scores, strict=True)):
         for judge, score in zip(judge_set.split(JUDGE_SET_SEP), scores, strict=True):
-            if score is not None and not (isinstance(score, float) and np.isnan(score)):
+            if score is not None and score is not np.ma.masked and not (isinstance(score, float) and np.isnan(score)):
                 wide[row, position[judge]] = score
     cols = [f"s{k}" for k in range(len(judges))]
     out = pd.concat([counted[["language", "metric"]], pd.DataFrame(wide, columns=cols), counted[["n"]]], axis=1)
