@@ -93,22 +93,16 @@ def _patterns(db: str | Path, f: Filters, judges: tuple[str, ...]) -> pd.DataFra
 
 
 def _patterns_of_jury_items(db: str | Path, f: Filters, judges: tuple[str, ...]) -> pd.DataFrame:
-    """``_patterns`` from ``jury_items``: its per-language counts of each (judge set, scores), spread over the
-    columns of ``judges``."""
+    """``_patterns`` from ``jury_items``: its per-language counts of each (judge set, scores), each judge's score
+    taken from its place in the judge set (NULL where the set lacks it) and the counts summed."""
     pred, params = group_pred(f, "j")
-    counted = df(db, " UNION ALL ".join(
+    counted = " UNION ALL ".join(
         f"SELECT j.query_language AS language, '{m}' AS metric, j.judge_set, j.{m}_scores AS scores, count(*) AS n "
-        f"FROM jury_items j WHERE {pred} GROUP BY ALL" for m in METRICS), [p for _ in METRICS for p in params])
-    position = {j: k for k, j in enumerate(judges)}
-    wide = np.full((len(counted), len(judges)), np.nan)
-    for row, (judge_set, scores) in enumerate(zip(counted.judge_set, counted.scores, strict=True)):
-        for judge, score in zip(judge_set.split(JUDGE_SET_SEP), scores, strict=True):
-            if score is not None and score is not np.ma.masked and not (isinstance(score, float) and np.isnan(score)):
-                wide[row, position[judge]] = score
-    cols = [f"s{k}" for k in range(len(judges))]
-    out = pd.concat([counted[["language", "metric"]], pd.DataFrame(wide, columns=cols), counted[["n"]]], axis=1)
-    out = out.groupby(["language", "metric", *cols], dropna=False, sort=False).n.sum().reset_index()
-    return out.sort_values(["language", "metric", *cols], na_position="last", ignore_index=True)
+        f"FROM jury_items j WHERE {pred} GROUP BY ALL" for m in METRICS)
+    at = f"list_position(string_split(judge_set, chr({ord(JUDGE_SET_SEP)})), ?)"
+    spread = ", ".join(f"scores[{at}] AS s{k}" for k in range(len(judges)))
+    return df(db, f"SELECT language, metric, {spread}, sum(n)::BIGINT AS n FROM ({counted}) GROUP BY ALL ORDER BY ALL",
+              [*judges, *(p for _ in METRICS for p in params)])
 
 
 def jury_agreement(db: str | Path, f: Filters, judges: tuple[str, ...]) -> dict[str, pd.DataFrame]:
