@@ -161,19 +161,21 @@ def test_leaderboard_matches_an_item_level_computation(tmp_path, cataract):
 
 
 def test_the_writers_groups_give_the_leaderboard_the_items_would(jury_db, monkeypatch):
-    """The leaderboard reads the writer's group tables (score_groups, response_groups) where the view allows;
-    they must give exactly what grouping the items on every read gives: per dataset, language, script, model."""
+    """The leaderboard reads the writer's group tables (score_groups, response_groups; jury_groups for a jury) where
+    the view allows; they must give exactly what grouping the items on every read gives: per dataset, language,
+    script, model, for a judge and for both juries."""
     views = [Filters(dataset="synthetic"), Filters(), Filters(dataset="synthetic", languages=("hi", "ta")),
              Filters(dataset="synthetic", scripts=("latin",)), Filters(dataset="synthetic", models=(JUDGE, "x"))]
     with duckdb.connect(str(jury_db), read_only=True) as con:
         judge = con.execute("SELECT min(judge_id) FROM item_scores").fetchall()[0][0]
         assert con.execute("SELECT count(DISTINCT query_script) FROM score_groups").fetchall() == [(2,)]
-        grouped = {f: (pd.DataFrame(lb._patterns(con, f, judge)), con.execute(*lb._per_model_sql(f)).df())
-                   for f in views}
+        judges = (judge, "jury:mean", "jury:median")
+        grouped = {(f, j): (pd.DataFrame(lb.score_patterns(con, f, j)), con.execute(*lb._per_model_sql(f)).df())
+                   for f in views for j in judges}
         monkeypatch.setattr(lb, "grouped", lambda f: False)
-        for f, (patterns, per_model) in grouped.items():
+        for (f, j), (patterns, per_model) in grouped.items():
             assert len(patterns) and len(per_model)
-            pd.testing.assert_frame_equal(patterns, pd.DataFrame(lb._patterns(con, f, judge)), check_dtype=False)
+            pd.testing.assert_frame_equal(patterns, pd.DataFrame(lb.score_patterns(con, f, j)), check_dtype=False)
             items = con.execute(*lb._per_model_sql(f)).df()
             key = ["language", "model_id"]
             pd.testing.assert_frame_equal(per_model.sort_values(key, ignore_index=True)[items.columns],

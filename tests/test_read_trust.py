@@ -27,7 +27,8 @@ from pipeline.dataset import load_dataset
 from pipeline.metrics import DEFAULT_WEIGHTS, METRICS, WEIGHT_PRESETS
 from pipeline.read import jury, significance, themes, trust
 from pipeline.read import leaderboard as lb
-from pipeline.read.common import Filters, weights_dict, weights_tuple
+from pipeline.read.common import Filters, model_pred, on_qf, queries_cte, weights_dict, weights_tuple
+from pipeline.read.jury import item_source
 from pipeline.store import Store
 from pipeline.store.rows import JudgmentRow, ResponseRow, RunRow, dataset_rows
 
@@ -299,3 +300,40 @@ def test_paper_fit_weights_are_used_as_given_and_the_tamil_table_is_a_copy(synth
     assert check.AGG_gap.abs().max() < 0.01  # the paper's own metrics reproduce its printed AGG
     assert lb.paper_agg_check("hi", W).AGG_gap.abs().max() > 0.1
     assert lb.paper_copies() == {"ta": "kn"}
+
+
+def test_calibration_arrays_count_what_grouping_every_item_counts(jury_db):
+    """The calibration arrays take the unlabelled counts from the leaderboard's patterns (the writer's counted groups)
+    less the labelled items; they must equal counting every item's (judge score, human score) in SQL, for a judge and
+    both juries, in every language and in views the groups cannot answer (a theme) or narrow (models)."""
+    with duckdb.connect(str(jury_db), read_only=True) as con:
+        theme = con.execute("SELECT min(t) FROM (SELECT unnest(themes) AS t FROM queries)").fetchall()[0][0]
+        models = [m for (m,) in con.execute("SELECT DISTINCT model_id FROM human_labels ORDER BY 1").fetchall()]
+        languages = [x for (x,) in con.execute("SELECT DISTINCT language FROM queries ORDER BY 1").fetchall()]
+    f = Filters(dataset="synthetic")
+    views = [f, f.with_(themes=(theme,)), f.with_(models=(models[0], "x")), f.with_(scripts=("latin",))]
+    checked = 0
+    for judge in (JUDGE, "jury:mean", "jury:median"):
+        for view in views:
+            for language in languages:
+                lf = view.with_(languages=(language,))
+                qf, p_qf = queries_cte(lf)
+                pred, p_model = model_pred(lf, "i")
+                source, p_source = item_source(lf, judge)
+                h_pred, p_h = model_pred(lf, "h")
+                expected = q(jury_db, (
+                    f"WITH {qf}, h AS (SELECT h.dataset, h.query_id, h.model_id, h.metric, avg(h.score) AS human "
+                    f"FROM human_labels h JOIN qf ON {on_qf(lf, 'h')} WHERE h.score IS NOT NULL AND {h_pred} "
+                    "AND list_contains(?, h.metric) GROUP BY ALL), "
+                    f"x AS (SELECT i.dataset, i.query_id, i.model_id, {', '.join(f'i.{m}' for m in METRICS)} "
+                    f"FROM {source} i JOIN qf ON {on_qf(lf, 'i')} WHERE i.judge_id = ? AND {pred} "
+                    "AND i.model_id IN (SELECT model_id FROM h)), "
+                    f"u AS (UNPIVOT x ON {', '.join(METRICS)} INTO NAME metric VALUE judge) "
+                    "SELECT u.model_id, u.metric, u.judge, h.human, count(*) AS n FROM u LEFT JOIN h "
+                    "USING (dataset, query_id, model_id, metric) WHERE (u.model_id, u.metric) IN "
+                    "(SELECT model_id, metric FROM h) GROUP BY ALL ORDER BY ALL"
+                ), [*p_qf, *p_h, list(METRICS), *p_source, judge, *p_model])
+                got = significance.calibration_arrays(jury_db, view, judge, language)
+                pd.testing.assert_frame_equal(got, expected, check_dtype=False)
+                checked += len(got) > 0
+    assert checked >= 12

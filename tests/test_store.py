@@ -117,6 +117,33 @@ EXPECTED |= {
         "GROUP BY dataset, query_id, model_id ORDER BY ALL"
     ),
 }
+# what the jury's leaderboard and the judges' agreement count, straight from the sources: per (model, language, script)
+# the jury's (mean, median) score patterns, and per metric each tuple of the judges' scores (in judge-id order)
+_JURY_ITEMS = (
+    f"WITH i ({', '.join(_ITEM_COLUMNS)}) AS ({_ITEMS}), ji AS (SELECT dataset, query_id, model_id, "
+    "any_value(q.language) AS l, any_value(coalesce(q.script, 'native')) AS s, "
+    "string_agg(judge_id, chr(31) ORDER BY judge_id) AS judge_set, "
+    + ", ".join(f"list({m} ORDER BY judge_id) AS {m}_scores, avg({m}) AS {m}_mean, median({m}) AS {m}_median"
+                for m in METRICS)
+    + ", sum(judgments) AS judgments, sum(unparsed) AS unparsed, max(samples) AS samples FROM i JOIN queries q "
+    "USING (dataset, query_id) GROUP BY dataset, query_id, model_id) "
+)
+EXPECTED |= {
+    "jury_groups": (
+        _JURY_ITEMS + "SELECT dataset, model_id, l, s, how, "
+        f"[{', '.join(METRICS)}]::VARCHAR || '/' || samples, {', '.join(METRICS)}, samples, count(*), sum(judgments), "
+        "sum(unparsed) FROM (" + " UNION ALL ".join(
+            f"SELECT dataset, model_id, l, s, '{how}' AS how, "
+            + ", ".join(f"{m}_{how} AS {m}" for m in METRICS) + ", samples, judgments, unparsed FROM ji"
+            for how in ("mean", "median")) + ") GROUP BY ALL ORDER BY ALL"
+    ),
+    "jury_patterns": (
+        _JURY_ITEMS + "SELECT dataset, model_id, l, s, metric, judge_set || chr(30) || scores::VARCHAR, judge_set, "
+        "scores, count(*) FROM (" + " UNION ALL ".join(
+            f"SELECT dataset, model_id, l, s, '{m}' AS metric, judge_set, {m}_scores AS scores FROM ji"
+            for m in METRICS) + ") GROUP BY ALL ORDER BY ALL"
+    ),
+}
 
 # The Med-CoDE groups, straight from the sources: per (model, critic, classifier family, query language and script)
 # the current classified critiques, their probability sums and each probability's histogram (values rounded to 2
@@ -318,3 +345,49 @@ def test_an_older_database_is_upgraded(tmp_path):
     assert store.fetch("SELECT count(*) FROM responses WHERE response_hash = ?", [text_hash("t")]) == [(6,)]
     for table, sql in EXPECTED.items():
         assert _derived(store, table) == store.fetch(sql) != [], table
+
+
+def test_the_counted_jury_tables_follow_every_write_as_counting_afresh_would(tmp_path):
+    """``jury_groups`` and ``jury_patterns`` are kept by deltas (the touched items' old counts subtracted, their new
+    ones added, emptied patterns deleted); after every kind of write they must hold what counting every item from the
+    sources gives: a second judge, a rescoring that moves items between patterns, an unparsed output, a regenerated
+    answer, a query moved to another language and script, a deleted response."""
+    store = Store(tmp_path / "r.duckdb")
+    _write_sources(store)
+
+    def judged(i: int, m: str, metric: str, score: int | None, text: str = "t", judge: str = "k") -> JudgmentRow:
+        return JudgmentRow(dataset="d", query_id=f"q{i}", model_id=m, judge_id=judge, metric=metric, sample=0,
+                           score=score, parse_ok=score is not None, justification="", raw_output="",
+                           response_hash=text_hash(text), run_id="r2")
+
+    def check() -> None:
+        for table in ("jury_groups", "jury_patterns"):
+            assert _derived(store, table) == store.fetch(EXPECTED[table]), table
+            assert store.fetch(f"SELECT count(*) FROM {table} WHERE n <= 0") == [(0,)]
+        per_jury = store.fetch("SELECT jury, sum(n) FROM jury_groups GROUP BY jury ORDER BY jury")
+        (items,) = store.fetch("SELECT count(*) FROM jury_items")[0]
+        assert per_jury == [("mean", items), ("median", items)]
+
+    store.write([judged(i, m, metric, (i * 7 + len(metric)) % 3) for i in range(4) for m in ("a", "b")
+                 for metric in METRICS])
+    check()
+    assert store.fetch("SELECT count(DISTINCT judge_set) FROM jury_patterns") == [(2,)]  # 'j,k' and 'k' alone
+    store.write([judged(i, "a", metric, 2, judge="l") for i in (0, 1) for metric in METRICS])  # a third judge
+    check()
+    assert store.fetch("SELECT count(*) FROM (SELECT pattern FROM jury_groups WHERE jury = 'mean' EXCEPT "
+                       "SELECT pattern FROM jury_groups WHERE jury = 'median')")[0][0] > 0  # three judges: they differ
+    before = store.fetch("SELECT pattern, n FROM jury_patterns WHERE metric = 'FC' AND model_id = 'a' ORDER BY 1")
+    store.write([judged(0, "a", "FC", 2), judged(3, "a", "FC", 0)])  # two items change their FC tuples
+    check()
+    assert store.fetch("SELECT pattern, n FROM jury_patterns WHERE metric = 'FC' AND model_id = 'a' "
+                       "ORDER BY 1") != before
+    store.write([judged(1, "b", "SS", None)])  # unparsed: the judge has no SS score for it
+    check()
+    store.write([_response(0, "a", text="a new answer")])  # the old text's scores leave every count
+    check()
+    store.write([_query(1, "ta", script="latin")])
+    check()
+    assert store.fetch("SELECT DISTINCT query_language, query_script FROM jury_groups WHERE query_language = 'ta'") \
+        == [("ta", "latin")]
+    store.delete_where("responses", "dataset = ? AND query_id = ? AND model_id = ?", ["d", "q3", "b"])
+    check()

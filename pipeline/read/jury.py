@@ -74,10 +74,10 @@ def item_source(f: Filters, judge: str, labelled: bool = False) -> tuple[str, li
 def _patterns(db: str | Path, f: Filters, judges: tuple[str, ...]) -> pd.DataFrame:
     """Per (language, metric) each distinct tuple of the judges' item scores (``s0``… in ``judges`` order) and
     its count of items; an item a judge did not score (or could not: unparsed) has NULL there. From the writer's
-    ``jury_items`` (every judge's score of an item, counted per language and judge set) when ``judges`` are every
-    judge of one dataset and the view has no theme filter; else by pivoting ``item_scores``."""
+    ``jury_patterns`` (every judge's scores of an item counted per metric, language and judge set) when ``judges``
+    are every judge of one dataset and the view has no theme filter; else by pivoting ``item_scores``."""
     if f.dataset is not None and grouped(f) and set(judges) == set(_judges_of(db, f.dataset)):
-        return _patterns_of_jury_items(db, f, judges)
+        return _counted_patterns(db, f, judges)
     qf, p_qf = queries_cte(f)
     pred, p_model = model_pred(f, "i")
     k = range(len(judges))
@@ -92,17 +92,14 @@ def _patterns(db: str | Path, f: Filters, judges: tuple[str, ...]) -> pd.DataFra
     ), [*p_qf, *(j for _ in METRICS for j in judges), list(judges), *p_model])
 
 
-def _patterns_of_jury_items(db: str | Path, f: Filters, judges: tuple[str, ...]) -> pd.DataFrame:
-    """``_patterns`` from ``jury_items``: its per-language counts of each (judge set, scores), each judge's score
-    taken from its place in the judge set (NULL where the set lacks it) and the counts summed."""
+def _counted_patterns(db: str | Path, f: Filters, judges: tuple[str, ...]) -> pd.DataFrame:
+    """``_patterns`` from ``jury_patterns``: each judge's score taken from its place in the judge set (NULL where the
+    set lacks it) and the counts summed over models, scripts and judge sets."""
     pred, params = group_pred(f, "j")
-    counted = " UNION ALL ".join(
-        f"SELECT j.query_language AS language, '{m}' AS metric, j.judge_set, j.{m}_scores AS scores, count(*) AS n "
-        f"FROM jury_items j WHERE {pred} GROUP BY ALL" for m in METRICS)
-    at = f"list_position(string_split(judge_set, chr({ord(JUDGE_SET_SEP)})), ?)"
-    spread = ", ".join(f"scores[{at}] AS s{k}" for k in range(len(judges)))
-    return df(db, f"SELECT language, metric, {spread}, sum(n)::BIGINT AS n FROM ({counted}) GROUP BY ALL ORDER BY ALL",
-              [*judges, *(p for _ in METRICS for p in params)])
+    at = f"list_position(string_split(j.judge_set, chr({ord(JUDGE_SET_SEP)})), ?)"
+    spread = ", ".join(f"j.scores[{at}] AS s{k}" for k in range(len(judges)))
+    return df(db, f"SELECT j.query_language AS language, j.metric, {spread}, sum(j.n)::BIGINT AS n "
+                  f"FROM jury_patterns j WHERE {pred} GROUP BY ALL ORDER BY ALL", [*judges, *params])
 
 
 def jury_agreement(db: str | Path, f: Filters, judges: tuple[str, ...]) -> dict[str, pd.DataFrame]:

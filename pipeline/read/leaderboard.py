@@ -32,7 +32,7 @@ from pipeline.read.common import (
     weights_dict,
 )
 from pipeline.read.judge_trust import CONSISTENCY_COLUMNS, consistency_sql, pool_consistency
-from pipeline.read.jury import is_jury, item_source
+from pipeline.read.jury import JURY_PREFIX, is_jury, item_source
 from pipeline.store import LEXICAL, SHARED_READERS
 
 CI_RESAMPLES = 1000  # percentile bootstrap; 1,000 resamples fix a 95% interval's ends to ~±0.01 of its width
@@ -42,7 +42,7 @@ SAFETY_COLUMNS = ["model_id", "language", "check_name", "n", "passed", "failed",
 PATTERN_COLUMNS = ("language", "model_id", *METRICS, "n", "judgments", "parse_failures", "samples")
 
 
-def _patterns(con: Any, f: Filters, judge: str) -> dict[str, np.ndarray]:
+def score_patterns(con: Any, f: Filters, judge: str) -> dict[str, np.ndarray]:
     """Per (language, model) each distinct pattern of an item's metric scores, with its count of items,
     sorted by language, model and the scores (NULL last), as arrays (``PATTERN_COLUMNS``). ``judge`` may be
     a jury (``jury.item_source``: per item the judges' mean or median).
@@ -50,10 +50,11 @@ def _patterns(con: Any, f: Filters, judge: str) -> dict[str, np.ndarray]:
     A score is the item's mean over its parsed samples (``item_scores``), NULL when none parsed; means of a
     few integer samples take few values, so the patterns stay few. With the items' judgments and parse
     failures summed, and their most samples. Read from ``score_groups`` (the writer's patterns, as lists, per
-    language and script) when the view allows (``grouped``), else by grouping the items.
+    language and script) when the view allows (``grouped``), for a jury from ``jury_groups`` (its counted patterns),
+    else by grouping the items.
     """
     if not grouped(f) or is_jury(judge):
-        got = con.execute(*_patterns_sql(f, judge)).fetchnumpy()
+        got = con.execute(*(_jury_patterns_sql(f, judge) if grouped(f) else _patterns_sql(f, judge))).fetchnumpy()
         return {c: np.asarray(got[c]) for c in PATTERN_COLUMNS}
     pred, params = group_pred(f, "g")
     lists = (*METRICS, "n", "judgments", "unparsed", "samples")
@@ -93,7 +94,7 @@ def _merge_patterns(key: np.ndarray, cols: dict[str, np.ndarray]) -> tuple[np.nd
 
 
 def _patterns_sql(f: Filters, judge: str) -> tuple[str, list[Any]]:
-    """``_patterns`` by grouping the items (a theme filter, a jury)."""
+    """``score_patterns`` by grouping the items (a theme filter, a jury)."""
     qf, p_qf = queries_cte(f)
     pred, p_model = model_pred(f, "i")
     source, p_source = item_source(f, judge)
@@ -102,6 +103,18 @@ def _patterns_sql(f: Filters, judge: str) -> tuple[str, list[Any]]:
             f"FROM {source} i JOIN qf ON {on_qf(f, 'i')} WHERE i.judge_id = ? AND {pred} GROUP BY ALL "
             f"ORDER BY qf.language, i.model_id, {', '.join(f'i.{m}' for m in METRICS)}"), [*p_qf, *p_source, judge,
                                                                                            *p_model]
+
+
+def _jury_patterns_sql(f: Filters, judge: str) -> tuple[str, list[Any]]:
+    """``score_patterns`` of a jury from the writer's ``jury_groups`` (per language and script; summed over scripts and
+    datasets), as ``_patterns_sql`` gives them."""
+    pred, params = group_pred(f, "g")
+    scores = ", ".join(f"g.{m}" for m in METRICS)
+    return (f"SELECT g.query_language AS language, g.model_id, {scores}, sum(g.n)::BIGINT AS n, "
+            "sum(g.judgments)::BIGINT AS judgments, sum(g.unparsed)::BIGINT AS parse_failures, "
+            "max(g.samples) AS samples "
+            f"FROM jury_groups g WHERE g.jury = ? AND {pred} GROUP BY ALL ORDER BY language, g.model_id, {scores}"
+            ), [judge.removeprefix(JURY_PREFIX), *params]
 
 
 def _split_patterns(patterns: dict[str, np.ndarray]) -> tuple[pd.DataFrame, dict[str, dict[str, np.ndarray]]]:
@@ -176,7 +189,7 @@ def leaderboard_base(db: str | Path, f: Filters, judge: str) -> dict[str, Any]:
     (``judge_trust.consistency_sql``, when a judge took several samples per item).
     """
     with SHARED_READERS.cursor(db) as con:
-        patterns = _patterns(con, f, judge)
+        patterns = score_patterns(con, f, judge)
         per_model = con.execute(*_per_model_sql(f)).df()
         multi = len(patterns["n"]) > 0 and int(patterns["samples"].max()) > 1 and not is_jury(judge)
         consistency = (con.execute(*consistency_sql(db, f, judge)).df() if multi

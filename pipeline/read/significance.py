@@ -28,6 +28,7 @@ from pipeline.analysis.worst_at_k import expected_min
 from pipeline.metrics import METRICS
 from pipeline.read.common import Filters, current_join, df, model_pred, on_qf, queries_cte, weights_dict
 from pipeline.read.jury import is_jury, item_source
+from pipeline.read.leaderboard import score_patterns
 from pipeline.store import SHARED_READERS
 
 MIN_PPI_LABELS = 10  # labelled items of a model (in a language) before a calibrated mean is shown
@@ -94,23 +95,42 @@ def significance(db: str | Path, f: Filters, judge: str, weights: tuple[float, .
 def calibration_arrays(db: str | Path, f: Filters, judge: str, language: str) -> pd.DataFrame:
     """Per (model, metric) with human labels in ``language``: each distinct (judge item score, human score or
     NULL = unlabelled) and its count of items. The human score of an item is its annotators' mean; items the
-    judge did not score are left out (PPI drops them)."""
+    judge did not score are left out (PPI drops them).
+
+    The labelled items are read item by item (a judge's from ``labelled_scores``, a few thousand rows; a jury's from
+    its per-item scores, so that its values are the very ones counted); the unlabelled counts are every item's
+    (``leaderboard.score_patterns``: the writer's counted patterns where the view allows) less the labelled."""
     lf = f.with_(languages=(language,))
     qf, p_qf = queries_cte(lf)
     pred, p_model = model_pred(lf, "i")
-    source, p_source = item_source(lf, judge)
+    source, p_source = item_source(lf, judge, labelled=not is_jury(judge))
     h_pred, p_h = model_pred(lf, "h")
-    return df(db, (
-        f"WITH {qf}, h AS (SELECT h.dataset, h.query_id, h.model_id, h.metric, avg(h.score) AS human "
-        f"FROM human_labels h JOIN qf ON {on_qf(lf, 'h')} WHERE h.score IS NOT NULL AND {h_pred} "
-        "AND list_contains(?, h.metric) GROUP BY ALL), "
-        f"x AS (SELECT i.dataset, i.query_id, i.model_id, {', '.join(f'i.{m}' for m in METRICS)} FROM {source} i "
-        f"JOIN qf ON {on_qf(lf, 'i')} WHERE i.judge_id = ? AND {pred} AND i.model_id IN (SELECT model_id FROM h)), "
-        f"u AS (UNPIVOT x ON {', '.join(METRICS)} INTO NAME metric VALUE judge) "
-        "SELECT u.model_id, u.metric, u.judge, h.human, count(*) AS n FROM u LEFT JOIN h "
-        "USING (dataset, query_id, model_id, metric) WHERE (u.model_id, u.metric) IN (SELECT model_id, metric FROM h) "
-        "GROUP BY ALL ORDER BY ALL"
-    ), [*p_qf, *p_h, list(METRICS), *p_source, judge, *p_model])
+    with SHARED_READERS.cursor(db) as con:
+        labelled = con.execute((
+            f"WITH {qf}, h AS (SELECT h.dataset, h.query_id, h.model_id, h.metric, avg(h.score) AS human "
+            f"FROM human_labels h JOIN qf ON {on_qf(lf, 'h')} WHERE h.score IS NOT NULL AND {h_pred} "
+            "AND list_contains(?, h.metric) GROUP BY ALL), "
+            f"x AS (SELECT i.dataset, i.query_id, i.model_id, {', '.join(f'i.{m}' for m in METRICS)} FROM {source} i "
+            f"JOIN qf ON {on_qf(lf, 'i')} SEMI JOIN h ON h.dataset = i.dataset AND h.query_id = i.query_id "
+            f"AND h.model_id = i.model_id WHERE i.judge_id = ? AND {pred}), "
+            f"u AS (UNPIVOT x ON {', '.join(METRICS)} INTO NAME metric VALUE judge) "
+            "SELECT h.model_id, h.metric, u.judge, h.human, count(*) AS n FROM h LEFT JOIN u "
+            "USING (dataset, query_id, model_id, metric) GROUP BY ALL"
+        ), [*p_qf, *p_h, list(METRICS), *p_source, judge, *p_model]).df()
+        if labelled.empty:
+            return pd.DataFrame(columns=["model_id", "metric", "judge", "human", "n"])
+        patterns = score_patterns(con, lf.with_(models=tuple(labelled.model_id.unique())), judge)
+    items = pd.concat([pd.DataFrame({"model_id": patterns["model_id"], "metric": m, "judge": patterns[m].astype(float),
+                                     "n": patterns["n"].astype(np.int64)}) for m in METRICS])
+    pairs = labelled[["model_id", "metric"]].drop_duplicates()
+    labelled = labelled[labelled.judge.notna()]
+    key = ["model_id", "metric", "judge"]
+    every = items[items.judge.notna()].merge(pairs, on=["model_id", "metric"]).groupby(key, as_index=False).n.sum()
+    taken = labelled.groupby(key, as_index=False).n.sum().rename(columns={"n": "taken"})
+    rest = every.merge(taken, on=key, how="left").assign(n=lambda d: d.n - d.taken.fillna(0).astype(np.int64))
+    rest = rest[rest.n > 0].drop(columns="taken").assign(human=np.nan)
+    out = pd.concat([labelled.astype({"n": np.int64}), rest[["model_id", "metric", "judge", "human", "n"]]])
+    return out.sort_values(["model_id", "metric", "judge", "human"], na_position="last", ignore_index=True)
 
 
 def calibrated_means(db: str | Path, f: Filters, judge: str, language: str) -> pd.DataFrame:

@@ -4,7 +4,7 @@ A written table's columns are the fields of its row class (``pipeline/store/rows
 following from the annotations (``TABLES``). ``Store`` creates missing tables and adds missing columns to an
 existing database (a new metric, a new field), backfilling what can be derived (``BACKFILL``).
 
-Thirteen tables are derived, and the writer keeps them in step with their sources: after a batch is
+Fifteen tables are derived, and the writer keeps them in step with their sources: after a batch is
 written, the rows of every key it touched are deleted and recomputed in the same transaction, so
 they never disagree. Both count only what belongs to the response text now stored:
 
@@ -28,7 +28,9 @@ they never disagree. Both count only what belongs to the response text now store
 - ``review_facts``: per response without an error what the review queue's severity is made of
   (``pipeline/store/derived_review.py``).
 - ``jury_items``: per item the judges' mean, median, min, max and spread of each metric and every judge's score,
-  what a jury of every judge that scored it and the agreement between them read (``pipeline/store/derived_jury.py``).
+  what a jury of every judge that scored it and the agreement between them read (``pipeline/store/derived_jury.py``);
+  ``jury_groups`` and ``jury_patterns``: per language and script, the jury's score patterns and the judges' score
+  tuples per metric, counted from ``jury_items`` by deltas (``Derived.counts``).
 
 The pages read them instead of regrouping millions of rows at every render (bench/README.md has the figures).
 """
@@ -51,7 +53,8 @@ from pipeline.store.rows import LEXICAL, ROW_CLASSES, TEXT_HASH_SQL, Row
 SCHEMA_VERSION = 7  # 2: item_scores; 3: response_facts; 4: responses.response_hash, derived = current only; 5: groups
 # 6: labelled_scores; 7: critique_groups, lexical_groups, critique_items (the Med-CoDE page's sums and sample),
 # theme_groups (the themes page's sums), review_facts (the review queue's severity inputs), jury_items (a jury's
-# per-item scores and spread)
+# per-item scores and spread), later jury_groups and jury_patterns (counted from jury_items). A table added without
+# changing what the others hold keeps the version: a file at it that lacks only new tables makes just those.
 PLAYGROUND = "playground"  # the dataset that holds the playground's saved answers
 
 
@@ -131,12 +134,18 @@ class Derived(NamedTuple):
     """A derived table: the tables it follows and the SELECT of its rows (alias ``alias`` for the
     driving table; ``{touched}`` and ``{touched_s}`` join the touched keys ``k``). ``watch`` names, per
     source, the columns it depends on: a write to that source touches only the keys whose values of
-    those columns change (a run rewrites every query; only a changed rubric matters to the rubric tables)."""
+    those columns change (a run rewrites every query; only a changed rubric matters to the rubric tables).
+
+    ``counts``: (parent, summed columns) for a table that counts the rows of another derived table (its SELECT
+    groups the parent's rows, ``{touched}`` restricting them to the parent's touched keys). It is kept by deltas
+    around the parent's refresh — the touched rows' counts before it subtracted, after it added, rows left at
+    ``n`` = 0 deleted — instead of regrouping every row of its touched groups."""
 
     sources: tuple[str, ...]
     alias: str
     select: str
     watch: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    counts: tuple[str, tuple[str, ...]] | None = None
 
 
 DERIVED: dict[str, Derived] = {
@@ -177,7 +186,8 @@ DERIVED: dict[str, Derived] = {
     **{t: Derived(derived_review.SOURCES, derived_review.ALIAS, sql, derived_review.WATCH)
        for t, sql in derived_review.SELECTS.items()},
     # per item, what a jury of its judges makes of their scores (pipeline/store/derived_jury.py); after item_scores
-    **{t: Derived(derived_jury.SOURCES, derived_jury.ALIAS, sql, derived_jury.WATCH)
+    # and what a jury's leaderboard and the judges' agreement count of them, kept by deltas (counted tables)
+    **{t: Derived(derived_jury.SOURCES, derived_jury.ALIASES[t], sql, derived_jury.WATCH, derived_jury.COUNTS.get(t))
        for t, sql in derived_jury.SELECTS.items()},
 }
 
@@ -193,6 +203,8 @@ def refresh_sql(derived: str, keys_from: str | None = None, key_columns: tuple[s
     d = DERIVED[derived]
     if keys_from is None:
         return [f"DELETE FROM {derived}", f"INSERT INTO {derived} BY NAME " + d.select.format_map(_Everything())]
+    if d.counts is not None:
+        return []  # kept by its parent's refresh (below)
     cols = ", ".join(key_columns)
     keys = f"(SELECT DISTINCT {cols} FROM {keys_from})"
 
@@ -202,8 +214,26 @@ def refresh_sql(derived: str, keys_from: str | None = None, key_columns: tuple[s
     # ``{touched_q}``: the touched queries (alias q0), for a SELECT that reads per-query data (a rubric)
     per_query = ("dataset", "query_id")
     touched_q = touched("q0", per_query) if set(per_query) <= set(key_columns) else ""
-    return [f"DELETE FROM {derived} USING {keys} k WHERE {_on('k', derived, key_columns)}",
-            f"INSERT INTO {derived} BY NAME " + d.select.format_map(_Touched(touched, d.alias, touched_q))]
+    counted = {name: c for name, c in DERIVED.items() if c.counts is not None and c.counts[0] == derived}
+
+    def counts(name: str, sign: str) -> str:
+        c = DERIVED[name]
+        rows = c.select.format_map(_Touched(touched, c.alias, touched_q))
+        return f"SELECT * REPLACE ({', '.join(f'{sign}{s} AS {s}' for s in c.counts[1])}) FROM ({rows})"
+
+    before = [f"CREATE OR REPLACE TEMP TABLE _delta_{name} AS {counts(name, '-')}" for name in counted]
+    after = []
+    for name, c in counted.items():
+        spec, sums = TABLES[name], c.counts[1]
+        kept = [n for n in spec.names if n not in spec.key and n not in sums]
+        after += [f"INSERT INTO _delta_{name} {counts(name, '')}",
+                  f"INSERT INTO {name} BY NAME SELECT {', '.join(spec.key)}, "
+                  + "".join(f"any_value({n}) AS {n}, " for n in kept)
+                  + ", ".join(f"sum({s}) AS {s}" for s in sums) + f" FROM _delta_{name} GROUP BY {', '.join(spec.key)} "
+                  "ON CONFLICT DO UPDATE SET " + ", ".join(f"{s} = {s} + excluded.{s}" for s in sums),
+                  f"DELETE FROM {name} WHERE n = 0", f"DROP TABLE _delta_{name}"]
+    return [*before, f"DELETE FROM {derived} USING {keys} k WHERE {_on('k', derived, key_columns)}",
+            f"INSERT INTO {derived} BY NAME " + d.select.format_map(_Touched(touched, d.alias, touched_q)), *after]
 
 
 class _Everything(dict):
