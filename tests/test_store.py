@@ -17,6 +17,7 @@ from pipeline.store.rows import (
     MetaRow,
     QueryRow,
     ResponseRow,
+    RetrievalRow,
     SafetyCheckRow,
     text_hash,
 )
@@ -84,6 +85,10 @@ EXPECTED |= {
                     f"AND s.check_name = '{c}')), count((SELECT s.passed FROM safety_checks s WHERE "
                     f"{CURRENT.format(a='s')} AND s.check_name = '{c}'))" for c in SAFETY_CHECKS)
         + " FROM responses r JOIN queries q USING (dataset, query_id) GROUP BY ALL ORDER BY ALL"
+    ),
+    "retrieval_groups": (
+        "SELECT t.dataset, q.language, coalesce(q.script, 'native'), sum(t.recall), count(t.recall) FROM retrievals t "
+        "JOIN queries q USING (dataset, query_id) GROUP BY ALL ORDER BY ALL"
     ),
 }
 
@@ -237,6 +242,8 @@ def _write_sources(store: Store) -> None:
         _query(0, "en"), _query(1, themes=("cultural", "misspelled")), _query(2),
         _query(3, script="latin", themes=("cultural",)),
         *(_response(i, m) for i in range(4) for m in ("a", "b")),
+        *(RetrievalRow(dataset="d", query_id=f"q{i}", search_text="?", raw_ids=[], update_ids=[],
+                       recall=None if i == 2 else i / 4, settings="s") for i in range(4)),
         *(_lexical(i, "a", i / 10) for i in (0, 1, 3)),
         *(SafetyCheckRow(dataset="d", query_id="q1", model_id=m, check_name=c, passed=passed, detail="",
                          response_hash=text_hash("t"))

@@ -142,19 +142,24 @@ def disagreement_items(db: str | Path, f: Filters, judges: tuple[str, ...], metr
     pred, p_model = model_pred(f, "i")
     cols = ", ".join(f"max(i.{metric}) FILTER (WHERE i.judge_id = ?) AS s{k}" for k in range(len(judges)))
     if f.dataset is not None and set(judges) == set(_judges_of(db, f.dataset)):  # the writer's jury_items
-        j_pred, p_j = model_pred(f, "j")
+        if grouped(f):  # the item's language and every judge's score are in its row
+            where, params = group_pred(f, "j")
+            source, language, with_qf = "jury_items j", "j.query_language", "WITH "
+        else:
+            where, params = model_pred(f, "j")
+            source, language, with_qf = f"jury_items j JOIN qf ON {on_qf(f, 'j')}", "qf.language", f"WITH {qf}, "
+            params = [*p_qf, *params]
+        at = f"list_position(string_split(per.judge_set, chr({ord(JUDGE_SET_SEP)})), ?)"
         out = df(db, (
-            f"WITH {qf}, per AS (SELECT j.dataset, j.query_id, j.model_id, qf.language, j.{metric}_n AS n_judges, "
-            f"j.{metric}_min AS min, j.{metric}_max AS max, j.{metric}_max - j.{metric}_min AS spread, "
-            f"j.{metric}_std AS std, j.{metric}_mean AS mean FROM jury_items j JOIN qf ON {on_qf(f, 'j')} "
-            f"WHERE {j_pred} AND j.{metric}_n > 0 ORDER BY spread DESC, std DESC, j.dataset, j.query_id, j.model_id "
-            f"LIMIT ?), s AS (SELECT i.dataset, i.query_id, i.model_id, {cols} FROM item_scores i SEMI JOIN per "
-            "ON per.dataset = i.dataset AND per.query_id = i.query_id AND per.model_id = i.model_id "
-            "WHERE list_contains(?, i.judge_id) GROUP BY ALL) "
-            "SELECT per.*, " + ", ".join(f"s.s{k}" for k in range(len(judges))) + ", q.query FROM per "
-            "JOIN s USING (dataset, query_id, model_id) JOIN queries q USING (dataset, query_id) "
-            "ORDER BY spread DESC, std DESC, dataset, query_id, model_id"
-        ), [*p_qf, *p_j, int(top), *judges, list(judges)])
+            f"{with_qf}per AS (SELECT j.dataset, j.query_id, j.model_id, {language} AS language, "
+            f"j.{metric}_n AS n_judges, j.{metric}_min AS min, j.{metric}_max AS max, "
+            f"j.{metric}_max - j.{metric}_min AS spread, j.{metric}_std AS std, j.{metric}_mean AS mean, j.judge_set, "
+            f"j.{metric}_scores AS scores FROM {source} WHERE {where} AND j.{metric}_n > 0 "
+            "ORDER BY spread DESC, std DESC, j.dataset, j.query_id, j.model_id LIMIT ?) "
+            "SELECT per.* EXCLUDE (judge_set, scores), "
+            + ", ".join(f"per.scores[{at}] AS s{k}" for k in range(len(judges))) + ", q.query FROM per "
+            "JOIN queries q USING (dataset, query_id) ORDER BY spread DESC, std DESC, dataset, query_id, model_id"
+        ), [*params, int(top), *judges])
         return out.rename(columns={f"s{k}": j for k, j in enumerate(judges)})
     out = df(db, (
         f"WITH {qf}, per AS (SELECT i.dataset, i.query_id, i.model_id, qf.language, count(i.{metric}) AS n_judges, "

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipeline.analysis.stats import bootstrap_mean_cis
@@ -53,8 +54,10 @@ def score_patterns(con: Any, f: Filters, judge: str) -> dict[str, np.ndarray]:
     language and script) when the view allows (``grouped``), for a jury from ``jury_groups`` (its counted patterns),
     else by grouping the items.
     """
-    if not grouped(f) or is_jury(judge):
-        got = con.execute(*(_jury_patterns_sql(f, judge) if grouped(f) else _patterns_sql(f, judge))).fetchnumpy()
+    if grouped(f) and is_jury(judge):
+        return _jury_patterns(con, f, judge)
+    if not grouped(f):
+        got = con.execute(*_patterns_sql(f, judge)).fetchnumpy()
         return {c: np.asarray(got[c]) for c in PATTERN_COLUMNS}
     pred, params = group_pred(f, "g")
     lists = (*METRICS, "n", "judgments", "unparsed", "samples")
@@ -105,16 +108,26 @@ def _patterns_sql(f: Filters, judge: str) -> tuple[str, list[Any]]:
                                                                                            *p_model]
 
 
-def _jury_patterns_sql(f: Filters, judge: str) -> tuple[str, list[Any]]:
-    """``score_patterns`` of a jury from the writer's ``jury_groups`` (per language and script; summed over scripts and
-    datasets), as ``_patterns_sql`` gives them."""
+def _jury_patterns(con: Any, f: Filters, judge: str) -> dict[str, np.ndarray]:
+    """``score_patterns`` of a jury from the writer's ``jury_groups`` (counted per language and script): its rows
+    read as they lie and merged per (language, model) here (``_merge_patterns``), which sorts a few thousand
+    patterns faster than DuckDB's ORDER BY of the strings and scores."""
     pred, params = group_pred(f, "g")
-    scores = ", ".join(f"g.{m}" for m in METRICS)
-    return (f"SELECT g.query_language AS language, g.model_id, {scores}, sum(g.n)::BIGINT AS n, "
-            "sum(g.judgments)::BIGINT AS judgments, sum(g.unparsed)::BIGINT AS parse_failures, "
-            "max(g.samples) AS samples "
-            f"FROM jury_groups g WHERE g.jury = ? AND {pred} GROUP BY ALL ORDER BY language, g.model_id, {scores}"
-            ), [judge.removeprefix(JURY_PREFIX), *params]
+    rows = con.sql(f"SELECT g.query_language, g.model_id, {', '.join(f'g.{m}' for m in METRICS)}, g.n, g.judgments, "
+                   f"g.unparsed, g.samples FROM jury_groups g WHERE g.jury = ? AND {pred}",
+                   params=[judge.removeprefix(JURY_PREFIX), *params]).to_arrow_table()
+    if not rows.num_rows:
+        return {c: np.zeros(0, dtype=object if c in ("language", "model_id") else float) for c in PATTERN_COLUMNS}
+    names = [pa.array(sorted(pc.unique(rows[c]).to_pylist())) for c in ("query_language", "model_id")]
+    codes = [pc.index_in(rows[c], value_set=v).to_numpy() for c, v in zip(("query_language", "model_id"), names,
+                                                                          strict=True)]
+    cols = {m: rows[m].to_numpy(zero_copy_only=False).astype(float) for m in METRICS}
+    cols |= {name: rows[c].to_numpy().astype(np.int64) for c, name in (("n", "n"), ("judgments", "judgments"),
+                                                                      ("unparsed", "parse_failures"),
+                                                                      ("samples", "samples"))}
+    key, cols = _merge_patterns(codes[0] * len(names[1]) + codes[1], cols)
+    language = names[0].to_numpy(zero_copy_only=False)[key // len(names[1])]
+    return {"language": language, "model_id": names[1].to_numpy(zero_copy_only=False)[key % len(names[1])], **cols}
 
 
 def _split_patterns(patterns: dict[str, np.ndarray]) -> tuple[pd.DataFrame, dict[str, dict[str, np.ndarray]]]:
@@ -154,22 +167,24 @@ def _split_patterns(patterns: dict[str, np.ndarray]) -> tuple[pd.DataFrame, dict
 def _per_model_sql(f: Filters) -> tuple[str, list[Any]]:
     """Per (language, model) from ``response_facts``: responses, errors, responses that echo the prompt
     (Health-Pariksha §4.1), lexical means, safety pass rates (unclear outcomes left out), and the language's
-    retrieval recall. From ``response_groups`` (the writer's sums per language and script) without a theme
-    filter."""
+    retrieval recall. From ``response_groups`` and ``retrieval_groups`` (the writer's sums per language and script)
+    without a theme filter."""
+    echoes = "prompt_echo" in SAFETY_CHECKS
+    if grouped(f):
+        pred, p_group = group_pred(f, "g")
+        r_pred, p_rec = group_pred(f.with_(models=()), "t")
+        means = ", ".join(f"sum(g.{c}_sum) / nullif(sum(g.{c}_n), 0) AS {prefix}{c}"
+                          for prefix, cols in (("", LEXICAL), ("check_", SAFETY_CHECKS)) for c in cols)
+        return ("WITH rec AS (SELECT t.query_language AS language, sum(t.recall_sum) / nullif(sum(t.recall_n), 0) "
+                f"AS recall FROM retrieval_groups t WHERE {r_pred} GROUP BY ALL), "
+                "per AS (SELECT g.query_language AS language, g.model_id, sum(g.responses) AS responses, "
+                f"sum(g.errors) AS errors, {'sum(g.prompt_echoes) AS prompt_echoes, ' if echoes else ''}"
+                f"sum(g.n_lexical) AS n_lexical, {means} FROM response_groups g WHERE {pred} GROUP BY ALL) "
+                "SELECT * FROM per LEFT JOIN rec USING (language)"), [*p_rec, *p_group]
     qf, p_qf = queries_cte(f)
     dataset_pred, p_dataset = model_pred(f.with_(models=()), "t")
     rec = (f"rec AS (SELECT qf.language, avg(t.recall) AS recall FROM retrievals t JOIN qf ON {on_qf(f, 't')} "
            f"WHERE {dataset_pred} GROUP BY ALL)")
-    echoes = "prompt_echo" in SAFETY_CHECKS
-    if grouped(f):
-        pred, p_group = group_pred(f, "g")
-        means = ", ".join(f"sum(g.{c}_sum) / nullif(sum(g.{c}_n), 0) AS {prefix}{c}"
-                          for prefix, cols in (("", LEXICAL), ("check_", SAFETY_CHECKS)) for c in cols)
-        return (f"WITH {qf}, {rec}, per AS (SELECT g.query_language AS language, g.model_id, "
-                "sum(g.responses) AS responses, sum(g.errors) AS errors, "
-                f"{'sum(g.prompt_echoes) AS prompt_echoes, ' if echoes else ''}sum(g.n_lexical) AS n_lexical, {means} "
-                f"FROM response_groups g WHERE {pred} GROUP BY ALL) SELECT * FROM per LEFT JOIN rec USING (language)"
-                ), [*p_qf, *p_dataset, *p_group]
     pred, p_model = model_pred(f, "x")
     lexical = ", ".join(f"avg(x.{c}) AS {c}" for c in LEXICAL)
     checks = ", ".join(f"avg(x.{c}::INTEGER) AS check_{c}" for c in SAFETY_CHECKS)

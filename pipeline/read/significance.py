@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from pipeline.analysis.calibration import ppi_mean
 from pipeline.analysis.paired import paired_differences
@@ -26,7 +27,16 @@ from pipeline.analysis.significance import minimum_detectable_difference, ranks_
 from pipeline.analysis.stats import histogram, mean_with_ci
 from pipeline.analysis.worst_at_k import expected_min
 from pipeline.metrics import METRICS
-from pipeline.read.common import Filters, current_join, df, model_pred, on_qf, queries_cte, weights_dict
+from pipeline.read.common import (
+    Filters,
+    current_join,
+    df,
+    metric_case,
+    model_pred,
+    on_qf,
+    queries_cte,
+    weights_dict,
+)
 from pipeline.read.jury import is_jury, item_source
 from pipeline.read.leaderboard import score_patterns
 from pipeline.store import SHARED_READERS
@@ -105,32 +115,33 @@ def calibration_arrays(db: str | Path, f: Filters, judge: str, language: str) ->
     pred, p_model = model_pred(lf, "i")
     source, p_source = item_source(lf, judge, labelled=not is_jury(judge))
     h_pred, p_h = model_pred(lf, "h")
+    labelled = (  # the few labelled items, their judge scores looked up by key, counted
+        f"WITH {qf}, h AS (SELECT h.dataset, h.query_id, h.model_id, h.metric, avg(h.score) AS human "
+        f"FROM human_labels h JOIN qf ON {on_qf(lf, 'h')} WHERE h.score IS NOT NULL AND {h_pred} "
+        "AND list_contains(?, h.metric) GROUP BY ALL) "
+        f"SELECT h.model_id, h.metric, {metric_case('h.metric')} AS judge, h.human, count(*) AS n FROM h "
+        f"LEFT JOIN {source} i ON i.dataset = h.dataset AND i.query_id = h.query_id AND i.model_id = h.model_id "
+        f"AND i.judge_id = ? AND {pred} GROUP BY ALL")
     with SHARED_READERS.cursor(db) as con:
-        labelled = con.execute((
-            f"WITH {qf}, h AS (SELECT h.dataset, h.query_id, h.model_id, h.metric, avg(h.score) AS human "
-            f"FROM human_labels h JOIN qf ON {on_qf(lf, 'h')} WHERE h.score IS NOT NULL AND {h_pred} "
-            "AND list_contains(?, h.metric) GROUP BY ALL), "
-            f"x AS (SELECT i.dataset, i.query_id, i.model_id, {', '.join(f'i.{m}' for m in METRICS)} FROM {source} i "
-            f"JOIN qf ON {on_qf(lf, 'i')} SEMI JOIN h ON h.dataset = i.dataset AND h.query_id = i.query_id "
-            f"AND h.model_id = i.model_id WHERE i.judge_id = ? AND {pred}), "
-            f"u AS (UNPIVOT x ON {', '.join(METRICS)} INTO NAME metric VALUE judge) "
-            "SELECT h.model_id, h.metric, u.judge, h.human, count(*) AS n FROM h LEFT JOIN u "
-            "USING (dataset, query_id, model_id, metric) GROUP BY ALL"
-        ), [*p_qf, *p_h, list(METRICS), *p_source, judge, *p_model]).df()
-        if labelled.empty:
+        con.execute(f"CREATE OR REPLACE TEMP TABLE cal_labelled AS {labelled}",
+                    [*p_qf, *p_h, list(METRICS), *p_source, judge, *p_model])
+        models = [m for (m,) in con.execute("SELECT DISTINCT model_id FROM cal_labelled").fetchall()]
+        if not models:
             return pd.DataFrame(columns=["model_id", "metric", "judge", "human", "n"])
-        patterns = score_patterns(con, lf.with_(models=tuple(labelled.model_id.unique())), judge)
-    items = pd.concat([pd.DataFrame({"model_id": patterns["model_id"], "metric": m, "judge": patterns[m].astype(float),
-                                     "n": patterns["n"].astype(np.int64)}) for m in METRICS])
-    pairs = labelled[["model_id", "metric"]].drop_duplicates()
-    labelled = labelled[labelled.judge.notna()]
-    key = ["model_id", "metric", "judge"]
-    every = items[items.judge.notna()].merge(pairs, on=["model_id", "metric"]).groupby(key, as_index=False).n.sum()
-    taken = labelled.groupby(key, as_index=False).n.sum().rename(columns={"n": "taken"})
-    rest = every.merge(taken, on=key, how="left").assign(n=lambda d: d.n - d.taken.fillna(0).astype(np.int64))
-    rest = rest[rest.n > 0].drop(columns="taken").assign(human=np.nan)
-    out = pd.concat([labelled.astype({"n": np.int64}), rest[["model_id", "metric", "judge", "human", "n"]]])
-    return out.sort_values(["model_id", "metric", "judge", "human"], na_position="last", ignore_index=True)
+        patterns = score_patterns(con, lf.with_(models=tuple(models)), judge)
+        con.register("cal_patterns", pa.table({c: patterns[c] for c in ("model_id", *METRICS, "n")}))
+        try:
+            return con.execute(
+                "WITH every AS (SELECT model_id, metric, judge, sum(n) AS n FROM (UNPIVOT cal_patterns "
+                f"ON {', '.join(METRICS)} INTO NAME metric VALUE judge) SEMI JOIN (SELECT DISTINCT model_id, metric "
+                "FROM cal_labelled) USING (model_id, metric) GROUP BY ALL), "
+                "taken AS (SELECT * FROM cal_labelled WHERE judge IS NOT NULL) "
+                "SELECT * FROM taken UNION ALL SELECT e.model_id, e.metric, e.judge, NULL, e.n - coalesce(t.n, 0) "
+                "FROM every e LEFT JOIN (SELECT model_id, metric, judge, sum(n) AS n FROM taken GROUP BY ALL) t "
+                "USING (model_id, metric, judge) WHERE e.n > coalesce(t.n, 0) ORDER BY ALL").df()
+        finally:
+            con.unregister("cal_patterns")
+            con.execute("DROP TABLE cal_labelled")
 
 
 def calibrated_means(db: str | Path, f: Filters, judge: str, language: str) -> pd.DataFrame:

@@ -16,6 +16,8 @@ scale. The writer keeps those groups instead, for the keys a batch touched, in t
 - ``response_groups`` — per (dataset, model, query language, query script) responses, errors, responses
   that echo the prompt (their ``prompt_echo`` check failed), lexically scored responses, and per lexical
   metric and safety check the sum and count of its non-NULL values (a mean is their quotient).
+- ``retrieval_groups`` — per (dataset, query language, query script) the sum and count of the retrievals' recall
+  (the leaderboard's recall column), instead of joining every query's retrieval to its language at each read.
 
 The key's language and script columns are ``query_language`` / ``query_script``: a write to ``queries``
 touches the whole dataset (``watch``: only when a query's language, script or themes change), not the groups of the
@@ -31,6 +33,7 @@ from pipeline.store.rows import LEXICAL
 GROUP = ("query_language", "query_script")
 SCORE_KEY = ("dataset", "judge_id", "model_id", *GROUP)
 RESPONSE_KEY = ("dataset", "model_id", *GROUP)
+RETRIEVAL_KEY = ("dataset", *GROUP)
 WATCH = (("queries", ("language", "script", "themes")),)
 NO_THEME = "(none)"  # the theme of a query without one (pipeline.read.themes)
 THEME_KEY = ("dataset", "judge_id", "model_id", "theme", *GROUP)
@@ -52,6 +55,9 @@ SPECS: dict[str, tuple[tuple[tuple[str, str], ...], tuple[str, ...]]] = {
         *((f"{c}_{part}", "DOUBLE" if part == "sum" else "INTEGER") for c in (*LEXICAL, *SAFETY_CHECKS)
           for part in ("sum", "n")),
     ), RESPONSE_KEY),
+    "retrieval_groups": ((
+        *((c, "VARCHAR") for c in RETRIEVAL_KEY), ("recall_sum", "DOUBLE"), ("recall_n", "INTEGER"),
+    ), RETRIEVAL_KEY),
 }
 
 _SCORE_PATTERNS = (
@@ -89,6 +95,12 @@ SELECTS: dict[str, str] = {
         + " FROM response_facts x {touched} " + _QUERY.format(a="x") + " GROUP BY ALL"
     ),
 }
+SELECTS["retrieval_groups"] = (
+    "SELECT t.dataset, q.language AS query_language, coalesce(q.script, 'native') AS query_script, "
+    "sum(t.recall) AS recall_sum, count(t.recall) AS recall_n FROM retrievals t {touched} " + _QUERY.format(a="t")
+    + " GROUP BY ALL"
+)
 SOURCES = {"score_groups": ("judgments", "responses", "queries"), "theme_groups": ("judgments", "responses", "queries"),
-           "response_groups": ("responses", "lexical_scores", "safety_checks", "queries")}
-ALIASES = {"score_groups": "i", "theme_groups": "i", "response_groups": "x"}
+           "response_groups": ("responses", "lexical_scores", "safety_checks", "queries"),
+           "retrieval_groups": ("retrievals", "queries")}
+ALIASES = {"score_groups": "i", "theme_groups": "i", "response_groups": "x", "retrieval_groups": "t"}
