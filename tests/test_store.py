@@ -59,6 +59,15 @@ EXPECTED |= {
         + ", ".join(f"list({c} ORDER BY {_PATTERN})" for c in (*METRICS, "n", "judgments", "unparsed", "samples"))
         + ", list_sort(list_distinct(flatten(list(runs)))) FROM p GROUP BY ALL ORDER BY ALL"
     ),
+    # per labelled item, metric and judge: the annotators' scores (in annotator order) and the judge's item score
+    "label_pairs": (
+        f"WITH i ({', '.join(_ITEM_COLUMNS)}) AS ({_ITEMS}) SELECT h.dataset, h.query_id, h.model_id, h.metric, "
+        "i.judge_id, q.language, coalesce(q.script, 'native'), q.themes, avg(h.score), list(h.score ORDER BY "
+        "h.annotator), list(h.annotator ORDER BY h.annotator), CASE h.metric "
+        + " ".join(f"WHEN '{m}' THEN i.{m}" for m in METRICS) + " END FROM human_labels h "
+        "JOIN i USING (dataset, query_id, model_id) JOIN queries q USING (dataset, query_id) WHERE h.score IS NOT NULL "
+        "GROUP BY ALL ORDER BY ALL"
+    ),
     # the items with a human label, straight from the sources
     "labelled_scores": (
         f"SELECT * FROM ({_ITEMS}) i WHERE EXISTS (SELECT 1 FROM human_labels h WHERE h.dataset = i.dataset "
@@ -290,8 +299,11 @@ def test_derived_tables_follow_writes_and_deletes(tmp_path):
     assert store.fetch("SELECT refusal FROM response_facts WHERE query_id = 'q1' AND model_id = 'a'") == [(None,)]
     assert store.fetch("SELECT query_id, SS FROM labelled_scores ORDER BY ALL") == [("q0", 0.0), ("q1", 2.0)]
 
-    # a new human label and a deleted one: the labelled items follow
-    store.write([_human(3, "a", "FC")])
+    # a new human label, a second annotator's and a deleted one: the labelled items follow
+    store.write([_human(3, "a", "FC"), HumanLabelRow(dataset="d", query_id="q1", model_id="a", metric="SS",
+                                                     annotator="a2", score=2, comment=None, source="test")])
+    assert store.fetch("SELECT human, humans, annotators FROM label_pairs WHERE query_id = 'q1' "
+                       "AND label_metric = 'SS'") == [(1.5, [2.0, 1.0], ["a2", "dr"])]
     store.delete_where("human_labels", "dataset = ? AND query_id = ? AND model_id = ?", ["d", "q0", "a"])
     for table, sql in EXPECTED.items():
         assert _derived(store, table) == store.fetch(sql), table

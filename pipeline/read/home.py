@@ -11,7 +11,7 @@ import pandas as pd
 
 from pipeline.metrics import DEFAULT_WEIGHTS, METRICS
 from pipeline.read.agreement import agreement_from_confusion
-from pipeline.read.common import PLAYGROUND, dfs, metric_case, schema_version, upgrade_notice
+from pipeline.read.common import PLAYGROUND, dfs, schema_version, upgrade_notice
 from pipeline.store import DERIVED, SCHEMA_VERSION, SHARED_READERS
 
 
@@ -103,7 +103,8 @@ def judge_summary(db: str | Path) -> dict[str, pd.DataFrame]:
     """Judges with their current judgment and parse-failure counts, reliability (sanity AUC), human agreement.
 
     Counts come from ``score_groups`` (the writer's sums over ``item_scores``: current response texts only), the
-    judge's side of agreement from ``labelled_scores`` (an item's score is the mean of its parsed samples, rounded).
+    agreement from ``label_pairs`` (each annotator's score beside the judge's item score: the mean of its parsed
+    samples, rounded).
     """
     judges, reliability, confusion = dfs(db, [
         ("SELECT dataset, judge_id, sum(list_sum(judgments))::BIGINT AS judgments, "
@@ -111,11 +112,8 @@ def judge_summary(db: str | Path) -> dict[str, pd.DataFrame]:
          "GROUP BY ALL ORDER BY dataset, judgments DESC", []),
         ("SELECT dataset, judge_id, metric, auc, n_good, n_bad, n_unparsed, created_at FROM judge_reliability "
          "ORDER BY dataset, judge_id, metric", []),
-        ("WITH pairs AS (SELECT h.dataset, i.judge_id, h.metric, h.score AS human, "
-         f"round({metric_case('h.metric')}) AS llm FROM human_labels h JOIN labelled_scores i ON i.dataset = h.dataset "
-         "AND i.query_id = h.query_id AND i.model_id = h.model_id WHERE h.score IS NOT NULL) "
-         "SELECT dataset, judge_id, metric, human, llm, count(*) AS n FROM pairs WHERE llm IS NOT NULL "
-         "GROUP BY ALL", []),
+        ("SELECT p.dataset, p.judge_id, p.label_metric AS metric, u.human, round(p.llm) AS llm, count(*) AS n "
+         "FROM label_pairs p, unnest(p.humans) AS u(human) WHERE p.llm IS NOT NULL GROUP BY ALL", []),
     ])
     agreement = agreement_from_confusion(confusion, ["dataset", "judge_id", "metric"])
     return {"judges": judges, "reliability": reliability, "agreement": agreement}

@@ -31,13 +31,14 @@ from pipeline.read.common import (
     Filters,
     current_join,
     df,
-    metric_case,
+    group_pred,
+    grouped,
     model_pred,
     on_qf,
     queries_cte,
     weights_dict,
 )
-from pipeline.read.jury import is_jury, item_source
+from pipeline.read.jury import JURY_PREFIX, is_jury, item_source
 from pipeline.read.leaderboard import score_patterns
 from pipeline.store import SHARED_READERS
 
@@ -103,28 +104,36 @@ def significance(db: str | Path, f: Filters, judge: str, weights: tuple[float, .
 
 
 def calibration_arrays(db: str | Path, f: Filters, judge: str, language: str) -> pd.DataFrame:
-    """Per (model, metric) with human labels in ``language``: each distinct (judge item score, human score or
-    NULL = unlabelled) and its count of items. The human score of an item is its annotators' mean; items the
-    judge did not score are left out (PPI drops them).
+    """Per (model, metric) with human labels in ``language`` on items the judge scored: each distinct (judge item
+    score, human score or NULL = unlabelled) and its count of items. The human score of an item is its annotators'
+    mean; items the judge did not score are left out (PPI drops them).
 
-    The labelled items are read item by item (a judge's from ``labelled_scores``, a few thousand rows; a jury's from
-    its per-item scores, so that its values are the very ones counted); the unlabelled counts are every item's
-    (``leaderboard.score_patterns``: the writer's counted patterns where the view allows) less the labelled."""
+    The labelled items come from ``label_pairs`` (a jury's item scores from ``jury_items``, so that its values are the
+    very ones counted); the unlabelled counts are every item's (``leaderboard.score_patterns``: the writer's counted
+    patterns where the view allows) less the labelled."""
     lf = f.with_(languages=(language,))
-    qf, p_qf = queries_cte(lf)
-    pred, p_model = model_pred(lf, "i")
-    source, p_source = item_source(lf, judge, labelled=not is_jury(judge))
-    h_pred, p_h = model_pred(lf, "h")
-    labelled = (  # the few labelled items, their judge scores looked up by key, counted
-        f"WITH {qf}, h AS (SELECT h.dataset, h.query_id, h.model_id, h.metric, avg(h.score) AS human "
-        f"FROM human_labels h JOIN qf ON {on_qf(lf, 'h')} WHERE h.score IS NOT NULL AND {h_pred} "
-        "AND list_contains(?, h.metric) GROUP BY ALL) "
-        f"SELECT h.model_id, h.metric, {metric_case('h.metric')} AS judge, h.human, count(*) AS n FROM h "
-        f"LEFT JOIN {source} i ON i.dataset = h.dataset AND i.query_id = h.query_id AND i.model_id = h.model_id "
-        f"AND i.judge_id = ? AND {pred} GROUP BY ALL")
+    if grouped(lf):  # the pairs carry their query's language and script
+        where, params = group_pred(lf, "p")
+        with_qf, pairs = "", f"label_pairs p WHERE {where}"
+    else:
+        qf, p_qf = queries_cte(lf)
+        where, params = model_pred(lf, "p")
+        with_qf, pairs = f"WITH {qf} ", f"label_pairs p JOIN qf ON {on_qf(lf, 'p')} WHERE {where}"
+        params = [*p_qf, *params]
+    if not is_jury(judge):
+        labelled = (f"{with_qf}SELECT p.model_id, p.label_metric AS metric, p.llm AS judge, p.human, count(*) AS n "
+                    f"FROM {pairs} AND p.judge_id = ? AND list_contains(?, p.label_metric) GROUP BY ALL")
+        params = [*params, judge, list(METRICS)]
+    else:
+        how = judge.removeprefix(JURY_PREFIX)
+        value = "CASE h.metric " + " ".join(f"WHEN '{m}' THEN j.{m}_{how}" for m in METRICS) + " END"
+        labelled = (f"{with_qf}SELECT h.model_id, h.metric, {value} AS judge, h.human, count(*) AS n FROM ("
+                    "SELECT DISTINCT p.dataset, p.query_id, p.model_id, p.label_metric AS metric, p.human "
+                    f"FROM {pairs} AND list_contains(?, p.label_metric)) h JOIN jury_items j ON j.dataset = h.dataset "
+                    "AND j.query_id = h.query_id AND j.model_id = h.model_id GROUP BY ALL")
+        params = [*params, list(METRICS)]
     with SHARED_READERS.cursor(db) as con:
-        con.execute(f"CREATE OR REPLACE TEMP TABLE cal_labelled AS {labelled}",
-                    [*p_qf, *p_h, list(METRICS), *p_source, judge, *p_model])
+        con.execute(f"CREATE OR REPLACE TEMP TABLE cal_labelled AS {labelled}", params)
         models = [m for (m,) in con.execute("SELECT DISTINCT model_id FROM cal_labelled").fetchall()]
         if not models:
             return pd.DataFrame(columns=["model_id", "metric", "judge", "human", "n"])

@@ -34,9 +34,9 @@ from pipeline.dataset.loader import PROMPTS_SUBDIR
 from pipeline.dataset.records import dataset_folder
 from pipeline.metrics import METRICS, registry, registry_path, rubric_file
 from pipeline.prompts import PROMPTS_DIR
-from pipeline.read.common import REPO_ROOT, Filters, metric_case
+from pipeline.read.common import REPO_ROOT
 from pipeline.read.judge_trust import AUC_TRUST
-from pipeline.read.jury import is_jury, item_source
+from pipeline.read.jury import is_jury
 from pipeline.store import SHARED_READERS
 
 KAPPA_TRUST = 0.4  # below "moderate" (Landis & Koch) the judge and the doctors disagree too often
@@ -92,20 +92,21 @@ def reliability_matrix(db: str | Path, dataset: str, judge: str, members: tuple[
     script is native); ``theme``. ``status``: 'ok', 'weak' (below a threshold), 'none' (too little evidence).
     """
     sanity, p_sanity = _sanity_source(judge, members)
-    items, p_items = item_source(Filters(dataset=dataset), judge, labelled=True)
     per_query = "q.language, coalesce(q.script, 'native') AS script, q.themes"
     san_sql = (f"SELECT {per_query}, s.metric, s.kind, s.score, s.parse_ok, count(*) FROM {sanity} s "
                "JOIN queries q ON q.dataset = ? AND q.query_id = s.query_id GROUP BY ALL")
-    label_sql = (  # counted per query first: the few hundred queries' strata are joined after
-        f"WITH l AS (SELECT h.query_id, h.metric, h.score AS human, round({metric_case('h.metric')}) AS llm, "
-        f"count(*) AS n FROM human_labels h JOIN {items} i ON i.dataset = h.dataset AND i.query_id = h.query_id "
-        "AND i.model_id = h.model_id WHERE h.dataset = ? AND i.judge_id = ? AND h.score IS NOT NULL "
-        f"AND list_contains(?, h.metric) AND {metric_case('h.metric')} IS NOT NULL GROUP BY ALL) "
-        f"SELECT {per_query}, l.metric, l.human, l.llm, sum(l.n) FROM l JOIN queries q ON q.dataset = ? "
-        "AND q.query_id = l.query_id GROUP BY ALL")
+    # each annotator's score beside the judge's item score (a jury's: the mean of its judges'), from ``label_pairs``
+    pairs = ("label_pairs" if not is_jury(judge) else
+             "(SELECT dataset, query_id, model_id, label_metric, ? AS judge_id, any_value(query_language) AS "
+             "query_language, any_value(query_script) AS query_script, any_value(themes) AS themes, any_value(humans) "
+             "AS humans, avg(llm) AS llm FROM label_pairs WHERE dataset = ? GROUP BY ALL)")
+    label_sql = (f"SELECT p.query_language, p.query_script, p.themes, p.label_metric, u.human, round(p.llm), count(*) "
+                 f"FROM {pairs} p, unnest(p.humans) AS u(human) WHERE p.dataset = ? AND p.judge_id = ? "
+                 "AND list_contains(?, p.label_metric) AND p.llm IS NOT NULL GROUP BY ALL")
     with SHARED_READERS.cursor(db) as con:
         san = con.execute(san_sql, [dataset, *p_sanity, dataset]).fetchall()
-        labels = con.execute(label_sql, [*p_items, dataset, judge, list(METRICS), dataset]).fetchall()
+        labels = con.execute(label_sql, [*([judge, dataset] if is_jury(judge) else []), dataset, judge,
+                                         list(METRICS)]).fetchall()
     return _cells(_strata(san), _strata(labels))
 
 

@@ -4,7 +4,7 @@ A written table's columns are the fields of its row class (``pipeline/store/rows
 following from the annotations (``TABLES``). ``Store`` creates missing tables and adds missing columns to an
 existing database (a new metric, a new field), backfilling what can be derived (``BACKFILL``).
 
-Fifteen tables are derived, and the writer keeps them in step with their sources: after a batch is
+Seventeen tables are derived, and the writer keeps them in step with their sources: after a batch is
 written, the rows of every key it touched are deleted and recomputed in the same transaction, so
 they never disagree. Both count only what belongs to the response text now stored:
 
@@ -13,11 +13,14 @@ they never disagree. Both count only what belongs to the response text now store
   is the stored response's, and never of a response that errored.
 - ``labelled_scores``: the ``item_scores`` rows of items that have a human label, which every
   human-vs-judge comparison joins (thousands of rows where ``item_scores`` holds millions).
+- ``label_pairs``: per human-labelled item, metric and judge the annotators' scores (and their mean) beside the
+  judge's item score, with the query's language, script and themes.
 - ``response_facts``: one row per response with its error flag and its current lexical scores and
   safety-check outcomes.
 
 - ``score_groups`` and ``response_groups``: per (dataset, model, query language and script; and judge) the
-  score patterns and response counts a leaderboard sums, made of the two above; ``theme_groups``: per theme too,
+  score patterns and response counts a leaderboard sums, made of the two above (and ``retrieval_groups``, the recall
+  of the retrievals); ``theme_groups``: per theme too,
   each metric's sums and counts (``pipeline/store/derived_groups.py``).
 - ``rubric_items`` and ``rubric_tag_items``: per rubric item (dataset, query, model, grader), and per item and
   tag, HealthBench's sums over its current criterion grades and its score (``pipeline/store/derived_rubric.py``).
@@ -119,6 +122,11 @@ TABLES: dict[str, TableSpec] = {
 }
 
 TABLES["labelled_scores"] = TABLES["item_scores"]  # the rows of item_scores with a human label
+TABLES["label_pairs"] = TableSpec((
+    *((c, "VARCHAR") for c in (*_RESPONSE, "label_metric", "judge_id", "query_language", "query_script")),
+    ("themes", "VARCHAR[]"), ("human", "DOUBLE"), ("humans", "DOUBLE[]"), ("annotators", "VARCHAR[]"),
+    ("llm", "DOUBLE"),
+), (*_RESPONSE, "label_metric", "judge_id"))
 
 # Columns added after a table first shipped, and how to fill them in an older database.
 BACKFILL: dict[tuple[str, str], str] = {
@@ -161,6 +169,20 @@ DERIVED: dict[str, Derived] = {
     "labelled_scores": Derived(("judgments", "responses", "human_labels"), "i", (
         "SELECT i.* FROM item_scores i {touched} WHERE EXISTS (SELECT 1 FROM human_labels h "
         f"WHERE {_on('h', 'i', _RESPONSE)})")),
+    # per human-labelled item, metric and judge: the annotators' scores and the judge's item score, with the query's
+    # strata — what every human-vs-judge comparison counts, without joining the labels to the judges' items. The
+    # metric is ``label_metric``: a judgment of one metric makes or drops the item's row of every metric (an item
+    # exists once any of its judgments is current), so it must touch the item, not the metric
+    "label_pairs": Derived(("judgments", "responses", "human_labels", "queries"), "p", (
+        "SELECT p.* FROM (SELECT h.dataset, h.query_id, h.model_id, h.metric AS label_metric, i.judge_id, "
+        "any_value(q.language) AS query_language, any_value(coalesce(q.script, 'native')) AS query_script, "
+        "any_value(q.themes) AS themes, avg(h.score) AS human, list(h.score ORDER BY h.annotator) AS humans, "
+        "list(h.annotator ORDER BY h.annotator) AS annotators, any_value(CASE h.metric "
+        + " ".join(f"WHEN '{m}' THEN i.{m}" for m in METRICS) + " END) AS llm "
+        "FROM human_labels h {touched_items_h} JOIN item_scores i {touched_items_i} "
+        f"ON {_on('i', 'h', _RESPONSE)} JOIN queries q ON q.dataset = h.dataset AND q.query_id = h.query_id "
+        "WHERE h.score IS NOT NULL GROUP BY h.dataset, h.query_id, h.model_id, h.metric, i.judge_id) p {touched}"),
+        (("queries", ("language", "script", "themes")),)),
     "response_facts": Derived(("responses", "lexical_scores", "safety_checks"), "r", (
         "SELECT r.dataset, r.query_id, r.model_id, r.error IS NOT NULL AS failed, l.query_id IS NOT NULL AS lexical, "
         f"{', '.join(f'l.{c}' for c in LEXICAL)}, {', '.join(f's.{c}' for c in SAFETY_CHECKS)} "
@@ -218,7 +240,7 @@ def refresh_sql(derived: str, keys_from: str | None = None, key_columns: tuple[s
 
     def counts(name: str, sign: str) -> str:
         c = DERIVED[name]
-        rows = c.select.format_map(_Touched(touched, c.alias, touched_q))
+        rows = c.select.format_map(_Touched(touched, c.alias, touched_q, key_columns))
         return f"SELECT * REPLACE ({', '.join(f'{sign}{s} AS {s}' for s in c.counts[1])}) FROM ({rows})"
 
     before = [f"CREATE OR REPLACE TEMP TABLE _delta_{name} AS {counts(name, '-')}" for name in counted]
@@ -233,7 +255,8 @@ def refresh_sql(derived: str, keys_from: str | None = None, key_columns: tuple[s
                   "ON CONFLICT DO UPDATE SET " + ", ".join(f"{s} = {s} + excluded.{s}" for s in sums),
                   f"DELETE FROM {name} WHERE n = 0", f"DROP TABLE _delta_{name}"]
     return [*before, f"DELETE FROM {derived} USING {keys} k WHERE {_on('k', derived, key_columns)}",
-            f"INSERT INTO {derived} BY NAME " + d.select.format_map(_Touched(touched, d.alias, touched_q)), *after]
+            f"INSERT INTO {derived} BY NAME "
+            + d.select.format_map(_Touched(touched, d.alias, touched_q, key_columns)), *after]
 
 
 class _Everything(dict):
@@ -245,13 +268,18 @@ class _Everything(dict):
 
 class _Touched(dict):
     """A SELECT's placeholders: ``{touched}`` restricts its main alias to the touched keys, ``{touched_X}`` the
-    table aliased X (a subquery's own source), ``{touched_q}`` the touched queries (alias q0)."""
+    table aliased X (a subquery's own source), ``{touched_items_X}`` the table aliased X to the touched keys'
+    responses (their dataset, query and model: a source that lacks the rest of the key), ``{touched_q}`` the touched
+    queries (alias q0)."""
 
-    def __init__(self, touched, alias: str, touched_q: str):
+    def __init__(self, touched, alias: str, touched_q: str, key_columns: tuple[str, ...]):
         super().__init__(touched=touched(alias), touched_q=touched_q)
         self._touched = touched
+        self._items = tuple(c for c in _RESPONSE if c in key_columns)
 
     def __missing__(self, name: str) -> str:
+        if name.startswith("touched_items_"):
+            return self._touched(name.removeprefix("touched_items_"), self._items)
         if not name.startswith("touched_"):
             raise KeyError(name)
         return self._touched(name.removeprefix("touched_"))
