@@ -217,11 +217,11 @@ def test_an_old_file_without_a_derived_table_gets_the_upgrade_notice_not_an_erro
     from streamlit.testing.v1 import AppTest
 
     db = copy_db(synthetic_db)
-    con = duckdb.connect(str(db))  # as schema 5 left it: no labelled_scores
-    con.execute("DROP TABLE labelled_scores")
-    con.execute("UPDATE meta SET value = '5' WHERE key = 'schema_version'")
+    con = duckdb.connect(str(db))  # as schema 7 left it: no label_pairs
+    con.execute("DROP TABLE label_pairs")
+    con.execute("UPDATE meta SET value = '7' WHERE key = 'schema_version'")
     con.close()
-    with pytest.raises(duckdb.CatalogException, match="labelled_scores"):
+    with pytest.raises(duckdb.CatalogException, match="label_pairs"):
         home.choices(db)
     monkeypatch.setenv("PARIKSHA_DB", str(db))
     at = AppTest.from_file(str(REPO / "app.py"), default_timeout=120).run()

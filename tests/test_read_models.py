@@ -161,9 +161,9 @@ def test_leaderboard_matches_an_item_level_computation(tmp_path, cataract):
 
 
 def test_the_writers_groups_give_the_leaderboard_the_items_would(jury_db, monkeypatch):
-    """The leaderboard reads the writer's group tables (score_groups, response_groups; jury_groups for a jury) where
-    the view allows; they must give exactly what grouping the items on every read gives: per dataset, language,
-    script, model, for a judge and for both juries."""
+    """The leaderboard reads the writer's group tables (score_groups, response_groups) where the view allows; they
+    must give exactly what grouping the items on every read gives: per dataset, language, script, model, for a judge
+    (and for both juries, whose items are always grouped)."""
     views = [Filters(dataset="synthetic"), Filters(), Filters(dataset="synthetic", languages=("hi", "ta")),
              Filters(dataset="synthetic", scripts=("latin",)), Filters(dataset="synthetic", models=(JUDGE, "x"))]
     with duckdb.connect(str(jury_db), read_only=True) as con:
@@ -180,6 +180,22 @@ def test_the_writers_groups_give_the_leaderboard_the_items_would(jury_db, monkey
             key = ["language", "model_id"]
             pd.testing.assert_frame_equal(per_model.sort_values(key, ignore_index=True)[items.columns],
                                           items.sort_values(key, ignore_index=True), check_dtype=False)
+
+
+def test_a_jurys_means_from_its_counted_scores_are_those_of_its_item_scores(jury_db):
+    """The heatmap's means of a jury come from ``jury_patterns`` (each tuple of its judges' scores, its mean or median
+    the jury's score); they must be what the leaderboard's item patterns give, for every grouped view."""
+    f = Filters(dataset="synthetic")
+    weights = weights_tuple(DEFAULT_WEIGHTS)
+    views = [f, Filters(), f.with_(languages=("hi", "ta")), f.with_(scripts=("latin",)), f.with_(models=(JUDGE, "x"))]
+    for judge in ("jury:mean", "jury:median"):
+        for view in views:
+            fast = lb.model_means(lb.jury_base(jury_db, view, judge), weights)
+            slow = lb.model_means(lb.leaderboard_base(jury_db, view, judge), weights)
+            assert len(fast) == len(slow) > 0
+            pd.testing.assert_frame_equal(fast.sort_values(["language", "model_id"], ignore_index=True),
+                                          slow.sort_values(["language", "model_id"], ignore_index=True),
+                                          check_dtype=False, rtol=1e-12)
 
 
 def test_the_writers_theme_groups_give_the_theme_scores_the_items_would(jury_db, monkeypatch):

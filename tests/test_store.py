@@ -8,7 +8,7 @@ import pytest
 
 from pipeline.config import SAFETY_CHECKS
 from pipeline.metrics import METRICS
-from pipeline.store import DERIVED, LEXICAL, Store
+from pipeline.store import DERIVED, LEXICAL, SCHEMA_VERSION, Store
 from pipeline.store.rows import (
     CritiqueRow,
     HumanLabelRow,
@@ -21,6 +21,7 @@ from pipeline.store.rows import (
     SafetyCheckRow,
     text_hash,
 )
+from pipeline.store.schema import REBUILT_AT
 
 # What each derived table must hold, computed here straight from its sources: only rows of the
 # response text now stored, and nothing of a response that errored.
@@ -67,11 +68,6 @@ EXPECTED |= {
         + " ".join(f"WHEN '{m}' THEN i.{m}" for m in METRICS) + " END FROM human_labels h "
         "JOIN i USING (dataset, query_id, model_id) JOIN queries q USING (dataset, query_id) WHERE h.score IS NOT NULL "
         "GROUP BY ALL ORDER BY ALL"
-    ),
-    # the items with a human label, straight from the sources
-    "labelled_scores": (
-        f"SELECT * FROM ({_ITEMS}) i WHERE EXISTS (SELECT 1 FROM human_labels h WHERE h.dataset = i.dataset "
-        "AND h.query_id = i.query_id AND h.model_id = i.model_id) ORDER BY ALL"
     ),
     # each item under each of its query's themes ('(none)' without one)
     "theme_groups": (
@@ -131,8 +127,8 @@ EXPECTED |= {
         "GROUP BY dataset, query_id, model_id ORDER BY ALL"
     ),
 }
-# what the jury's leaderboard and the judges' agreement count, straight from the sources: per (model, language, script)
-# the jury's (mean, median) score patterns, and per metric each tuple of the judges' scores (in judge-id order)
+# what the judges' agreement and a jury's means count, straight from the sources: per (model, language, script) and
+# metric each tuple of the judges' scores (in judge-id order)
 _JURY_ITEMS = (
     f"WITH i ({', '.join(_ITEM_COLUMNS)}) AS ({_ITEMS}), ji AS (SELECT dataset, query_id, model_id, "
     "any_value(q.language) AS l, any_value(coalesce(q.script, 'native')) AS s, "
@@ -143,14 +139,6 @@ _JURY_ITEMS = (
     "USING (dataset, query_id) GROUP BY dataset, query_id, model_id) "
 )
 EXPECTED |= {
-    "jury_groups": (
-        _JURY_ITEMS + "SELECT dataset, model_id, l, s, how, "
-        f"[{', '.join(METRICS)}]::VARCHAR || '/' || samples, {', '.join(METRICS)}, samples, count(*), sum(judgments), "
-        "sum(unparsed) FROM (" + " UNION ALL ".join(
-            f"SELECT dataset, model_id, l, s, '{how}' AS how, "
-            + ", ".join(f"{m}_{how} AS {m}" for m in METRICS) + ", samples, judgments, unparsed FROM ji"
-            for how in ("mean", "median")) + ") GROUP BY ALL ORDER BY ALL"
-    ),
     "jury_patterns": (
         _JURY_ITEMS + "SELECT dataset, model_id, l, s, metric, judge_set || chr(30) || scores::VARCHAR, judge_set, "
         "scores, count(*) FROM (" + " UNION ALL ".join(
@@ -297,9 +285,9 @@ def test_derived_tables_follow_writes_and_deletes(tmp_path):
         assert _derived(store, table) == store.fetch(sql), table
     assert store.fetch("SELECT SS, unparsed FROM item_scores WHERE query_id = 'q1'") == [(2.0, 0)]
     assert store.fetch("SELECT refusal FROM response_facts WHERE query_id = 'q1' AND model_id = 'a'") == [(None,)]
-    assert store.fetch("SELECT query_id, SS FROM labelled_scores ORDER BY ALL") == [("q0", 0.0), ("q1", 2.0)]
+    assert store.fetch("SELECT query_id, llm FROM label_pairs ORDER BY ALL") == [("q0", 0.0), ("q1", 2.0)]
 
-    # a new human label, a second annotator's and a deleted one: the labelled items follow
+    # a new human label, a second annotator's and a deleted one: the labelled pairs follow
     store.write([_human(3, "a", "FC"), HumanLabelRow(dataset="d", query_id="q1", model_id="a", metric="SS",
                                                      annotator="a2", score=2, comment=None, source="test")])
     assert store.fetch("SELECT human, humans, annotators FROM label_pairs WHERE query_id = 'q1' "
@@ -307,7 +295,7 @@ def test_derived_tables_follow_writes_and_deletes(tmp_path):
     store.delete_where("human_labels", "dataset = ? AND query_id = ? AND model_id = ?", ["d", "q0", "a"])
     for table, sql in EXPECTED.items():
         assert _derived(store, table) == store.fetch(sql), table
-    assert store.fetch("SELECT query_id, model_id FROM labelled_scores ORDER BY ALL") == [("q1", "a"), ("q3", "a")]
+    assert store.fetch("SELECT DISTINCT query_id, model_id FROM label_pairs ORDER BY ALL") == [("q1", "a"), ("q3", "a")]
 
     # a query filed under another language (and script), its themes dropped: the group tables move it
     store.write([_query(1, "ta", script="latin")])
@@ -357,6 +345,7 @@ def test_an_older_database_is_upgraded(tmp_path):
     for table in DERIVED:
         con.execute(f"DROP TABLE {table}")
     con.execute("ALTER TABLE responses DROP COLUMN response_hash")
+    con.execute("CREATE TABLE labelled_scores AS SELECT * FROM judgments")  # a table an older version derived
     con.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
     con.close()
     store = Store(path)
@@ -364,12 +353,29 @@ def test_an_older_database_is_upgraded(tmp_path):
     assert store.fetch("SELECT count(*) FROM responses WHERE response_hash = ?", [text_hash("t")]) == [(6,)]
     for table, sql in EXPECTED.items():
         assert _derived(store, table) == store.fetch(sql) != [], table
+    assert store.fetch("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'labelled_scores'") == [(0,)]
+
+
+def test_a_file_at_the_last_rebuild_makes_only_the_derived_tables_it_lacks(tmp_path):
+    """A file at ``REBUILT_AT`` or later keeps its derived tables as they are and makes only those it lacks."""
+    path = tmp_path / "r.duckdb"
+    _write_sources(Store(path))
+    con = duckdb.connect(str(path))
+    con.execute("DROP TABLE label_pairs")
+    con.execute("UPDATE item_scores SET FC = 9 WHERE query_id = 'q0'")  # a mark: a rebuild of everything would undo it
+    con.execute(f"UPDATE meta SET value = '{REBUILT_AT}' WHERE key = 'schema_version'")
+    con.close()
+    store = Store(path)
+    store.upgrade()
+    assert _derived(store, "label_pairs") == store.fetch(EXPECTED["label_pairs"]) != []
+    assert store.fetch("SELECT FC FROM item_scores WHERE query_id = 'q0'") == [(9.0,)]
+    assert store.fetch("SELECT value FROM meta WHERE key = 'schema_version'") == [(str(SCHEMA_VERSION),)]
 
 
 def test_the_counted_jury_tables_follow_every_write_as_counting_afresh_would(tmp_path):
-    """``jury_groups`` and ``jury_patterns`` are kept by deltas (the touched items' old counts subtracted, their new
-    ones added, emptied patterns deleted); after every kind of write they must hold what counting every item from the
-    sources gives: a second judge, a rescoring that moves items between patterns, an unparsed output, a regenerated
+    """``jury_patterns`` is kept by deltas (the touched items' old counts subtracted, their new ones added, emptied
+    patterns deleted); after every kind of write it must hold what counting every item from the sources gives: a
+    second judge, a rescoring that moves items between patterns, an unparsed output, a regenerated
     answer, a query moved to another language and script, a deleted response."""
     store = Store(tmp_path / "r.duckdb")
     _write_sources(store)
@@ -380,12 +386,11 @@ def test_the_counted_jury_tables_follow_every_write_as_counting_afresh_would(tmp
                            response_hash=text_hash(text), run_id="r2")
 
     def check() -> None:
-        for table in ("jury_groups", "jury_patterns"):
-            assert _derived(store, table) == store.fetch(EXPECTED[table]), table
-            assert store.fetch(f"SELECT count(*) FROM {table} WHERE n <= 0") == [(0,)]
-        per_jury = store.fetch("SELECT jury, sum(n) FROM jury_groups GROUP BY jury ORDER BY jury")
+        assert _derived(store, "jury_patterns") == store.fetch(EXPECTED["jury_patterns"])
+        assert store.fetch("SELECT count(*) FROM jury_patterns WHERE n <= 0") == [(0,)]
         (items,) = store.fetch("SELECT count(*) FROM jury_items")[0]
-        assert per_jury == [("mean", items), ("median", items)]
+        assert store.fetch("SELECT metric, sum(n) FROM jury_patterns GROUP BY ALL ORDER BY ALL") \
+            == sorted((m, items) for m in METRICS)
 
     store.write([judged(i, m, metric, (i * 7 + len(metric)) % 3) for i in range(4) for m in ("a", "b")
                  for metric in METRICS])
@@ -393,8 +398,7 @@ def test_the_counted_jury_tables_follow_every_write_as_counting_afresh_would(tmp
     assert store.fetch("SELECT count(DISTINCT judge_set) FROM jury_patterns") == [(2,)]  # 'j,k' and 'k' alone
     store.write([judged(i, "a", metric, 2, judge="l") for i in (0, 1) for metric in METRICS])  # a third judge
     check()
-    assert store.fetch("SELECT count(*) FROM (SELECT pattern FROM jury_groups WHERE jury = 'mean' EXCEPT "
-                       "SELECT pattern FROM jury_groups WHERE jury = 'median')")[0][0] > 0  # three judges: they differ
+    assert store.fetch("SELECT max(len(scores)) FROM jury_patterns") == [(3,)]
     before = store.fetch("SELECT pattern, n FROM jury_patterns WHERE metric = 'FC' AND model_id = 'a' ORDER BY 1")
     store.write([judged(0, "a", "FC", 2), judged(3, "a", "FC", 0)])  # two items change their FC tuples
     check()
@@ -406,7 +410,7 @@ def test_the_counted_jury_tables_follow_every_write_as_counting_afresh_would(tmp
     check()
     store.write([_query(1, "ta", script="latin")])
     check()
-    assert store.fetch("SELECT DISTINCT query_language, query_script FROM jury_groups WHERE query_language = 'ta'") \
+    assert store.fetch("SELECT DISTINCT query_language, query_script FROM jury_patterns WHERE query_language = 'ta'") \
         == [("ta", "latin")]
     store.delete_where("responses", "dataset = ? AND query_id = ? AND model_id = ?", ["d", "q3", "b"])
     check()

@@ -51,28 +51,27 @@ def agreement_from_confusion(confusion: pd.DataFrame, by: list[str]) -> pd.DataF
     return pd.DataFrame(rows, columns=[*by, "n", "agreement", "kappa"])
 
 
-def _in_plan(alias: str) -> str:
+def _in_plan(alias: str, metric: str = "metric") -> str:
     """SQL: the (dataset, query, model, metric) of per-item table ``alias`` is an item of the plan (parameter)."""
     return (f"EXISTS (SELECT 1 FROM annotation_plans p WHERE p.plan_id = ? AND p.dataset = {alias}.dataset "
-            f"AND p.query_id = {alias}.query_id AND p.model_id = {alias}.model_id AND p.metric = {alias}.metric)")
+            f"AND p.query_id = {alias}.query_id AND p.model_id = {alias}.model_id AND p.metric = {alias}.{metric})")
 
 
 def _pairs_cte(f: Filters, judge: str, metric: str, plan: str | None = None) -> tuple[str, list[Any]]:
     """``pairs``: each human label of ``metric`` with the judge's rounded item score of the same item (only the
-    plan's items when ``plan`` is given; then the plan alone selects them)."""
+    plan's items when ``plan`` is given; then the plan alone selects them), from the writer's ``label_pairs``."""
     if metric not in METRICS:
         raise ValueError(f"unknown metric {metric!r}")
     if plan is not None:
         f = Filters(dataset=f.dataset)
     qf, p_qf = queries_cte(f)
-    pred, p_model = model_pred(f, "h")
-    planned, p_plan = (f" AND {_in_plan('h')}", [plan]) if plan is not None else ("", [])
+    pred, p_model = model_pred(f, "l")
+    planned, p_plan = (f" AND {_in_plan('l', 'label_metric')}", [plan]) if plan is not None else ("", [])
     return (
-        f"{qf}, pairs AS (SELECT qf.language, h.model_id, h.query_id, h.annotator, h.score AS human, "
-        f"round(i.{metric}) AS llm FROM human_labels h JOIN qf ON {on_qf(f, 'h')} "
-        "JOIN labelled_scores i ON i.dataset = h.dataset AND i.query_id = h.query_id AND i.model_id = h.model_id "
-        f"WHERE h.metric = ? AND h.score IS NOT NULL AND i.judge_id = ? AND i.{metric} IS NOT NULL AND {pred}"
-        f"{planned})"
+        f"{qf}, pairs AS (SELECT language, model_id, query_id, unnest(annotators) AS annotator, "
+        "unnest(humans) AS human, llm FROM (SELECT qf.language, l.model_id, l.query_id, l.annotators, l.humans, "
+        f"round(l.llm) AS llm FROM label_pairs l JOIN qf ON {on_qf(f, 'l')} WHERE l.label_metric = ? "
+        f"AND l.judge_id = ? AND l.llm IS NOT NULL AND {pred}{planned}))"
     ), [*p_qf, metric, judge, *p_model, *p_plan]
 
 

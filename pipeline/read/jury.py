@@ -48,27 +48,20 @@ def jury_label(judge: str, members: int | None = None) -> str:
     return f"jury ({how} of {members} judges)" if members else f"jury ({how})"
 
 
-def item_source(f: Filters, judge: str, labelled: bool = False) -> tuple[str, list[Any]]:
+def item_source(f: Filters, judge: str) -> tuple[str, list[Any]]:
     """A relation with ``item_scores``' columns for a FROM clause: the table itself for a judge, or the
-    jury's per-item scores (``judge_id`` = the jury's name) over every judge of the filtered dataset.
-    ``labelled``: only items with a human label (``labelled_scores``), for a join with ``human_labels``."""
-    table = "labelled_scores" if labelled else "item_scores"
+    jury's per-item scores (``judge_id`` = the jury's name) over every judge of the filtered dataset, from the
+    writer's ``jury_items`` (no grouping of every judge's rows)."""
     if not is_jury(judge):
-        return table, []
+        return "item_scores", []
     how = judge.removeprefix(JURY_PREFIX)
-    fn = {"mean": "avg", "median": "median"}[how]
     pred, params = ("dataset = ?", [f.dataset]) if f.dataset is not None else ("TRUE", [])
     if f.models:
         pred += " AND list_contains(?, model_id)"
         params.append(list(f.models))
-    if not labelled:  # the writer's per-item jury (``jury_items``): no grouping of every judge's rows
-        scores = ", ".join(f"{m}_{how} AS {m}" for m in METRICS)
-        return (f"(SELECT dataset, query_id, model_id, ?::VARCHAR AS judge_id, {scores}, judgments, unparsed, "
-                f"samples FROM jury_items WHERE {pred})"), [judge, *params]
-    scores = ", ".join(f"{fn}({m}) AS {m}" for m in METRICS)
-    return (f"(SELECT dataset, query_id, model_id, ?::VARCHAR AS judge_id, {scores}, "
-            "sum(judgments)::INTEGER AS judgments, sum(unparsed)::INTEGER AS unparsed, max(samples) AS samples "
-            f"FROM {table} WHERE {pred} GROUP BY dataset, query_id, model_id)"), [judge, *params]
+    scores = ", ".join(f"{m}_{how} AS {m}" for m in METRICS)
+    return (f"(SELECT dataset, query_id, model_id, ?::VARCHAR AS judge_id, {scores}, judgments, unparsed, "
+            f"samples FROM jury_items WHERE {pred})"), [judge, *params]
 
 
 def _patterns(db: str | Path, f: Filters, judges: tuple[str, ...]) -> pd.DataFrame:

@@ -14,7 +14,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipeline.analysis.stats import bootstrap_mean_cis
@@ -51,12 +50,9 @@ def score_patterns(con: Any, f: Filters, judge: str) -> dict[str, np.ndarray]:
     A score is the item's mean over its parsed samples (``item_scores``), NULL when none parsed; means of a
     few integer samples take few values, so the patterns stay few. With the items' judgments and parse
     failures summed, and their most samples. Read from ``score_groups`` (the writer's patterns, as lists, per
-    language and script) when the view allows (``grouped``), for a jury from ``jury_groups`` (its counted patterns),
-    else by grouping the items.
+    language and script) when the view allows (``grouped``), else by grouping the items (a jury's: ``jury_items``).
     """
-    if grouped(f) and is_jury(judge):
-        return _jury_patterns(con, f, judge)
-    if not grouped(f):
+    if not grouped(f) or is_jury(judge):
         got = con.execute(*_patterns_sql(f, judge)).fetchnumpy()
         return {c: np.asarray(got[c]) for c in PATTERN_COLUMNS}
     pred, params = group_pred(f, "g")
@@ -106,28 +102,6 @@ def _patterns_sql(f: Filters, judge: str) -> tuple[str, list[Any]]:
             f"FROM {source} i JOIN qf ON {on_qf(f, 'i')} WHERE i.judge_id = ? AND {pred} GROUP BY ALL "
             f"ORDER BY qf.language, i.model_id, {', '.join(f'i.{m}' for m in METRICS)}"), [*p_qf, *p_source, judge,
                                                                                            *p_model]
-
-
-def _jury_patterns(con: Any, f: Filters, judge: str) -> dict[str, np.ndarray]:
-    """``score_patterns`` of a jury from the writer's ``jury_groups`` (counted per language and script): its rows
-    read as they lie and merged per (language, model) here (``_merge_patterns``), which sorts a few thousand
-    patterns faster than DuckDB's ORDER BY of the strings and scores."""
-    pred, params = group_pred(f, "g")
-    rows = con.sql(f"SELECT g.query_language, g.model_id, {', '.join(f'g.{m}' for m in METRICS)}, g.n, g.judgments, "
-                   f"g.unparsed, g.samples FROM jury_groups g WHERE g.jury = ? AND {pred}",
-                   params=[judge.removeprefix(JURY_PREFIX), *params]).to_arrow_table()
-    if not rows.num_rows:
-        return {c: np.zeros(0, dtype=object if c in ("language", "model_id") else float) for c in PATTERN_COLUMNS}
-    names = [pa.array(sorted(pc.unique(rows[c]).to_pylist())) for c in ("query_language", "model_id")]
-    codes = [pc.index_in(rows[c], value_set=v).to_numpy() for c, v in zip(("query_language", "model_id"), names,
-                                                                          strict=True)]
-    cols = {m: rows[m].to_numpy(zero_copy_only=False).astype(float) for m in METRICS}
-    cols |= {name: rows[c].to_numpy().astype(np.int64) for c, name in (("n", "n"), ("judgments", "judgments"),
-                                                                      ("unparsed", "parse_failures"),
-                                                                      ("samples", "samples"))}
-    key, cols = _merge_patterns(codes[0] * len(names[1]) + codes[1], cols)
-    language = names[0].to_numpy(zero_copy_only=False)[key // len(names[1])]
-    return {"language": language, "model_id": names[1].to_numpy(zero_copy_only=False)[key % len(names[1])], **cols}
 
 
 def _split_patterns(patterns: dict[str, np.ndarray]) -> tuple[pd.DataFrame, dict[str, dict[str, np.ndarray]]]:
@@ -244,6 +218,33 @@ def _cis(patterns: dict[str, np.ndarray], w: dict[str, float]) -> dict[str, np.n
     complete = ~np.isnan(agg)
     out["n_AGG"] = np.bincount(group[complete], weights=counts[complete], minlength=n_models)
     return out
+
+
+def jury_base(db: str | Path, f: Filters, judge: str) -> dict[str, Any]:
+    """What ``model_means`` reads of ``leaderboard_base`` (``table``: per language and model each metric's mean and n,
+    items and judgments), for a jury from the writer's ``jury_patterns``: per metric the items of each tuple of its
+    judges' scores, whose mean or median is the jury's score of them (as ``jury_items``' own); judgments are its
+    judges' (``score_groups``). No patterns across metrics: no CIs (``leaderboard_base`` has them)."""
+    fn = {"mean": "list_avg", "median": "list_median"}[judge.removeprefix(JURY_PREFIX)]
+    pred, params = group_pred(f, "j")
+    g_pred, g_params = group_pred(f, "g")
+    with SHARED_READERS.cursor(db) as con:
+        per = con.execute(
+            f"SELECT language, model_id, metric, sum(n)::BIGINT AS items, sum(n) FILTER (WHERE v IS NOT NULL)::BIGINT "
+            "AS scored, sum(v * n) FILTER (WHERE v IS NOT NULL) / sum(n) FILTER (WHERE v IS NOT NULL) AS mean "
+            f"FROM (SELECT j.query_language AS language, j.model_id, j.metric, {fn}(j.scores) AS v, j.n "
+            f"FROM jury_patterns j WHERE {pred}) GROUP BY ALL ORDER BY language, model_id", params).df()
+        judgments = con.execute(
+            "SELECT g.query_language AS language, g.model_id, sum(list_sum(g.judgments))::BIGINT AS judgments "
+            f"FROM score_groups g WHERE {g_pred} GROUP BY ALL", g_params).df()
+    if per.empty:
+        return {"table": pd.DataFrame(columns=["language", "model_id", *METRICS, *(f"n_{m}" for m in METRICS),
+                                               "items", "judgments"])}
+    wide = per.pivot(index=["language", "model_id"], columns="metric", values=["mean", "scored", "items"])
+    means, scored = wide["mean"].reindex(columns=list(METRICS)), wide["scored"].reindex(columns=list(METRICS))
+    table = pd.concat([means, scored.fillna(0).add_prefix("n_")], axis=1).assign(items=wide["items"].max(axis=1))
+    table = table.reset_index().merge(judgments, on=["language", "model_id"], how="left")
+    return {"table": table}
 
 
 def leaderboard(base: dict[str, Any], weights: tuple[float, ...], language: str,

@@ -4,15 +4,13 @@ A written table's columns are the fields of its row class (``pipeline/store/rows
 following from the annotations (``TABLES``). ``Store`` creates missing tables and adds missing columns to an
 existing database (a new metric, a new field), backfilling what can be derived (``BACKFILL``).
 
-Seventeen tables are derived, and the writer keeps them in step with their sources: after a batch is
+Sixteen tables are derived, and the writer keeps them in step with their sources: after a batch is
 written, the rows of every key it touched are deleted and recomputed in the same transaction, so
 they never disagree. Both count only what belongs to the response text now stored:
 
 - ``item_scores``: one row per judged item (dataset, query, model, judge) with each metric's mean
   over its parsed samples and the item's judgment counts — only judgments whose ``response_hash``
   is the stored response's, and never of a response that errored.
-- ``labelled_scores``: the ``item_scores`` rows of items that have a human label, which every
-  human-vs-judge comparison joins (thousands of rows where ``item_scores`` holds millions).
 - ``label_pairs``: per human-labelled item, metric and judge the annotators' scores (and their mean) beside the
   judge's item score, with the query's language, script and themes.
 - ``response_facts``: one row per response with its error flag and its current lexical scores and
@@ -32,8 +30,8 @@ they never disagree. Both count only what belongs to the response text now store
   (``pipeline/store/derived_review.py``).
 - ``jury_items``: per item the judges' mean, median, min, max and spread of each metric and every judge's score,
   what a jury of every judge that scored it and the agreement between them read (``pipeline/store/derived_jury.py``);
-  ``jury_groups`` and ``jury_patterns``: per language and script, the jury's score patterns and the judges' score
-  tuples per metric, counted from ``jury_items`` by deltas (``Derived.counts``).
+  ``jury_patterns``: per language and script the judges' score tuples per metric, counted from ``jury_items`` by
+  deltas (``Derived.counts``).
 
 The pages read them instead of regrouping millions of rows at every render (bench/README.md has the figures).
 """
@@ -53,11 +51,14 @@ from pipeline.metrics import METRICS
 from pipeline.store import derived_critiques, derived_groups, derived_jury, derived_review, derived_rubric
 from pipeline.store.rows import LEXICAL, ROW_CLASSES, TEXT_HASH_SQL, Row
 
-SCHEMA_VERSION = 7  # 2: item_scores; 3: response_facts; 4: responses.response_hash, derived = current only; 5: groups
+SCHEMA_VERSION = 8  # 2: item_scores; 3: response_facts; 4: responses.response_hash, derived = current only; 5: groups
 # 6: labelled_scores; 7: critique_groups, lexical_groups, critique_items (the Med-CoDE page's sums and sample),
 # theme_groups (the themes page's sums), review_facts (the review queue's severity inputs), jury_items (a jury's
-# per-item scores and spread), later jury_groups and jury_patterns (counted from jury_items). A table added without
-# changing what the others hold keeps the version: a file at it that lacks only new tables makes just those.
+# per-item scores and spread); 8: jury_patterns (counted from jury_items), label_pairs (instead of labelled_scores),
+# retrieval_groups
+REBUILT_AT = 7  # the last version that changed what an existing derived table holds: an older file rebuilds them all,
+# a newer one only makes the derived tables it lacks
+RETIRED = ("labelled_scores",)  # derived tables of older versions, dropped on upgrade (label_pairs replaced it)
 PLAYGROUND = "playground"  # the dataset that holds the playground's saved answers
 
 
@@ -121,7 +122,6 @@ TABLES: dict[str, TableSpec] = {
                                                             *derived_jury.SPECS.items())},
 }
 
-TABLES["labelled_scores"] = TABLES["item_scores"]  # the rows of item_scores with a human label
 TABLES["label_pairs"] = TableSpec((
     *((c, "VARCHAR") for c in (*_RESPONSE, "label_metric", "judge_id", "query_language", "query_script")),
     ("themes", "VARCHAR[]"), ("human", "DOUBLE"), ("humans", "DOUBLE[]"), ("annotators", "VARCHAR[]"),
@@ -145,9 +145,9 @@ class Derived(NamedTuple):
     those columns change (a run rewrites every query; only a changed rubric matters to the rubric tables).
 
     ``counts``: (parent, summed columns) for a table that counts the rows of another derived table (its SELECT
-    groups the parent's rows, ``{touched}`` restricting them to the parent's touched keys). It is kept by deltas
-    around the parent's refresh — the touched rows' counts before it subtracted, after it added, rows left at
-    ``n`` = 0 deleted — instead of regrouping every row of its touched groups."""
+    groups the relation ``{rows}`` of the parent's rows). It is kept by deltas around the parent's refresh — the
+    touched rows' counts before it subtracted, after it added, rows left at ``n`` = 0 deleted — instead of
+    regrouping every row of its touched groups."""
 
     sources: tuple[str, ...]
     alias: str
@@ -164,11 +164,6 @@ DERIVED: dict[str, Derived] = {
         "list_sort(list(DISTINCT coalesce(j.run_id, ''))) AS runs FROM judgments j {touched} "
         f"JOIN responses r ON {_on('r', 'j', _RESPONSE)} AND r.response_hash = j.response_hash AND r.error IS NULL "
         "GROUP BY j.dataset, j.query_id, j.model_id, j.judge_id")),
-    # the item_scores rows of items with a human label: what every human-vs-judge comparison joins, a few
-    # thousand rows instead of millions (the join was two thirds of the leaderboard's reliability marks at 100×)
-    "labelled_scores": Derived(("judgments", "responses", "human_labels"), "i", (
-        "SELECT i.* FROM item_scores i {touched} WHERE EXISTS (SELECT 1 FROM human_labels h "
-        f"WHERE {_on('h', 'i', _RESPONSE)})")),
     # per human-labelled item, metric and judge: the annotators' scores and the judge's item score, with the query's
     # strata — what every human-vs-judge comparison counts, without joining the labels to the judges' items. The
     # metric is ``label_metric``: a judgment of one metric makes or drops the item's row of every metric (an item
@@ -224,7 +219,8 @@ def refresh_sql(derived: str, keys_from: str | None = None, key_columns: tuple[s
     """
     d = DERIVED[derived]
     if keys_from is None:
-        return [f"DELETE FROM {derived}", f"INSERT INTO {derived} BY NAME " + d.select.format_map(_Everything())]
+        rows = d.select.format(rows=d.counts[0]) if d.counts else d.select.format_map(_Everything())
+        return [f"DELETE FROM {derived}", f"INSERT INTO {derived} BY NAME {rows}"]
     if d.counts is not None:
         return []  # kept by its parent's refresh (below)
     cols = ", ".join(key_columns)
@@ -236,27 +232,29 @@ def refresh_sql(derived: str, keys_from: str | None = None, key_columns: tuple[s
     # ``{touched_q}``: the touched queries (alias q0), for a SELECT that reads per-query data (a rubric)
     per_query = ("dataset", "query_id")
     touched_q = touched("q0", per_query) if set(per_query) <= set(key_columns) else ""
+    select = d.select.format_map(_Touched(touched, d.alias, touched_q, key_columns))
+    delete = f"DELETE FROM {derived} USING {keys} k WHERE {_on('k', derived, key_columns)}"
     counted = {name: c for name, c in DERIVED.items() if c.counts is not None and c.counts[0] == derived}
-
-    def counts(name: str, sign: str) -> str:
-        c = DERIVED[name]
-        rows = c.select.format_map(_Touched(touched, c.alias, touched_q, key_columns))
-        return f"SELECT * REPLACE ({', '.join(f'{sign}{s} AS {s}' for s in c.counts[1])}) FROM ({rows})"
-
-    before = [f"CREATE OR REPLACE TEMP TABLE _delta_{name} AS {counts(name, '-')}" for name in counted]
-    after = []
+    if not counted:
+        return [delete, f"INSERT INTO {derived} BY NAME {select}"]
+    # the touched rows before and after, kept apart, so that each counted table subtracts what they counted and adds
+    # what they count now, reading a few thousand rows instead of the parent's millions
+    old, new = f"_old_{derived}", f"_new_{derived}"
+    statements = [f"CREATE OR REPLACE TEMP TABLE {old} AS SELECT {derived}.* FROM {derived} {touched(derived)}",
+                  f"CREATE OR REPLACE TEMP TABLE {new} AS {select}", delete,
+                  f"INSERT INTO {derived} BY NAME SELECT * FROM {new}"]
     for name, c in counted.items():
         spec, sums = TABLES[name], c.counts[1]
         kept = [n for n in spec.names if n not in spec.key and n not in sums]
-        after += [f"INSERT INTO _delta_{name} {counts(name, '')}",
-                  f"INSERT INTO {name} BY NAME SELECT {', '.join(spec.key)}, "
-                  + "".join(f"any_value({n}) AS {n}, " for n in kept)
-                  + ", ".join(f"sum({s}) AS {s}" for s in sums) + f" FROM _delta_{name} GROUP BY {', '.join(spec.key)} "
-                  "ON CONFLICT DO UPDATE SET " + ", ".join(f"{s} = {s} + excluded.{s}" for s in sums),
-                  f"DELETE FROM {name} WHERE n = 0", f"DROP TABLE _delta_{name}"]
-    return [*before, f"DELETE FROM {derived} USING {keys} k WHERE {_on('k', derived, key_columns)}",
-            f"INSERT INTO {derived} BY NAME "
-            + d.select.format_map(_Touched(touched, d.alias, touched_q, key_columns)), *after]
+        negated = ", ".join(f"-{s} AS {s}" for s in sums)
+        statements += [
+            f"INSERT INTO {name} BY NAME SELECT {', '.join(spec.key)}, "
+            + "".join(f"any_value({n}) AS {n}, " for n in kept) + ", ".join(f"sum({s}) AS {s}" for s in sums)
+            + f" FROM (SELECT * REPLACE ({negated}) FROM ({c.select.format(rows=old)}) "
+            f"UNION ALL ({c.select.format(rows=new)})) GROUP BY {', '.join(spec.key)} "
+            "ON CONFLICT DO UPDATE SET " + ", ".join(f"{s} = {s} + excluded.{s}" for s in sums),
+            f"DELETE FROM {name} WHERE n = 0"]
+    return [*statements, f"DROP TABLE {old}", f"DROP TABLE {new}"]
 
 
 class _Everything(dict):

@@ -20,7 +20,16 @@ import pyarrow as pa
 
 from pipeline.store.connections import open_connection
 from pipeline.store.rows import ROWS, Row, RunRow, now
-from pipeline.store.schema import _RESPONSE, BACKFILL, DERIVED, SCHEMA_VERSION, TABLES, refresh_sql
+from pipeline.store.schema import (
+    _RESPONSE,
+    BACKFILL,
+    DERIVED,
+    REBUILT_AT,
+    RETIRED,
+    SCHEMA_VERSION,
+    TABLES,
+    refresh_sql,
+)
 
 ROW_GROUP_ROWS = 122_880  # DuckDB's row group: the unit its min/max statistics skip
 
@@ -53,8 +62,8 @@ class Store:
 
     @staticmethod
     def _create_schema(con: duckdb.DuckDBPyConnection) -> None:
-        """Create missing tables, add missing columns (backfilled where derivable), refresh derived tables
-        when the schema changed (only the new ones when the file is at this version and lacks only those)."""
+        """Create missing tables, add missing columns (backfilled where derivable), drop retired derived tables,
+        refresh the derived tables when what they hold changed (``REBUILT_AT``), else make just those a file lacks."""
         existing = {(t, c) for t, c in con.execute(
             "SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = 'main'").fetchall()}
         tables = {t for t, _ in existing}
@@ -73,8 +82,10 @@ class Store:
                     if (table, name) in BACKFILL:
                         con.execute(f"UPDATE {table} SET {name} = {BACKFILL[(table, name)]}")
                     changed = True
+        for table in set(RETIRED) & tables:
+            con.execute(f"DROP TABLE {table}")
         row = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-        everything = changed or (row is not None and int(row[0]) < SCHEMA_VERSION)
+        everything = changed or (row is not None and int(row[0]) < REBUILT_AT)
         for derived in (d for d in DERIVED if everything or d in new_derived):  # a table after its sources
             for sql in refresh_sql(derived):
                 con.execute(sql)
