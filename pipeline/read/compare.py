@@ -104,10 +104,13 @@ def _sources(db: str, dataset: str, sides: dict[str, tuple[Side, str | None]]) -
 
     judges = [side.judge or "" for side, _ in sides.values()]
     graders = [g for _, g in sides.values() if g]
+    item = "query_id" if models is not None else "query_id, model_id"  # what identifies a side's item
+    text_hash = current_hash(db, "r")
     parts: list[tuple[str, str, list[Any]]] = []
     for name, columns, table, extra, where, values in (
             ("responses", "query_id, model_id, error IS NOT NULL AS failed, text IS NULL AS no_text, "
-             f"{current_hash(db, 'r')} AS text_hash, prompt_hash, run_id", "responses r", (), "", []),
+             f"{text_hash} AS text_hash, prompt_hash, run_id, hash({item}, {text_hash}) AS kt", "responses r", (),
+             "", []),
             ("scores", "query_id, model_id, " + ", ".join(f"{m}::DOUBLE AS {m}" for m in METRICS), "item_scores",
              ("judge_id",), f" AND judge_id IN {_in(judges)}", judges),
             ("facts", "query_id, model_id, " + ", ".join(f"{c}::DOUBLE AS {c}" for c in LEXICAL), "response_facts",
@@ -117,12 +120,14 @@ def _sources(db: str, dataset: str, sides: dict[str, tuple[Side, str | None]]) -
         if name == "rubric" and not graders:
             continue
         flags, flag_params = mine(*extra)
-        parts.append((name, f"SELECT {columns}, {flags} FROM {table} WHERE dataset = ?{model}{where}",
-                      [*flag_params, dataset, *ms, *values]))
+        parts.append((name, f"SELECT {columns}, hash({item}) AS k, {flags} FROM {table} WHERE dataset = ?{model}"
+                            f"{where}", [*flag_params, dataset, *ms, *values]))
     flags, flag_params = mine()
-    parts.append(("critiques", f"SELECT query_id, model_id, response_hash, {MEDCODE}, {flags} FROM (SELECT query_id, "
-                  f"model_id, response_hash, avg(p_high)::DOUBLE AS {MEDCODE} FROM critiques WHERE dataset = ?{model} "
-                  "AND p_high IS NOT NULL GROUP BY ALL)", [*flag_params, dataset, *ms]))
+    parts.append(("critiques", f"SELECT query_id, model_id, response_hash, {MEDCODE}, "
+                  f"hash({item}, response_hash) AS kt, {flags} FROM (SELECT query_id, model_id, response_hash, "
+                  f"avg(p_high)::DOUBLE AS {MEDCODE} FROM critiques WHERE dataset = ?{model} AND p_high IS NOT NULL "
+                  "GROUP BY ALL)",
+                  [*flag_params, dataset, *ms]))
     parts.append(("queries", "SELECT query_id, language IS NULL AS no_language FROM queries WHERE dataset = ?",
                   [dataset]))
     return parts
@@ -135,6 +140,19 @@ def read_sources(con: duckdb.DuckDBPyConnection, parts: list[tuple[str, str, lis
 def _key(t: pa.Table, columns: list[str]) -> pa.ChunkedArray:
     """A lookup key of ``columns`` (joined by NUL, which ids and hashes do not hold)."""
     return t[columns[0]] if len(columns) == 1 else pc.binary_join_element_wise(*(t[c] for c in columns), "\x00")
+
+
+def _lookup(r: pa.Table, t: pa.Table, key: str, columns: list[str], r_columns: list[str] | None = None) -> pa.Array:
+    """For each row of ``r`` its row in ``t`` (null: none) by ``columns`` (of ``r``: ``r_columns``): by their hash
+    ``key`` (DuckDB's ``hash``, read beside them: integers look up several times faster than strings), checked against
+    the columns themselves, by the strings when two differ there (a hash collision)."""
+    at = pc.index_in(r[key], value_set=t[key])
+    found, matched = pc.drop_null(at), pc.is_valid(at)
+    if all(pc.all(pc.fill_null(pc.equal(r[a].filter(matched), t[b].take(found)), False)).as_py()
+           for a, b in zip(r_columns or columns, columns, strict=True)):
+        return at
+    ids = r.select(r_columns or columns).rename_columns(columns)
+    return pc.index_in(_key(ids, columns), value_set=_key(t, columns))
 
 
 def side_items(side: Side, tag: str, src: dict[str, pa.Table]) -> pa.Table:
@@ -151,17 +169,14 @@ def side_items(side: Side, tag: str, src: dict[str, pa.Table]) -> pa.Table:
     r = mine["responses"]
     at = pc.index_in(r["query_id"], value_set=src["queries"]["query_id"])
     r = r.filter(pc.is_valid(at)).append_column("no_language", src["queries"]["no_language"].take(pc.drop_null(at)))
-    key = _key(r, keys)
     columns = {c: r[c] for c in ("query_id", "model_id", "failed", "no_text", "no_language", "text_hash",
                                  "prompt_hash", "run_id")}
     for name, scores in (("scores", METRICS), ("facts", LEXICAL), ("rubric", [RUBRIC])):
-        at = pc.index_in(key, value_set=_key(mine[name], keys)) if name in mine else None
+        at = _lookup(r, mine[name], "k", keys) if name in mine else None
         for c in scores:
             columns[c] = mine[name][c].take(at) if at is not None else pa.nulls(r.num_rows, pa.float64())
-    crit = mine["critiques"]
-    at = pc.index_in(_key(r.append_column("response_hash", r["text_hash"]), [*keys, "response_hash"]),
-                     value_set=_key(crit, [*keys, "response_hash"]))
-    columns[MEDCODE] = crit[MEDCODE].take(at)  # an errored response's is dropped with its other scores
+    at = _lookup(r, mine["critiques"], "kt", [*keys, "response_hash"], [*keys, "text_hash"])
+    columns[MEDCODE] = mine["critiques"][MEDCODE].take(at)  # an errored response's is dropped with its other scores
     return pa.table(columns).combine_chunks()
 
 
