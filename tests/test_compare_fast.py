@@ -256,3 +256,18 @@ def test_a_judge_without_scores_and_the_errors(dbs: dict[str, str]) -> None:
     same_result(result, reference_compare(a, Side(dbs["a"], "synthetic", "openai/gpt-4o", SECOND), W, metric="FC"))
     assert set(result["metrics"].metric) >= {*LEXICAL, MEDCODE} and "FC" not in set(
         result["metrics"].query("n > 0").metric)
+
+
+def test_a_hash_collision_falls_back_to_the_ids():
+    """Sources are looked up by their key's hash and checked against the ids: rows whose hashes collide are matched
+    by the ids themselves (here every row hashes alike; only 'b' is in the source)."""
+    import pyarrow as pa
+
+    from pipeline.read.compare import _lookup
+
+    r = pa.table({"query_id": ["a", "b", "c"], "k": pa.array([7, 7, 9], pa.uint64())})
+    assert _lookup(r, r, "k", ["query_id"]).to_pylist() == [0, 1, 2]  # 'b' found as itself, not as 'a' (same hash)
+    t = pa.table({"query_id": ["b"], "k": pa.array([7], pa.uint64())})
+    assert _lookup(r, t, "k", ["query_id"]).to_pylist() == [None, 0, None]
+    t = pa.table({"query_id": ["c", "a"], "k": pa.array([9, 7], pa.uint64())})  # 'b' hashes like 'a'
+    assert _lookup(r, t, "k", ["query_id"]).to_pylist() == [1, None, 0]
