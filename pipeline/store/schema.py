@@ -203,7 +203,7 @@ DERIVED: dict[str, Derived] = {
     **{t: Derived(derived_review.SOURCES, derived_review.ALIAS, sql, derived_review.WATCH)
        for t, sql in derived_review.SELECTS.items()},
     # per item, what a jury of its judges makes of their scores (pipeline/store/derived_jury.py); after item_scores
-    # and what a jury's leaderboard and the judges' agreement count of them, kept by deltas (counted tables)
+    # and the judges' score tuples that their agreement and a jury's means count, kept by deltas (a counted table)
     **{t: Derived(derived_jury.SOURCES, derived_jury.ALIASES[t], sql, derived_jury.WATCH, derived_jury.COUNTS.get(t))
        for t, sql in derived_jury.SELECTS.items()},
 }
