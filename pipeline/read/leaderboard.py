@@ -50,10 +50,11 @@ def score_patterns(con: Any, f: Filters, judge: str) -> dict[str, np.ndarray]:
     A score is the item's mean over its parsed samples (``item_scores``), NULL when none parsed; means of a
     few integer samples take few values, so the patterns stay few. With the items' judgments and parse
     failures summed, and their most samples. Read from ``score_groups`` (the writer's patterns, as lists, per
-    language and script) when the view allows (``grouped``), else by grouping the items (a jury's: ``jury_items``).
+    language and script) when the view allows (``grouped``), else by grouping the items (a jury's ``jury_items``, which
+    hold their query's language and script).
     """
     if not grouped(f) or is_jury(judge):
-        got = con.execute(*_patterns_sql(f, judge)).fetchnumpy()
+        got = con.execute(*(_jury_patterns_sql(f, judge) if grouped(f) else _patterns_sql(f, judge))).fetchnumpy()
         return {c: np.asarray(got[c]) for c in PATTERN_COLUMNS}
     pred, params = group_pred(f, "g")
     lists = (*METRICS, "n", "judgments", "unparsed", "samples")
@@ -102,6 +103,17 @@ def _patterns_sql(f: Filters, judge: str) -> tuple[str, list[Any]]:
             f"FROM {source} i JOIN qf ON {on_qf(f, 'i')} WHERE i.judge_id = ? AND {pred} GROUP BY ALL "
             f"ORDER BY qf.language, i.model_id, {', '.join(f'i.{m}' for m in METRICS)}"), [*p_qf, *p_source, judge,
                                                                                            *p_model]
+
+
+def _jury_patterns_sql(f: Filters, judge: str) -> tuple[str, list[Any]]:
+    """``score_patterns`` of a jury in a grouped view, by grouping ``jury_items`` (no join to the queries: each item
+    row holds its language and script)."""
+    how = judge.removeprefix(JURY_PREFIX)
+    pred, params = group_pred(f, "j")
+    scores = ", ".join(f"j.{m}_{how} AS {m}" for m in METRICS)
+    return (f"SELECT j.query_language AS language, j.model_id, {scores}, count(*) AS n, "
+            "sum(j.judgments) AS judgments, sum(j.unparsed) AS parse_failures, max(j.samples) AS samples "
+            f"FROM jury_items j WHERE {pred} GROUP BY ALL ORDER BY language, j.model_id, {', '.join(METRICS)}"), params
 
 
 def _split_patterns(patterns: dict[str, np.ndarray]) -> tuple[pd.DataFrame, dict[str, dict[str, np.ndarray]]]:
