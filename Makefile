@@ -10,7 +10,7 @@ CONFIG ?= configs/default.yaml
 DB ?= data/results.duckdb
 PORT ?= 8501
 
-.PHONY: run setup setup-dev classifier eval eval-full serve test test-fast bench lint clean
+.PHONY: run setup setup-dev classifier eval eval-full serve test bench lint clean
 
 run: setup eval serve
 

@@ -198,7 +198,7 @@ CORRUPTIONS: list[tuple[str, Mutation, str, int, str, str]] = [
     ("bad-update-check", _set("q", 1, update_check={"expect": ["7 days"]}), "queries.jsonl", 2,
      "update_check.expect", "unknown key"),
     ("id-not-string", _set("q", 0, query_id=["a"]), "queries.jsonl", 1, "query_id", "valid string"),
-    # optional fields (DESIGN.md "Optional query fields")
+    # optional fields (docs/datasets.md)
     ("bad-asked-on", _set("q", 0, asked_on="2024-13-01"), "queries.jsonl", 1, "asked_on", "bad date"),
     ("asked-before-update", _set("q", 1, asked_on="2024-02-01"), "queries.jsonl", 2, "kb_refs", "after asked_on"),
     ("unknown-script", _set("q", 0, script="roman"), "queries.jsonl", 1, "script", "'native' or 'latin'"),

@@ -9,7 +9,7 @@ import numpy as np
 
 
 def _ppi_py():
-    """ppi_py, imported on first use (with numba it takes ≈ 0.5 s: not on every page's first render)."""
+    """ppi_py, imported on first use (with numba it is slow to import: not on every page's first render)."""
     with warnings.catch_warnings():
         # ppi_py.ppi runs `warnings.simplefilter("ignore")` at import time, silencing warnings process-wide;
         # importing it inside catch_warnings restores the caller's filters afterwards.

@@ -1,4 +1,4 @@
-"""The dataset format (DESIGN.md, "Dataset format"): one pydantic model per record.
+"""The dataset format (docs/datasets.md): one pydantic model per record.
 
 ``Chunk`` is a knowledge-base chunk, ``Query`` a query with its ground truth and optional fields
 (date asked, script, variant, multiple-choice options, HealthBench rubric and conversation).
@@ -263,7 +263,7 @@ class RubricEntry(_Record):
 
 
 class Query(_Record):
-    """One patient query with its doctor-approved ground-truth answer, and the optional fields of DESIGN.md."""
+    """One patient query with its doctor-approved ground-truth answer, and the optional fields of docs/datasets.md."""
 
     query_id: Identifier
     language: str
@@ -274,7 +274,7 @@ class Query(_Record):
     kb_refs: list[Identifier] = Field(default_factory=list, validate_default=True)
     update_sensitive: bool = False
     update_check: UpdateCheck | None = None
-    # optional fields (DESIGN.md: "Optional query fields"); absent ones are left out of content_hash
+    # optional fields (docs/datasets.md); absent ones are left out of content_hash
     asked_on: date | None = None
     script: Literal["native", "latin"] | None = Field(None, validate_default=True)
     variant_of: Identifier | None = None

@@ -82,8 +82,7 @@ _PAGE_COLUMNS = ("r.dataset, r.query_id, r.model_id, q.language, q.themes, q.que
 _ORDER = "ORDER BY q.language, r.query_id, r.model_id"
 # A search or score filter over a large dataset first looks at the first PROBE_QUERIES queries of the listing's
 # order (one language); when their matches fill the page, the page comes from them and the count is a lower
-# bound ("at least"), counted in full on request (``browse_count``). At 100× the paper's scale the probe costs
-# ≈ 0.1 s against ≈ 1 s for matching every response (bench/bench_dashboard.py).
+# bound ("at least"), counted in full on request (``browse_count``); bench/bench_dashboard.py measures what it saves.
 PROBE_QUERIES = 512
 
 

@@ -62,7 +62,7 @@ def _sanity_source(judge: str, members: tuple[str, ...]) -> tuple[str, list[Any]
 def _auc(good: dict[float, int], bad: dict[float, int]) -> float:
     """ROC AUC of a score separating good from bad, from the counts of each score (ties count half): scikit-learn's
     ``roc_auc_score`` with the counts as sample weights (tests/test_reliability.py holds them equal), without its
-    1–4 ms of validation per call, which the matrix's 84 cells at 100× would pay twice over (κ too)."""
+    per-call validation, which every cell of the matrix would pay twice over (κ too)."""
     n_good, n_bad = sum(good.values()), sum(bad.values())
     if not n_good or not n_bad:
         return float("nan")

@@ -52,7 +52,7 @@ def _connect(path: str | Path, *, read_only: bool, wait_s: float) -> duckdb.Duck
 class SharedReaders:
     """Read-only DuckDB instances that the reads of one dashboard render share.
 
-    Starting a DuckDB instance costs ≈ 25 ms whatever the file (it builds the function catalog), and
+    Starting a DuckDB instance has a fixed cost whatever the file (it builds the function catalog), and
     a page render makes several reads. Inside ``held(path)`` (app.py wraps each render in it) every
     read gets a cursor of one open instance, closed when the last render holding it ends; outside,
     a read opens and closes its own connection. A write in this process closes the shared instance

@@ -68,7 +68,7 @@ class QueryRow(Row):
     themes: list[str]
     kb_refs: list[str]
     update_sensitive: bool
-    # optional query fields (DESIGN.md); options, rubric and messages as JSON text
+    # optional query fields (docs/datasets.md); options, rubric and messages as JSON text
     asked_on: date | None = None
     script: str | None = None
     variant_of: str | None = None

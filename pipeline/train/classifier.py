@@ -10,8 +10,7 @@ rows that share a question — its several responses and critiques, one per labe
 split, so no test critique has a near-copy in training; whole questions are drawn with sklearn
 ``GroupShuffleSplit`` and labels are stratified as far as the groups allow (bundled data: 70 / 15 / 15 questions,
 280 / 60 / 60 rows, every split balanced). The card records the method and rows and questions per split. (A
-row split, used before, gave test accuracy 0.917: optimistic, its test critiques shared questions with training
-ones.) The validation split is scored after every epoch and the epoch with the best validation **macro-F1** (ties:
+row split, used before, was optimistic: its test critiques shared questions with training ones.) The validation split is scored after every epoch and the epoch with the best validation **macro-F1** (ties:
 the earlier epoch) is the checkpoint; the test split is touched once, by the saved checkpoint, and its accuracy,
 macro-F1, per-class precision/recall and confusion matrix go into the model card ``medcode.json``.
 
@@ -19,10 +18,8 @@ Defaults that differ from the paper, and why (measured on ``data/medcode-critiqu
 
 - the encoder is fine-tuned at lr 1e-4 for 8 epochs. The paper does not say whether BERT was frozen; lr 1e-3
   is a head-only rate: fine-tuning MiniLM at 1e-3 collapses to chance, and ``--freeze-encoder`` (pooler +
-  classification layer trained, 25 epochs at 1e-3) reaches test accuracy 0.53 (row split). 25 epochs would take
-  ~6 min on 2 quiet cores (13.5 s an epoch) while validation macro-F1 peaks by epoch 4–7. Split by question,
-  8 epochs: test accuracy 0.817, macro-F1 0.805 (60 critiques of 15 questions; best validation epoch 4; Moderate
-  the weak class, F1 0.58), 6 min 45 s wall at load average 3–4 on 2 cores (2 min 22 s on a quiet machine);
+  classification layer trained, 25 epochs at 1e-3) does far worse, and validation macro-F1 peaks within 8 epochs
+  (docs/medcode.md has the measured figures);
 - class weights ``balanced`` (computed on the training split): the paper's list fits its skewed classes; on
   balanced data it would weight None 11× High. ``--class-weights paper`` gives the paper's numbers;
 - base model: the bundled all-MiniLM-L6-v2 (a 6-layer BERT) offline; a local BERT-base folder via
