@@ -7,8 +7,6 @@ import json
 import re
 from pathlib import Path
 
-import pytest
-
 from pipeline.dataset import LANGUAGES, REFUSAL_SENTENCE, Dataset, load_dataset
 from pipeline.models.base import GenerateParams
 from pipeline.prompts import PROMPTS_DIR

@@ -15,7 +15,8 @@ import pandas as pd
 from pipeline.metrics import METRICS
 from pipeline.read.common import Filters, current_join, df, model_pred, on_qf, queries_cte
 
-WEAK_JUDGES = ("llamacpp/smollm2-135m-instruct",)  # docs/design.md (known facts): scores a right, a wrong and a refusal alike
+# docs/design.md (known facts): it scores a right, a wrong and a refusal alike
+WEAK_JUDGES = ("llamacpp/smollm2-135m-instruct",)
 AUC_TRUST = 0.75
 CONSISTENCY_COLUMNS = ["language", "model_id", "metric", "multi_items", "parsed_samples", "mean_std", "flip_rate"]
 

@@ -10,9 +10,10 @@ rows that share a question — its several responses and critiques, one per labe
 split, so no test critique has a near-copy in training; whole questions are drawn with sklearn
 ``GroupShuffleSplit`` and labels are stratified as far as the groups allow (bundled data: 70 / 15 / 15 questions,
 280 / 60 / 60 rows, every split balanced). The card records the method and rows and questions per split. (A
-row split, used before, was optimistic: its test critiques shared questions with training ones.) The validation split is scored after every epoch and the epoch with the best validation **macro-F1** (ties:
-the earlier epoch) is the checkpoint; the test split is touched once, by the saved checkpoint, and its accuracy,
-macro-F1, per-class precision/recall and confusion matrix go into the model card ``medcode.json``.
+row split, used before, was optimistic: its test critiques shared questions with training ones.) The validation
+split is scored after every epoch and the epoch with the best validation **macro-F1** (ties: the earlier epoch) is
+the checkpoint; the test split is touched once, by the saved checkpoint, and its accuracy, macro-F1, per-class
+precision/recall and confusion matrix go into the model card ``medcode.json``.
 
 Defaults that differ from the paper, and why (measured on ``data/medcode-critiques``, 400 critiques):
 
