@@ -32,16 +32,14 @@ from rich.table import Table
 
 from pipeline.config import ModelConfig, RunConfig
 from pipeline.dataset import Chunk, Dataset, Query
-from pipeline.models import create_backend, is_exclusive, unavailable_reason
-from pipeline.models.base import ChatRequest, GenerateParams, Message, cache_key
+from pipeline.models import backend_class, create_backend, is_exclusive, unavailable_reason
+from pipeline.models.base import Backend, ChatRequest, GenerateParams, PromptTokens, cache_key
 from pipeline.read.cost import cost_of
 from pipeline.steps import generate, judge, medcode, translate
 from pipeline.steps.context import ResponseItem
 from pipeline.store import Store, text_hash
 
-BYTES_PER_TOKEN = 4
 NO_LLM_OR_DONE = ("translate", "retrieve", "generate", "lexical", "safety")  # no LLM calls, or estimated first
-TOKENS_PER_MESSAGE = 3
 
 
 @dataclass
@@ -90,85 +88,6 @@ class Answer:
         return ResponseItem(self.query, self.model.id, self.text or "", text_hash(self.text or ""))
 
 
-# -- token counting --------------------------------------------------------------------------------
-class _Counted(Exception):
-    pass
-
-
-class _CountingLlama:
-    """Stands in for a ``Llama`` in its chat handler: records the prompt's token count, stops before generating."""
-
-    def __init__(self, llama: Any):
-        self._llama, self.n = llama, 0
-
-    def tokenize(self, *args: Any, **kwargs: Any) -> list[int]:
-        tokens = self._llama.tokenize(*args, **kwargs)
-        self.n = len(tokens)
-        return tokens
-
-    def create_completion(self, *args: Any, **kwargs: Any):
-        raise _Counted
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._llama, name)
-
-
-_VOCABS: dict[tuple[str, str | None], Any] = {}
-
-
-class TokenCounter:
-    """Prompt tokens of a request for one model: its own tokenizer and chat template where it can be loaded
-    here (llama.cpp), else ≈ UTF-8 bytes / 4 + 3 per message; 0 for the non-LLM extractive baseline."""
-
-    def __init__(self, mc: ModelConfig):
-        self.method, self._llama, self._fold_system = "bytes/4", None, False
-        if mc.provider == "extractive":
-            self.method = "not an LLM"
-        elif mc.provider == "llamacpp" and unavailable_reason(mc) is None:
-            try:
-                self._load(mc)
-                self.method = "tokenizer"
-            except Exception:  # any failure to load the vocabulary falls back to bytes/4
-                self._llama = None
-
-    def _load(self, mc: ModelConfig) -> None:
-        from llama_cpp import Llama, llama_chat_format
-        from llama_cpp._utils import suppress_stdout_stderr
-
-        from pipeline.models.llamacpp import NO_SYSTEM_ROLE, resolve_weights
-
-        path, chat_format = resolve_weights(mc)
-        key = (str(path), chat_format)
-        if key not in _VOCABS:
-            with suppress_stdout_stderr(disable=False):  # a vocabulary-only context warns of n_ctx_train 0
-                _VOCABS[key] = Llama(model_path=str(path), vocab_only=True, verbose=False,
-                                     **({"chat_format": chat_format} if chat_format else {}))
-        self._llama = _VOCABS[key]
-        self._handler = (self._llama.chat_handler or self._llama._chat_handlers.get(self._llama.chat_format)
-                         or llama_chat_format.get_chat_completion_handler(self._llama.chat_format))
-        self._fold_system = chat_format in NO_SYSTEM_ROLE
-
-    def count(self, messages: Sequence[Message]) -> int:
-        if self.method == "not an LLM":
-            return 0
-        if self._llama is None:
-            return sum(-(-len(m["content"].encode("utf-8")) // BYTES_PER_TOKEN) + TOKENS_PER_MESSAGE
-                       for m in messages)
-        messages = [dict(m) for m in messages]
-        if self._fold_system and messages and messages[0]["role"] == "system":  # as the backend sends it
-            system = messages.pop(0)["content"]
-            if messages and messages[0]["role"] == "user":
-                messages[0]["content"] = f"{system}\n\n{messages[0]['content']}"
-            else:
-                messages.insert(0, {"role": "user", "content": system})
-        counting = _CountingLlama(self._llama)
-        try:
-            self._handler(llama=counting, messages=messages, max_tokens=1)
-        except _Counted:
-            pass
-        return counting.n
-
-
 # -- the estimate ----------------------------------------------------------------------------------
 class Estimate:
     """Builds every stage's requests as the run would and tallies them (see the module docstring):
@@ -179,7 +98,7 @@ class Estimate:
         self.store = Store(config.db)
         self.lines: list[Line] = []
         self.notes: list[str] = []
-        self._counters: dict[str, TokenCounter] = {}
+        self._counters: dict[str, PromptTokens] = {}
         self._identities: dict[str, dict | None] = {}
         self._prices = {m: p.model_dump() for m, p in config.prices.items()}
         self.stand_ins: set[str] = set()  # queries whose chunks are the kb_refs stand-in
@@ -219,7 +138,7 @@ class Estimate:
             except Exception:  # an unreadable cache hits nothing
                 break
         if mc.id not in self._counters:
-            self._counters[mc.id] = TokenCounter(mc)
+            self._counters[mc.id] = (backend_class(mc.provider) or Backend).prompt_tokens(mc)
         counter = self._counters[mc.id]
         llm = counter.method != "not an LLM"
         texts: list[str | None] = []

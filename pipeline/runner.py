@@ -22,7 +22,7 @@ from rich.table import Table
 from pipeline.config import OPT_IN_STAGES, STAGES, ModelConfig, RunConfig, load_config
 from pipeline.dataset import Dataset, Query, load_dataset
 from pipeline.errors import UserError
-from pipeline.models import UsageStats, unavailable_reason
+from pipeline.models import UsageStats, backend_class, unavailable_reason
 from pipeline.steps import (
     accuracy,
     generate,
@@ -161,9 +161,8 @@ def print_dry_run(config: RunConfig, dataset: Dataset, queries: list[Query], sta
         langs = [lang for lang in languages if not mc.languages or lang in mc.languages] if role == "generator" \
             else languages
         n = sum(1 for q in queries if q.language in langs)
-        needs = {"vllm": f"{mc.tensor_parallel_size} GPU(s)", "openai": mc.api_key_env or "OPENAI_API_KEY",
-                 "openai-compatible": mc.base_url or "base_url"}.get(mc.provider, "this machine")
-        table.add_row(role, mc.id, mc.provider, ", ".join(langs), str(n), needs,
+        backend = backend_class(mc.provider)
+        table.add_row(role, mc.id, mc.provider, ", ".join(langs), str(n), backend.needs(mc) if backend else "",
                       f"[red]missing: {reason}[/]" if reason else "[green]ready[/]")
     console.print(table)
     if reason := classifier_missing(config, stages):

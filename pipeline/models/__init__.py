@@ -1,7 +1,8 @@
 """Backends addressed as ``provider/name``, found in a registry and imported lazily.
 
-Each backend module exposes ``create(config) -> Backend`` and ``unavailable(config) -> str | None``
-(why it cannot run here: a missing API key, package or GPU). Heavy packages (llama_cpp, openai,
+Each backend module exposes ``create(config) -> Backend``, ``unavailable(config) -> str | None``
+(why it cannot run here: a missing API key, package or GPU) and ``BACKEND``, its class, which carries the
+provider's facts (billed or not, what it needs, how prompt tokens are counted). Heavy packages (llama_cpp, openai,
 vllm) are imported inside the module's factory, so a missing optional package breaks only its
 own backend.
 """
@@ -30,6 +31,7 @@ __all__ = [
     "GenerateParams",
     "Model",
     "UsageStats",
+    "backend_class",
     "create_backend",
     "unavailable_reason",
 ]
@@ -43,6 +45,12 @@ def _module(config: ModelConfig):
             f"model {config.id}: unknown provider {config.provider!r}; use one of {', '.join(PROVIDERS)}"
         ) from None
     return importlib.import_module(name)
+
+
+def backend_class(provider: str) -> type[Backend] | None:
+    """The backend class of a provider (``None`` for an unknown one), imported on first use."""
+    name = PROVIDERS.get(provider)
+    return importlib.import_module(name).BACKEND if name else None
 
 
 def unavailable_reason(config: ModelConfig) -> str | None:

@@ -14,9 +14,9 @@ import json
 import time
 from abc import ABC, abstractmethod
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from tenacity import (
     AsyncRetrying,
@@ -72,11 +72,35 @@ class Completion:
         return self.error is None
 
 
+class PromptTokens:
+    """Counts a request's prompt tokens before it is sent (the dry run's estimate): ≈ UTF-8 bytes / 4 and 3 per
+    message, unless a backend counts with its model's own tokenizer (``Backend.prompt_tokens``)."""
+
+    method = "bytes/4"
+
+    def count(self, messages: Sequence[Message]) -> int:
+        return sum(-(-len(m["content"].encode("utf-8")) // 4) + 3 for m in messages)
+
+
 class Backend(ABC):
-    """A thin backend: one request in, one completion out."""
+    """A thin backend: one request in, one completion out. The class also carries its provider's facts — whether
+    its tokens are billed, what it needs to run, how its prompt tokens are counted — so nothing else has to know
+    providers by name (Inspect AI's ``ModelAPI``)."""
 
     #: upper bound on parallel requests regardless of config (1 for in-process llama.cpp)
     max_concurrency: int | None = None
+    #: tokens billed by a provider; False for a model on one's own hardware (it costs 0 unless a price is set)
+    billed: ClassVar[bool] = True
+
+    @classmethod
+    def needs(cls, config: ModelConfig) -> str:
+        """What the model needs to run, for the dry run's table (a key, an endpoint, GPUs)."""
+        return "this machine"
+
+    @classmethod
+    def prompt_tokens(cls, config: ModelConfig) -> PromptTokens:
+        """How this model's prompt tokens are counted before a run."""
+        return PromptTokens()
 
     def __init__(self, config: ModelConfig):
         self.config = config

@@ -8,13 +8,14 @@ structured request context that the generation stage passes along with the messa
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from pipeline.config import ModelConfig
 from pipeline.dataset import REFUSAL_SENTENCE
-from pipeline.models.base import Backend, ChatRequest, Completion
+from pipeline.models.base import Backend, ChatRequest, Completion, Message, PromptTokens
 
 SENTENCE_END = re.compile(r"(?<=[.!?।])\s+")
 TOP_SENTENCES = 2
@@ -30,7 +31,22 @@ def split_sentences(text: str) -> list[str]:
     return [s.strip() for s in SENTENCE_END.split(text) if len(s.strip().split()) >= 3]
 
 
+class NoPromptTokens(PromptTokens):
+    """Not an LLM: no tokens to count or pay for."""
+
+    method = "not an LLM"
+
+    def count(self, messages: Sequence[Message]) -> int:
+        return 0
+
+
 class ExtractiveBackend(Backend):
+    billed = False
+
+    @classmethod
+    def prompt_tokens(cls, config: ModelConfig) -> PromptTokens:
+        return NoPromptTokens()
+
     def cache_identity(self) -> dict[str, Any]:
         return {"model": self.config.id, "top_sentences": TOP_SENTENCES, "embedder": "all-MiniLM-L6-v2",
                 "distinct_sentences": True}
@@ -53,3 +69,6 @@ class ExtractiveBackend(Backend):
 
 def create(config: ModelConfig) -> ExtractiveBackend:
     return ExtractiveBackend(config)
+
+
+BACKEND = ExtractiveBackend

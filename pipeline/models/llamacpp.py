@@ -23,7 +23,7 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,7 @@ import numpy as np
 
 from pipeline.config import ModelConfig
 from pipeline.errors import UserError
-from pipeline.models.base import Backend, ChatRequest, Completion
+from pipeline.models.base import Backend, ChatRequest, Completion, Message, PromptTokens
 
 # llama.cpp's OpenMP threads spin while they wait by default; on a shared 2-core machine that
 # starves everything else (a 24-token call took 70 s instead of 1.1 s in bench_local_model with
@@ -44,6 +44,19 @@ EMBEDDED: dict[str, dict[str, str]] = {
 }
 # Chat formats whose template drops the system role: its text is folded into the first user turn.
 NO_SYSTEM_ROLE = {"gemma"}
+
+
+def as_sent(messages: Sequence[Message], chat_format: str | None) -> list[dict[str, str]]:
+    """The messages as llama.cpp is given them: a template without a system role gets the system text folded into
+    the first user turn."""
+    messages = [dict(m) for m in messages]
+    if chat_format in NO_SYSTEM_ROLE and messages and messages[0]["role"] == "system":
+        system = messages.pop(0)["content"]
+        if messages and messages[0]["role"] == "user":
+            messages[0]["content"] = f"{system}\n\n{messages[0]['content']}"
+        else:
+            messages.insert(0, {"role": "user", "content": system})
+    return messages
 
 
 def _package_dir(package: str) -> Path | None:
@@ -254,8 +267,77 @@ class _FirstTokenLogits:
         return scores
 
 
+# -- counting prompt tokens before a run (the dry run) ------------------------------------------------
+class _Counted(Exception):
+    pass
+
+
+class _CountingLlama:
+    """Stands in for a ``Llama`` in its chat handler: records the prompt's token count, stops before generating."""
+
+    def __init__(self, llama: Any):
+        self._llama, self.n = llama, 0
+
+    def tokenize(self, *args: Any, **kwargs: Any) -> list[int]:
+        tokens = self._llama.tokenize(*args, **kwargs)
+        self.n = len(tokens)
+        return tokens
+
+    def create_completion(self, *args: Any, **kwargs: Any):
+        raise _Counted
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._llama, name)
+
+
+@functools.cache
+def _vocabulary(path: str, chat_format: str | None) -> Any:
+    from llama_cpp import Llama
+    from llama_cpp._utils import suppress_stdout_stderr
+
+    with suppress_stdout_stderr(disable=False):  # a vocabulary-only context warns of n_ctx_train 0
+        return Llama(model_path=path, vocab_only=True, verbose=False,
+                     **({"chat_format": chat_format} if chat_format else {}))
+
+
+atexit.register(_vocabulary.cache_clear)  # freed while llama_cpp is still loaded, not at interpreter teardown
+
+
+class VocabularyTokens(PromptTokens):
+    """A prompt's tokens by the GGUF's own vocabulary and chat template (``Llama(vocab_only=True)``), exactly as
+    the backend would send it."""
+
+    method = "tokenizer"
+
+    def __init__(self, config: ModelConfig):
+        from llama_cpp import llama_chat_format
+
+        path, self.chat_format = resolve_weights(config)
+        self._llama = _vocabulary(str(path), self.chat_format)
+        self._handler = (self._llama.chat_handler or self._llama._chat_handlers.get(self._llama.chat_format)
+                         or llama_chat_format.get_chat_completion_handler(self._llama.chat_format))
+
+    def count(self, messages: Sequence[Message]) -> int:
+        counting = _CountingLlama(self._llama)
+        try:
+            self._handler(llama=counting, messages=as_sent(messages, self.chat_format), max_tokens=1)
+        except _Counted:
+            pass
+        return counting.n
+
+
 class LlamaCppBackend(Backend):
     max_concurrency = 1  # in-process and CPU-bound: calls are serialised per weights file
+    billed = False
+
+    @classmethod
+    def prompt_tokens(cls, config: ModelConfig) -> PromptTokens:
+        if unavailable(config) is None:
+            try:
+                return VocabularyTokens(config)
+            except Exception:  # any failure to load the vocabulary falls back to bytes/4
+                pass
+        return PromptTokens()
 
     def __init__(self, config: ModelConfig):
         super().__init__(config)
@@ -277,14 +359,7 @@ class LlamaCppBackend(Backend):
         return {"path": str(self.path), "sha256": file_sha256(str(self.path)), "chat_format": self.chat_format}
 
     def _messages(self, request: ChatRequest) -> list[dict[str, str]]:
-        messages = [dict(m) for m in request.messages]
-        if self.chat_format in NO_SYSTEM_ROLE and messages and messages[0]["role"] == "system":
-            system = messages.pop(0)["content"]
-            if messages and messages[0]["role"] == "user":
-                messages[0]["content"] = f"{system}\n\n{messages[0]['content']}"
-            else:
-                messages.insert(0, {"role": "user", "content": system})
-        return messages
+        return as_sent(request.messages, self.chat_format)
 
     def _kwargs(self, request: ChatRequest) -> dict[str, Any]:
         p = request.params
@@ -346,3 +421,6 @@ class LlamaCppBackend(Backend):
 
 def create(config: ModelConfig) -> LlamaCppBackend:
     return LlamaCppBackend(config)
+
+
+BACKEND = LlamaCppBackend

@@ -37,6 +37,10 @@ def unavailable(config: ModelConfig) -> str | None:
 
 
 class OpenAICompatibleBackend(Backend):
+    @classmethod
+    def needs(cls, config: ModelConfig) -> str:
+        return config.base_url or "base_url" if config.provider == "openai-compatible" else _key_env(config)
+
     def __init__(self, config: ModelConfig):
         super().__init__(config)
         import httpx2
@@ -165,3 +169,6 @@ class OpenAICompatibleBackend(Backend):
 
 def create(config: ModelConfig) -> OpenAICompatibleBackend:
     return OpenAICompatibleBackend(config)
+
+
+BACKEND = OpenAICompatibleBackend

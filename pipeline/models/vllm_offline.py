@@ -29,6 +29,12 @@ def unavailable(config: ModelConfig) -> str | None:
 
 
 class VLLMBackend(Backend):
+    billed = False
+
+    @classmethod
+    def needs(cls, config: ModelConfig) -> str:
+        return f"{config.tensor_parallel_size} GPU(s)"
+
     supports_batch = True
 
     def __init__(self, config: ModelConfig):
@@ -105,3 +111,6 @@ class VLLMBackend(Backend):
 
 def create(config: ModelConfig) -> VLLMBackend:
     return VLLMBackend(config)
+
+
+BACKEND = VLLMBackend

@@ -16,7 +16,7 @@ Where the numbers come from, per run (``source`` column), the first that is comp
 
 Cost = prompt tokens × input price + completion tokens × output price, prices in $ per 1M tokens from
 the run's own stored config (``prices:``). Cached calls cost nothing. A model without a price costs 0
-when it runs in process (``llamacpp``, ``extractive``, ``vllm``: no per-token bill; tokens still shown)
+when its backend is not billed per token (``Backend.billed``: llama.cpp, extractive, vLLM; tokens still shown)
 and NULL (unknown) otherwise.
 """
 
@@ -28,9 +28,9 @@ from typing import Any
 
 import pandas as pd
 
+from pipeline.models import backend_class
 from pipeline.store import SHARED_READERS
 
-LOCAL_PROVIDERS = ("llamacpp", "extractive", "vllm")  # no per-token bill: cost 0 without a price
 COLUMNS = ["run_id", "run_name", "kind", "dataset", "started_at", "stage", "model_id", "calls", "cached",
            "prompt_tokens", "completion_tokens", "price_input", "price_output", "cost", "source"]
 _INT_COLUMNS = ("calls", "cached", "prompt_tokens", "completion_tokens")
@@ -42,7 +42,8 @@ def cost_of(model_id: str, prices: dict[str, Any], prompt_tokens: int | None,
     model without a price; None when the price or the tokens are unknown."""
     price = prices.get(model_id)
     if price is None:
-        return 0.0 if model_id.split("/", 1)[0] in LOCAL_PROVIDERS else None
+        backend = backend_class(model_id.split("/", 1)[0])
+        return 0.0 if backend is not None and not backend.billed else None
     if prompt_tokens is None or completion_tokens is None:
         return None
     return (prompt_tokens * float(price["input"]) + completion_tokens * float(price["output"])) / 1e6
