@@ -30,7 +30,8 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from pipeline.dataset import load_dataset  # noqa: E402
-from pipeline.steps.retrieve import KBIndex, get_embedder  # noqa: E402
+from pipeline.models.embedder import get_embedder  # noqa: E402
+from pipeline.steps.retrieve import KBIndex  # noqa: E402
 
 N_CHUNKS = 10_000
 UPDATE_SHARE = 0.15

@@ -26,10 +26,10 @@ from typing import Any, TypeVar
 
 from pipeline.config import ModelConfig, RunConfig, load_config
 from pipeline.dataset import Chunk, Dataset, Query, load_dataset
+from pipeline.disagreement import PROB_COLUMNS
 from pipeline.metrics import METRICS
 from pipeline.models import Model, create_backend, unavailable_reason
 from pipeline.models.base import ChatRequest, GenerateParams
-from pipeline.steps.medcode import PROB_COLUMNS
 from pipeline.steps.translate import QUERY, translate_text
 from pipeline.store import Store, now
 from pipeline.store.rows import (

@@ -96,3 +96,14 @@ def test_run_without_the_trained_checkpoint_stops_before_any_call(tmp_path, monk
     # without the medcode stage the checkpoint is not needed
     run(config, stages="retrieve,generate", console=Console(file=io.StringIO()))
     assert Path(config.db).exists()
+
+
+def test_the_stored_distribution_columns_are_the_one_definition():
+    """The critiques table's probability columns are ``pipeline.disagreement.PROB_COLUMNS``, in label order."""
+    import dataclasses
+
+    from pipeline.disagreement import LABELS, PROB_COLUMNS
+    from pipeline.store.rows import CritiqueRow
+
+    assert tuple(f.name for f in dataclasses.fields(CritiqueRow) if f.name.startswith("p_")) == PROB_COLUMNS
+    assert PROB_COLUMNS == tuple(f"p_{label.lower()}" for label in LABELS)

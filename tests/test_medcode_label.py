@@ -16,7 +16,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from pipeline.steps.medcode import LABELS
+from pipeline.disagreement import LABELS
 from pipeline.steps.medcode_label import parse_teacher
 from pipeline.store import Store
 from pipeline.store.rows import LabelledCritiqueRow, ResponseRow

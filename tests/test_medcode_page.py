@@ -14,9 +14,10 @@ from sklearn.metrics import accuracy_score
 from statsmodels.stats.proportion import proportion_confint
 
 from pages import _data as data
+from pipeline.disagreement import LABELS
 from pipeline.read import medcode
 from pipeline.read.common import Filters
-from pipeline.steps.medcode import LABELS, classifier_tag
+from pipeline.steps.medcode import classifier_tag
 from pipeline.store import Store
 from pipeline.store.rows import AnswerCheckRow, CritiqueRow, LabelledCritiqueRow, RunRow
 from tests.test_app_pages import open_app, texts

@@ -14,12 +14,12 @@ import pytest
 from rich.console import Console
 
 from pipeline.config import RunConfig
+from pipeline.disagreement import LABELS
 from pipeline.metrics import METRICS
 from pipeline.read.common import Filters, weights_tuple
 from pipeline.read.leaderboard import leaderboard, leaderboard_base
 from pipeline.runner import run
 from pipeline.steps.lexical import meteor_available
-from pipeline.steps.medcode import LABELS
 from pipeline.store import Store, text_hash
 
 REPO = Path(__file__).resolve().parent.parent

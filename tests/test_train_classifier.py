@@ -12,9 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from pipeline.disagreement import LABELS, PAPER_CLASS_WEIGHTS
 from pipeline.errors import UserError
 from pipeline.steps import medcode
-from pipeline.steps.medcode import LABELS, PAPER_CLASS_WEIGHTS, classifier_tag, classify_with_checkpoint
+from pipeline.steps.medcode import classifier_tag, classify_with_checkpoint
 from pipeline.train.classifier import (
     PAPER,
     SPLIT,

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeline.dataset.label_csv import BadRow, import_command, validate_rows
-from pipeline.steps.medcode import LABEL_ALIASES, LABELS
+from pipeline.disagreement import LABEL_ALIASES, LABELS
 from pipeline.store import Store
 from pipeline.store.rows import TEXT_HASH_SQL, CritiqueLabelRow
 

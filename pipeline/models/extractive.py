@@ -52,7 +52,7 @@ class ExtractiveBackend(Backend):
                 "distinct_sentences": True}
 
     async def complete(self, request: ChatRequest) -> Completion:
-        from pipeline.steps.retrieve import get_embedder
+        from pipeline.models.embedder import get_embedder
 
         context = request.context or {}
         passages: list[str] = list(context.get("update_texts", [])) + list(context.get("raw_texts", []))

@@ -19,6 +19,7 @@ import duckdb
 import pandas as pd
 
 from pipeline.analysis.stats import normalised_weights
+from pipeline.disagreement import COLUMN_LABELS, PROB_COLUMNS
 from pipeline.metrics import DEFAULT_WEIGHTS, METRICS, agg_weights
 from pipeline.store import SCHEMA_VERSION, SHARED_READERS
 
@@ -30,8 +31,8 @@ REFERENCE_FILES = {"medcode_table2": "medcode_table2.csv", "medcode_table1": "me
                    "table1": "health_pariksha_table1_models.csv", "leaderboards": "health_pariksha_leaderboards.csv"}
 PLAYGROUND = "playground"
 LEXICAL_LABELS = {"rouge_l": "ROUGE-L", "chrf": "chrF++", "bleu": "BLEU", "meteor": "METEOR", "cosine": "cosine"}
-DISAGREEMENT = ("p_none", "p_low", "p_moderate", "p_high")
-DISAGREEMENT_LABELS = {"p_none": "None", "p_low": "Low", "p_moderate": "Moderate", "p_high": "High"}
+DISAGREEMENT = PROB_COLUMNS
+DISAGREEMENT_LABELS = COLUMN_LABELS
 UPGRADE_COMMAND = "python -m pipeline upgrade --db {db}"
 
 

@@ -24,6 +24,7 @@ from pipeline.errors import UserError
 from pipeline.metrics import METRICS
 from pipeline.read.common import (
     DISAGREEMENT,
+    DISAGREEMENT_LABELS,
     LEXICAL_LABELS,
     Filters,
     current_join,
@@ -35,8 +36,7 @@ from pipeline.read.common import (
 )
 from pipeline.store import LEXICAL, SHARED_READERS
 
-QUANTITIES = {"p_none": "P(None)", "p_low": "P(Low)", "p_moderate": "P(Moderate)", "p_high": "P(High)",
-              "expected": "E[disagreement]"}
+QUANTITIES = {**{p: f"P({label})" for p, label in DISAGREEMENT_LABELS.items()}, "expected": "E[disagreement]"}
 ACCURACY_LABELS = {"llm_accuracy": "LLM-Accuracy", "exact_match": "exact match (MCQ)"}
 MEASURES = {"meteor": "METEOR", "rouge_l": "ROUGE-L", "exact_match": "exact-match accuracy (MCQ)",
             "llm_accuracy": "LLM-Accuracy", **{p: QUANTITIES[p] for p in DISAGREEMENT}}

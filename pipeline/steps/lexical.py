@@ -129,7 +129,7 @@ METRIC_FUNCTIONS: dict[str, Callable[[str, str], float | None]] = {
 
 def cosine_similarities(responses: list[str], references: list[str]) -> list[float]:
     """MiniLM cosine similarity of each response with its reference (unit vectors → dot product)."""
-    from pipeline.steps.retrieve import get_embedder
+    from pipeline.models.embedder import get_embedder
 
     if not responses:
         return []

@@ -35,16 +35,13 @@ import numpy as np
 
 from pipeline.config import ModelConfig
 from pipeline.dataset import Query
+from pipeline.disagreement import LABEL_ALIASES, LABELS, PROB_COLUMNS
 from pipeline.errors import UserError
 from pipeline.models.base import ChatRequest, Completion, GenerateParams, Message, Model
 from pipeline.prompts import load_text
 from pipeline.steps.context import ResponseItem, RunContext, finished, responses_to_score, still_to_do
 from pipeline.store.rows import CritiqueRow
 
-LABELS = ("None", "Low", "Moderate", "High")
-PROB_COLUMNS = ("p_none", "p_low", "p_moderate", "p_high")
-PAPER_CLASS_WEIGHTS = (5.96, 1.34, 0.83, 0.52)  # Med-CoDE §4.2, in LABELS order
-LABEL_ALIASES = {"none": "None", "low": "Low", "moderate": "Moderate", "medium": "Moderate", "high": "High"}
 NO_LABEL_TOKEN = "logprobs:no-label-token"
 CRITIQUE_MAX_TOKENS = 120  # ~60 words, Med-CoDE's average critique length is 58.95 words
 MEDCODE_BLOCK = 32  # responses critiqued and classified per block

@@ -17,10 +17,10 @@ import json
 import re
 
 from pipeline.dataset import Query
+from pipeline.disagreement import LABEL_ALIASES, LABELS
 from pipeline.models.base import ChatRequest, Completion, GenerateParams, Message
 from pipeline.prompts import load_text
 from pipeline.steps.context import RunContext, finished, responses_to_score, still_to_do
-from pipeline.steps.medcode import LABEL_ALIASES, LABELS
 from pipeline.store.rows import LabelledCritiqueRow
 
 CRITIQUE_MAX_CHARS = 800

@@ -38,10 +38,9 @@ from pathlib import Path
 
 import numpy as np
 
+from pipeline.disagreement import LABELS, PAPER_CLASS_WEIGHTS
 from pipeline.errors import UserError
 from pipeline.steps.medcode import (
-    LABELS,
-    PAPER_CLASS_WEIGHTS,
     TRAINED_CLASSIFIER,
     classifier_path,
     classifier_tag,

@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 
 from pipeline.dataset.label_csv import TOO_MANY_FIELDS, csv_rows, read_csv_text
+from pipeline.disagreement import LABEL_ALIASES, LABELS
 from pipeline.errors import UserError
-from pipeline.steps.medcode import LABEL_ALIASES, LABELS
 
 MAX_PROBLEMS = 20  # bad rows named in one error message
 
