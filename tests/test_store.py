@@ -414,3 +414,17 @@ def test_the_counted_jury_tables_follow_every_write_as_counting_afresh_would(tmp
         == [("ta", "latin")]
     store.delete_where("responses", "dataset = ? AND query_id = ? AND model_id = ?", ["d", "q3", "b"])
     check()
+
+
+def test_a_failed_write_raises_the_database_error_naming_its_table(tmp_path):
+    """A refresh that fails raises DuckDB's own error, named by the table written and the one being refreshed — not
+    a TransactionException of the clean-up — and the transaction leaves nothing half-written."""
+    path = tmp_path / "r.duckdb"
+    store = Store(path)
+    _write_sources(store)
+    con = duckdb.connect(str(path))  # a file whose derived table lost a column the refresh writes
+    con.execute("ALTER TABLE score_groups RENAME COLUMN runs TO old_runs")
+    con.close()
+    with pytest.raises(duckdb.BinderException, match=r"writing queries \(refreshing score_groups\): .*runs"):
+        store.write([_query(1, "ta")])  # a watched column changes: the refresh of its groups runs (and fails)
+    assert store.fetch("SELECT language FROM queries WHERE query_id = 'q1'") == [("hi",)]

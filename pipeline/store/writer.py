@@ -87,8 +87,11 @@ class Store:
         row = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
         everything = changed or (row is not None and int(row[0]) < REBUILT_AT)
         for derived in (d for d in DERIVED if everything or d in new_derived):  # a table after its sources
-            for sql in refresh_sql(derived):
-                con.execute(sql)
+            try:
+                for sql in refresh_sql(derived):
+                    con.execute(sql)
+            except duckdb.Error as exc:
+                raise _naming(exc, derived) from exc
         con.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
 
     def upgrade(self) -> None:
@@ -172,6 +175,7 @@ class Store:
     def _insert(con: duckdb.DuckDBPyConnection, table: str, arrow_rows: pa.Table) -> int:
         con.register("_incoming_rows", arrow_rows)
         changed: dict[str, str] = {}  # derived table -> the temp table of the keys whose watched columns change
+        doing = table  # what a failure names: the written table, then the derived table being refreshed
         try:
             for name, d in DERIVED.items():
                 watched = dict(d.watch).get(table)
@@ -185,13 +189,15 @@ class Store:
             con.execute(f"INSERT OR REPLACE INTO {table} BY NAME SELECT * FROM _incoming_rows")
             for name, d in DERIVED.items():
                 if table in d.sources:
+                    doing = f"{table} (refreshing {name})"
                     key_columns = tuple(c for c in TABLES[name].key if c in arrow_rows.column_names)
                     for sql in refresh_sql(name, changed.get(name, "_incoming_rows"), key_columns):
                         con.execute(sql)
-        finally:
-            for temp in changed.values():
-                con.execute(f"DROP TABLE IF EXISTS {temp}")
-            con.unregister("_incoming_rows")
+        except duckdb.Error as exc:  # nothing more runs in the aborted transaction: its rollback drops the temp tables
+            raise _naming(exc, doing) from exc
+        for temp in changed.values():
+            con.execute(f"DROP TABLE {temp}")
+        con.unregister("_incoming_rows")
         return arrow_rows.num_rows
 
     def delete_where(self, table: str, where: str, params: list) -> None:
@@ -205,8 +211,12 @@ class Store:
                             f"FROM {table} WHERE {where}", params)
             con.execute(f"DELETE FROM {table} WHERE {where}", params)
             for name in refresh:
-                for sql in refresh_sql(name, "_deleted_keys", tuple(c for c in _RESPONSE if c in TABLES[name].key)):
-                    con.execute(sql)
+                try:
+                    for sql in refresh_sql(name, "_deleted_keys", tuple(c for c in _RESPONSE
+                                                                        if c in TABLES[name].key)):
+                        con.execute(sql)
+                except duckdb.Error as exc:
+                    raise _naming(exc, f"{table} (refreshing {name})") from exc
             if refresh:
                 con.execute("DROP TABLE _deleted_keys")
 
@@ -261,3 +271,7 @@ class Store:
             for r in rows
         }
 
+
+def _naming(exc: duckdb.Error, doing: str) -> duckdb.Error:
+    """``exc`` again (same DuckDB error class), its message prefixed by what was being written."""
+    return type(exc)(f"writing {doing}: {exc}")
