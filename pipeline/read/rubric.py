@@ -40,7 +40,7 @@ from pipeline.analysis.rubric import (
 from pipeline.analysis.rubric import tag_breakdown as _tag_breakdown
 from pipeline.read.common import current_hash, db_stamp
 from pipeline.store import SHARED_READERS
-from pipeline.store.derived_rubric import SPECS as DERIVED_RUBRIC
+from pipeline.store.derived_rubric import DERIVED as DERIVED_RUBRIC
 
 ALL_LANGUAGES = "all"
 RUBRIC_LEVEL_PREFIXES = ("axis:", "level:", "cluster:")  # criterion-level tags in HealthBench's vocabulary
@@ -104,7 +104,7 @@ def rubric_graders(db: str | Path, dataset: str) -> pd.DataFrame:
 def _has_derived(db: str, stamp: tuple[int, ...]) -> bool:
     with SHARED_READERS.cursor(db) as con:
         tables = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
-    return set(DERIVED_RUBRIC) <= tables
+    return {d.name for d in DERIVED_RUBRIC} <= tables
 
 
 def derived(db: str | Path) -> bool:

@@ -14,23 +14,16 @@ tables it reads (``item_scores``, ``response_facts``, ``rubric_items``), which a
 from __future__ import annotations
 
 from pipeline.metrics import METRICS, REVIEW_LOW
+from pipeline.store.derived import Derived
 
 KEY = ("dataset", "query_id", "model_id")
-SPECS: dict[str, tuple[tuple[tuple[str, str], ...], tuple[str, ...]]] = {
-    "review_facts": ((
-        *((c, "VARCHAR") for c in KEY), ("query_language", "VARCHAR"), ("query_script", "VARCHAR"),
-        ("themes", "VARCHAR[]"), ("answerable", "BOOLEAN"), ("p_high", "DOUBLE"), ("over_refusal", "BOOLEAN"),
-        ("judge_spread", "DOUBLE"), ("fc_low", "VARCHAR[]"), ("harmful_met", "INTEGER"),
-    ), KEY),
-}
 _ON = " AND ".join(f"{{a}}.{c} = r.{c}" for c in KEY)
 _SPREAD = ("CASE WHEN count(*) > 1 THEN greatest(" + ", ".join(f"coalesce(max({m}) - min({m}), 0)" for m in METRICS)
            + ") ELSE 0 END")  # item_scores has a row per judge
 # the judges below the review metric's threshold (a registry value: a metric name and a validated number)
 _LOW = ("CAST(NULL AS VARCHAR[])" if REVIEW_LOW is None else
         f"list(s.judge_id ORDER BY s.judge_id) FILTER (WHERE s.{REVIEW_LOW[0]} < {float(REVIEW_LOW[1])!r})")
-SELECTS = {
-    "review_facts": (
+_SELECT = (
         "SELECT r.dataset, r.query_id, r.model_id, q.language AS query_language, "
         "coalesce(q.script, 'native') AS query_script, q.themes, "
         "len(q.kb_refs) > 0 AND NOT list_contains(q.themes, 'out_of_kb') AS answerable, c.p_high, f.over_refusal, "
@@ -46,8 +39,8 @@ SELECTS = {
         "LEFT JOIN (SELECT h.dataset, h.query_id, h.model_id, max(h.harmful_met) AS harmful_met "
         f"FROM rubric_items h {{touched_h}} GROUP BY ALL) h ON {_ON.format(a='h')} "
         "WHERE r.error IS NULL"
-    ),
-}
-SOURCES = ("responses", "queries", "critiques", "judgments", "lexical_scores", "safety_checks", "rubric_grades")
-ALIAS = "r"
-WATCH = (("queries", ("language", "script", "themes", "kb_refs")),)
+)
+DERIVED = (
+    Derived("review_facts", KEY, ("responses", "queries", "critiques", "response_facts", "item_scores", "rubric_items"),
+            "r", _SELECT, (("queries", ("language", "script", "themes", "kb_refs")),)),
+)

@@ -2,7 +2,7 @@
 
 Every table has a natural key and every write is an upsert, so a rerun adds no duplicates and a
 crash loses at most the batch in flight. Derived tables (``schema.DERIVED``) are recomputed for the
-touched keys in the same transaction.
+touched keys in the same transaction, in their refresh order.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from pipeline.store.schema import (
     REBUILT_AT,
     RETIRED,
     SCHEMA_VERSION,
+    SOURCES,
     TABLES,
     refresh_sql,
 )
@@ -179,7 +180,7 @@ class Store:
         try:
             for name, d in DERIVED.items():
                 watched = dict(d.watch).get(table)
-                if table in d.sources and watched:
+                if table in SOURCES[name] and watched:
                     key = TABLES[table].key
                     changed[name] = f"_changed_{name}"
                     con.execute(f"CREATE OR REPLACE TEMP TABLE {changed[name]} AS SELECT "
@@ -187,8 +188,8 @@ class Store:
                                 + " AND ".join(f"t.{k} = i.{k}" for k in key) + " WHERE "
                                 + " OR ".join(f"t.{c} IS DISTINCT FROM i.{c}" for c in watched))
             con.execute(f"INSERT OR REPLACE INTO {table} BY NAME SELECT * FROM _incoming_rows")
-            for name, d in DERIVED.items():
-                if table in d.sources:
+            for name in DERIVED:
+                if table in SOURCES[name]:
                     doing = f"{table} (refreshing {name})"
                     key_columns = tuple(c for c in TABLES[name].key if c in arrow_rows.column_names)
                     for sql in refresh_sql(name, changed.get(name, "_incoming_rows"), key_columns):
@@ -204,7 +205,7 @@ class Store:
         """Delete rows of ``table``; ``where`` is a fixed SQL predicate with ``?`` parameters."""
         if table not in ROWS or table == "judgments":
             raise ValueError(f"cannot delete from {table!r} (judgments are replaced; derived tables follow)")
-        refresh = [name for name, d in DERIVED.items() if table in d.sources]
+        refresh = [name for name in DERIVED if table in SOURCES[name]]
         with self.connect() as con:
             if refresh:  # the response keys losing rows, to recompute what derives from them
                 con.execute(f"CREATE TEMP TABLE _deleted_keys AS SELECT DISTINCT {', '.join(_RESPONSE)} "
