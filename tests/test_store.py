@@ -3,12 +3,17 @@ and an older database upgraded in place (missing columns added and backfilled)."
 
 from __future__ import annotations
 
+import dataclasses
+import graphlib
+import json
+
 import duckdb
 import pytest
 
 from pipeline.config import SAFETY_CHECKS
 from pipeline.metrics import METRICS
 from pipeline.store import DERIVED, LEXICAL, SCHEMA_VERSION, TABLES, Store
+from pipeline.store.derived import Derived, ordered
 from pipeline.store.rows import (
     CritiqueRow,
     HumanLabelRow,
@@ -18,6 +23,7 @@ from pipeline.store.rows import (
     QueryRow,
     ResponseRow,
     RetrievalRow,
+    RubricGradeRow,
     SafetyCheckRow,
     text_hash,
 )
@@ -100,6 +106,12 @@ def _critique(i: int, m: str, classifier: str, p: tuple[float, ...] | None = (0.
     return CritiqueRow(dataset="d", query_id=f"q{i}", model_id=m, critic_id="c", classifier=classifier, critique="",
                        **dict(zip(_PROBABILITIES, p or (None,) * 4, strict=True)), label=None,
                        response_hash=text_hash(text), run_id="r", error=None if p else "failed")
+
+
+def _grade(i: int, m: str, index: int, criterion: dict, met: bool | None, text: str = "t") -> RubricGradeRow:
+    return RubricGradeRow(dataset="d", query_id=f"q{i}", model_id=m, grader_id="g", criterion_index=index,
+                          criterion=criterion["criterion"], points=criterion["points"], tags=criterion["tags"],
+                          met=met, explanation="", raw_output="", response_hash=text_hash(text), run_id="r")
 
 
 def _human(i: int, m: str, metric: str = "SS") -> HumanLabelRow:
@@ -206,11 +218,12 @@ def test_a_file_at_the_last_rebuild_makes_only_the_derived_tables_it_lacks(tmp_p
     assert store.fetch("SELECT value FROM meta WHERE key = 'schema_version'") == [(str(SCHEMA_VERSION),)]
 
 
-def test_the_counted_jury_tables_follow_every_write_as_counting_afresh_would(tmp_path):
-    """``jury_patterns`` is kept by deltas (the touched items' old counts subtracted, their new ones added, emptied
-    patterns deleted); after every kind of write it must hold what counting every item from the sources gives: a
-    second judge, a rescoring that moves items between patterns, an unparsed output, a regenerated
-    answer, a query moved to another language and script, a deleted response."""
+def test_every_derived_table_equals_its_definition_after_every_kind_of_write(tmp_path):
+    """After every kind of write each derived table must hold what its definition computes from scratch — the tables
+    recomputed by key and ``jury_patterns``, kept by deltas (the touched items' old counts subtracted, their new ones
+    added, emptied patterns deleted): a second and a third judge, a rescoring that moves items between patterns, an
+    unparsed output, rubric grades and a changed rubric, a reclassified critique, a new and a deleted label, a
+    regenerated answer, a query moved to another language and script, a deleted response."""
     store = Store(tmp_path / "r.duckdb")
     _write_sources(store)
 
@@ -240,6 +253,23 @@ def test_the_counted_jury_tables_follow_every_write_as_counting_afresh_would(tmp
                        "ORDER BY 1") != before
     store.write([judged(1, "b", "SS", None)])  # unparsed: the judge has no SS score for it
     check()
+    rubric = [{"criterion": "Says to see a doctor", "points": 5, "tags": ["axis:accuracy"]},
+              {"criterion": "Advises stopping the drops", "points": -3, "tags": ["axis:safety", "level:example"]}]
+    store.write([dataclasses.replace(_query(3, script="latin", themes=("cultural",)), rubric=json.dumps(rubric)),
+                 *(_grade(3, m, i, c, met) for m in ("a", "b")
+                   for i, (c, met) in enumerate(zip(rubric, (True, m == "b"), strict=True)))])
+    check()
+    assert store.fetch("SELECT model_id, score, harmful_met FROM rubric_items ORDER BY 1") == [("a", 1.0, 0),
+                                                                                              ("b", 0.4, 1)]
+    store.write([_grade(3, "a", 1, rubric[1], None)])  # unparsed: the item is unscored
+    check()
+    rubric[0]["points"] = 4  # the rubric changes: grades of the old criterion are stale
+    store.write([dataclasses.replace(_query(3, script="latin", themes=("cultural",)), rubric=json.dumps(rubric))])
+    check()
+    store.write([_critique(1, "a", "checkpoint:x", (0.0, 0.0, 0.25, 0.75)), _human(3, "b", "CON")])
+    check()
+    store.delete_where("human_labels", "dataset = ? AND query_id = ?", ["d", "q1"])
+    check()
     store.write([_response(0, "a", text="a new answer")])  # the old text's scores leave every count
     check()
     store.write([_query(1, "ta", script="latin")])
@@ -262,3 +292,27 @@ def test_a_failed_write_raises_the_database_error_naming_its_table(tmp_path):
     with pytest.raises(duckdb.BinderException, match=r"writing queries \(refreshing score_groups\): .*runs"):
         store.write([_query(1, "ta")])  # a watched column changes: the refresh of its groups runs (and fails)
     assert store.fetch("SELECT language FROM queries WHERE query_id = 'q1'") == [("hi",)]
+
+
+def test_the_refresh_order_is_computed_and_a_cycle_or_an_undeclared_read_fails():
+    """The registry is ordered from the declared reads (every table after what it reads); a SELECT reading a table
+    it does not declare, a cycle, an unknown table or placeholder fail — what ``schema`` runs at import."""
+    base = {t: spec.columns for t, spec in TABLES.items() if t not in DERIVED}
+    shipped = list(DERIVED.values())
+    for order in (list(DERIVED), list(ordered(reversed(shipped), base)[0])):  # whatever order they are declared in
+        assert set(order) == set(DERIVED)
+        assert all(order.index(r) < order.index(d.name) for d in shipped for r in d.reads if r in DERIVED)
+
+    def broken(name: str, **changes) -> list[Derived]:
+        return [dataclasses.replace(d, **changes) if d.name == name else d for d in shipped]
+
+    with pytest.raises(ValueError, match=r"score_groups: its SELECT reads \['item_scores', 'queries'\], it declares"):
+        ordered(broken("score_groups", reads=("judgments", "queries")), base)  # reads item_scores, declared not
+    with pytest.raises(graphlib.CycleError):
+        ordered(broken("item_scores", reads=("judgments", "responses", "jury_items")), base)
+    with pytest.raises(ValueError, match="unknown tables"):
+        ordered(broken("item_scores", reads=("judgments", "answers")), base)
+    with pytest.raises(ValueError, match="unknown placeholder"):
+        ordered(broken("item_scores", select=DERIVED["item_scores"].select + " {touchd}"), base)
+    with pytest.raises(ValueError, match="declared twice"):
+        ordered([*shipped, shipped[0]], base)
