@@ -83,37 +83,30 @@ _BUCKETS = ("sum(k_all) FILTER (WHERE measure = 'bucket')::INTEGER AS classified
             "list(v::INTEGER ORDER BY v) FILTER (WHERE measure = 'bucket') AS hash_bucket, "
             "list(k_all ORDER BY v) FILTER (WHERE measure = 'bucket') AS hash_count")
 
-_SELECTS = {
+DERIVED = (
     # n and uniform count the current critiques of the p_none histogram (p_none is never NULL when classified); a
     # group of stale critiques only has n = 0 (its classified ones are in the correlations' buckets)
-    "critique_groups": (
+    Derived("critique_groups", key=CRITIQUE_KEY, reads=("critiques", "responses", "queries"), alias="c", watch=WATCH,
+            select=(
         f"SELECT {', '.join(CRITIQUE_KEY)}, coalesce(sum(k) FILTER (WHERE measure = 'p_none'), 0)::INTEGER AS n, "
         "coalesce(sum(u) FILTER (WHERE measure = 'p_none'), 0)::INTEGER AS uniform, "
         + "".join(f"sum(s) FILTER (WHERE measure = '{p}') AS {p}_sum, " for p in PROBABILITIES)
         + f"{_lists(PROBABILITIES)}, {_BUCKETS} FROM {_bins(CRITIQUE_KEY, _CRITIQUES, (*PROBABILITIES, 'bucket'))} "
-        f"GROUP BY {', '.join(CRITIQUE_KEY)}"
-    ),
-    "lexical_groups": (
+        f"GROUP BY {', '.join(CRITIQUE_KEY)}")),
+    Derived("lexical_groups", key=LEXICAL_KEY, reads=("response_facts", "queries"), alias="x", watch=WATCH, select=(
         f"SELECT {', '.join(LEXICAL_KEY)}, {_lists(HISTOGRAM_LEXICAL)} FROM "
-        f"{_bins(LEXICAL_KEY, _FACTS, HISTOGRAM_LEXICAL)} GROUP BY {', '.join(LEXICAL_KEY)}"
-    ),
-}
-# one row per classified critique of a stored query, current or not, with what the correlations read of it
-_SELECTS["critique_items"] = (
-    "SELECT c.dataset, c.query_id, c.model_id, c.critic_id, q.language AS query_language, "
-    "coalesce(q.script, 'native') AS query_script, hash(c.dataset, c.query_id, c.model_id) AS h, "
-    f"r.query_id IS NOT NULL AS cur, {', '.join(f'c.{p}' for p in PROBABILITIES)}, c.response_hash, "
-    f"{', '.join(f'l.{m}' for m in LEXICAL)} FROM critiques c {{touched}} {_QUERY.format(a='c')} "
-    "LEFT JOIN responses r ON r.dataset = c.dataset AND r.query_id = c.query_id AND r.model_id = c.model_id "
-    "AND r.response_hash = c.response_hash AND r.error IS NULL "
-    "LEFT JOIN lexical_scores l ON l.dataset = c.dataset AND l.query_id = c.query_id AND l.model_id = c.model_id "
-    "AND l.response_hash = c.response_hash WHERE c.p_none IS NOT NULL ORDER BY h"
-)  # in the sample's order: a file written whole (upgrade) keeps row groups of narrow ranges of h, which a read of
-# the sample's first hashes scans alone (rows a later write appends are in ranges of their own, so reads stay right)
-DERIVED = (
-    Derived("critique_groups", CRITIQUE_KEY, ("critiques", "responses", "queries"), "c", _SELECTS["critique_groups"],
-            WATCH),
-    Derived("lexical_groups", LEXICAL_KEY, ("response_facts", "queries"), "x", _SELECTS["lexical_groups"], WATCH),
-    Derived("critique_items", ITEM_KEY, ("critiques", "responses", "queries", "lexical_scores"), "c",
-            _SELECTS["critique_items"], WATCH),
+        f"{_bins(LEXICAL_KEY, _FACTS, HISTOGRAM_LEXICAL)} GROUP BY {', '.join(LEXICAL_KEY)}")),
+    # one row per classified critique of a stored query, current or not, with what the correlations read of it, in
+    # the sample's order: a file written whole (upgrade) keeps row groups of narrow ranges of h, which a read of the
+    # sample's first hashes scans alone (rows a later write appends are in ranges of their own, so reads stay right)
+    Derived("critique_items", key=ITEM_KEY, reads=("critiques", "responses", "queries", "lexical_scores"), alias="c",
+            watch=WATCH, select=(
+        "SELECT c.dataset, c.query_id, c.model_id, c.critic_id, q.language AS query_language, "
+        "coalesce(q.script, 'native') AS query_script, hash(c.dataset, c.query_id, c.model_id) AS h, "
+        f"r.query_id IS NOT NULL AS cur, {', '.join(f'c.{p}' for p in PROBABILITIES)}, c.response_hash, "
+        f"{', '.join(f'l.{m}' for m in LEXICAL)} FROM critiques c {{touched}} {_QUERY.format(a='c')} "
+        "LEFT JOIN responses r ON r.dataset = c.dataset AND r.query_id = c.query_id AND r.model_id = c.model_id "
+        "AND r.response_hash = c.response_hash AND r.error IS NULL "
+        "LEFT JOIN lexical_scores l ON l.dataset = c.dataset AND l.query_id = c.query_id AND l.model_id = c.model_id "
+        "AND l.response_hash = c.response_hash WHERE c.p_none IS NOT NULL ORDER BY h")),
 )

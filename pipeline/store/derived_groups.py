@@ -50,24 +50,22 @@ _SCORE_PATTERNS = (
     "FROM item_scores i {touched} " + _QUERY.format(a="i") + " GROUP BY ALL"
 )
 
-_SELECTS = {
-    "score_groups": (
+DERIVED = (
+    Derived("score_groups", key=SCORE_KEY, reads=("item_scores", "queries"), alias="i", watch=WATCH, select=(
         "SELECT dataset, judge_id, model_id, query_language, query_script, "
         + ", ".join(f"list({c} ORDER BY {_PATTERN_ORDER}) AS {c}" for c in (*METRICS, "n", "judgments", "unparsed",
                                                                              "samples"))
         + f", list_sort(list_distinct(flatten(list(runs)))) AS runs FROM ({_SCORE_PATTERNS}) "
-        "GROUP BY dataset, judge_id, model_id, query_language, query_script"
-    ),
-    "theme_groups": (
+        "GROUP BY dataset, judge_id, model_id, query_language, query_script")),
+    Derived("theme_groups", key=THEME_KEY, reads=("item_scores", "queries"), alias="i", watch=WATCH, select=(
         "SELECT dataset, judge_id, model_id, theme, query_language, query_script, "
         + ", ".join(f"sum({m}) AS {m}_sum, count({m})::INTEGER AS {m}_n" for m in METRICS)
         + ", count(*)::INTEGER AS items "
         "FROM (SELECT i.dataset, i.judge_id, i.model_id, " + ", ".join(f"i.{m}" for m in METRICS) + ", "
         "q.language AS query_language, coalesce(q.script, 'native') AS query_script, "
         f"unnest(CASE WHEN len(q.themes) = 0 THEN ['{NO_THEME}'] ELSE q.themes END) AS theme "
-        "FROM item_scores i {touched} " + _QUERY.format(a="i") + ") GROUP BY ALL"
-    ),
-    "response_groups": (
+        "FROM item_scores i {touched} " + _QUERY.format(a="i") + ") GROUP BY ALL")),
+    Derived("response_groups", key=RESPONSE_KEY, reads=("response_facts", "queries"), alias="x", watch=WATCH, select=(
         "SELECT x.dataset, x.model_id, q.language AS query_language, coalesce(q.script, 'native') AS query_script, "
         "count(*)::INTEGER AS responses, count(*) FILTER (WHERE x.failed)::INTEGER AS errors, "
         + ("count(*) FILTER (WHERE NOT x.prompt_echo)::INTEGER AS prompt_echoes, " if "prompt_echo" in SAFETY_CHECKS
@@ -75,17 +73,9 @@ _SELECTS = {
         + "count(*) FILTER (WHERE x.lexical)::INTEGER AS n_lexical, "
         + ", ".join(f"sum(x.{c}) AS {c}_sum, count(x.{c})::INTEGER AS {c}_n" for c in LEXICAL) + ", "
         + ", ".join(f"sum(x.{c}::INTEGER)::DOUBLE AS {c}_sum, count(x.{c})::INTEGER AS {c}_n" for c in SAFETY_CHECKS)
-        + " FROM response_facts x {touched} " + _QUERY.format(a="x") + " GROUP BY ALL"
-    ),
-}
-_SELECTS["retrieval_groups"] = (
-    "SELECT t.dataset, q.language AS query_language, coalesce(q.script, 'native') AS query_script, "
-    "sum(t.recall) AS recall_sum, count(t.recall)::INTEGER AS recall_n FROM retrievals t {touched} "
-    + _QUERY.format(a="t") + " GROUP BY ALL"
-)
-DERIVED = (
-    Derived("score_groups", SCORE_KEY, ("item_scores", "queries"), "i", _SELECTS["score_groups"], WATCH),
-    Derived("theme_groups", THEME_KEY, ("item_scores", "queries"), "i", _SELECTS["theme_groups"], WATCH),
-    Derived("response_groups", RESPONSE_KEY, ("response_facts", "queries"), "x", _SELECTS["response_groups"], WATCH),
-    Derived("retrieval_groups", RETRIEVAL_KEY, ("retrievals", "queries"), "t", _SELECTS["retrieval_groups"], WATCH),
+        + " FROM response_facts x {touched} " + _QUERY.format(a="x") + " GROUP BY ALL")),
+    Derived("retrieval_groups", key=RETRIEVAL_KEY, reads=("retrievals", "queries"), alias="t", watch=WATCH, select=(
+        "SELECT t.dataset, q.language AS query_language, coalesce(q.script, 'native') AS query_script, "
+        "sum(t.recall) AS recall_sum, count(t.recall)::INTEGER AS recall_n FROM retrievals t {touched} "
+        + _QUERY.format(a="t") + " GROUP BY ALL")),
 )

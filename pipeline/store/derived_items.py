@@ -25,7 +25,7 @@ def _on(a: str, b: str) -> str:
 
 
 DERIVED = (
-    Derived("item_scores", (*RESPONSE, "judge_id"), ("judgments", "responses"), "j", (
+    Derived("item_scores", key=(*RESPONSE, "judge_id"), reads=("judgments", "responses"), alias="j", select=(
         "SELECT j.dataset, j.query_id, j.model_id, j.judge_id, "
         + ", ".join(f"avg(j.score) FILTER (WHERE j.metric = '{m}' AND j.parse_ok) AS {m}" for m in METRICS)
         + ", count(*)::INTEGER AS judgments, count(*) FILTER (WHERE NOT j.parse_ok)::INTEGER AS unparsed, "
@@ -33,7 +33,9 @@ DERIVED = (
         "FROM judgments j {touched} "
         f"JOIN responses r ON {_on('r', 'j')} AND r.response_hash = j.response_hash AND r.error IS NULL "
         "GROUP BY j.dataset, j.query_id, j.model_id, j.judge_id")),
-    Derived("label_pairs", (*RESPONSE, "label_metric", "judge_id"), ("human_labels", "item_scores", "queries"), "p", (
+    Derived("label_pairs", key=(*RESPONSE, "label_metric", "judge_id"),
+            reads=("human_labels", "item_scores", "queries"), alias="p",
+            watch=(("queries", ("language", "script", "themes")),), select=(
         "SELECT p.* FROM (SELECT h.dataset, h.query_id, h.model_id, h.metric AS label_metric, i.judge_id, "
         "any_value(q.language) AS query_language, any_value(coalesce(q.script, 'native')) AS query_script, "
         "any_value(q.themes) AS themes, avg(h.score) AS human, list(h.score::DOUBLE ORDER BY h.annotator) AS humans, "
@@ -41,9 +43,8 @@ DERIVED = (
         + " ".join(f"WHEN '{m}' THEN i.{m}" for m in METRICS) + " END) AS llm "
         "FROM human_labels h {touched_items_h} JOIN item_scores i {touched_items_i} "
         f"ON {_on('i', 'h')} JOIN queries q ON q.dataset = h.dataset AND q.query_id = h.query_id "
-        "WHERE h.score IS NOT NULL GROUP BY h.dataset, h.query_id, h.model_id, h.metric, i.judge_id) p {touched}"),
-        (("queries", ("language", "script", "themes")),)),
-    Derived("response_facts", RESPONSE, ("responses", "lexical_scores", "safety_checks"), "r", (
+        "WHERE h.score IS NOT NULL GROUP BY h.dataset, h.query_id, h.model_id, h.metric, i.judge_id) p {touched}")),
+    Derived("response_facts", key=RESPONSE, reads=("responses", "lexical_scores", "safety_checks"), alias="r", select=(
         "SELECT r.dataset, r.query_id, r.model_id, r.error IS NOT NULL AS failed, l.query_id IS NOT NULL AS lexical, "
         f"{', '.join(f'l.{c}' for c in LEXICAL)}, {', '.join(f's.{c}' for c in SAFETY_CHECKS)} "
         "FROM responses r {touched} "

@@ -26,8 +26,9 @@ KEY = ("dataset", "query_id", "model_id")
 SEP = "\x1f"  # between the judge ids of ``judge_set`` (the unit separator: in no judge id)
 STATS = {"mean": "avg", "median": "median", "min": "min", "max": "max", "std": "stddev_pop"}
 GROUP = ("dataset", "model_id", "query_language", "query_script")
-_SELECTS = {
-    "jury_items": (
+WATCH = (("queries", ("language", "script")),)
+DERIVED = (
+    Derived("jury_items", key=KEY, reads=("item_scores", "queries"), alias="i", watch=WATCH, select=(
         "SELECT i.dataset, i.query_id, i.model_id, any_value(q.language) AS query_language, "
         "any_value(coalesce(q.script, 'native')) AS query_script, count(*)::INTEGER AS judges, "
         f"string_agg(i.judge_id, chr({ord(SEP)}) ORDER BY i.judge_id) AS judge_set, "
@@ -36,18 +37,12 @@ _SELECTS = {
         + ", ".join(f"count(i.{m})::INTEGER AS {m}_n" for m in METRICS)
         + ", sum(i.judgments)::INTEGER AS judgments, sum(i.unparsed)::INTEGER AS unparsed, max(i.samples) AS samples "
         "FROM item_scores i {touched} JOIN queries q ON q.dataset = i.dataset AND q.query_id = i.query_id "
-        "GROUP BY i.dataset, i.query_id, i.model_id"
-    ),
-    # counted from {rows}: jury_items, or the rows of the items a write touched (``Derived.counts``)
-    "jury_patterns": " UNION ALL ".join(
+        "GROUP BY i.dataset, i.query_id, i.model_id")),
+    # counted from {rows}: jury_items, or the rows of the items a write touched (``Counts``)
+    Derived("jury_patterns", key=(*GROUP, "metric", "pattern"), reads=("jury_items",), alias="j",
+            counts=Counts("jury_items", ("n",)), select=" UNION ALL ".join(
         f"SELECT {', '.join(f'j.{c}' for c in GROUP)}, '{m}' AS metric, "
         f"j.judge_set || chr(30) || j.{m}_scores::VARCHAR AS pattern, j.judge_set, j.{m}_scores AS scores, "
         f"count(*)::INTEGER AS n FROM {{rows}} j "
-        f"GROUP BY {', '.join(f'j.{c}' for c in GROUP)}, j.judge_set, j.{m}_scores" for m in METRICS),
-}
-WATCH = (("queries", ("language", "script")),)
-DERIVED = (
-    Derived("jury_items", KEY, ("item_scores", "queries"), "i", _SELECTS["jury_items"], WATCH),
-    Derived("jury_patterns", (*GROUP, "metric", "pattern"), ("jury_items",), "j", _SELECTS["jury_patterns"],
-            counts=Counts("jury_items", ("n",))),
+        f"GROUP BY {', '.join(f'j.{c}' for c in GROUP)}, j.judge_set, j.{m}_scores" for m in METRICS)),
 )

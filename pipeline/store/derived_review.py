@@ -41,6 +41,7 @@ _SELECT = (
         "WHERE r.error IS NULL"
 )
 DERIVED = (
-    Derived("review_facts", KEY, ("responses", "queries", "critiques", "response_facts", "item_scores", "rubric_items"),
-            "r", _SELECT, (("queries", ("language", "script", "themes", "kb_refs")),)),
+    Derived("review_facts", key=KEY, alias="r", select=_SELECT,
+            reads=("responses", "queries", "critiques", "response_facts", "item_scores", "rubric_items"),
+            watch=(("queries", ("language", "script", "themes", "kb_refs")),)),
 )

@@ -63,8 +63,8 @@ _CURRENT = ("JOIN responses r ON r.dataset = g.dataset AND r.query_id = g.query_
             "AND r.response_hash = g.response_hash AND r.error IS NULL ")
 _ACHIEVED = "coalesce(sum(g.points) FILTER (WHERE g.met), 0)"
 
-_SELECTS = {
-    "rubric_items": (
+DERIVED = (
+    Derived("rubric_items", key=KEY, reads=READS, alias="g", watch=WATCH, select=(
         "SELECT g.dataset, g.query_id, g.model_id, g.grader_id, "
         f"{_ACHIEVED} AS achieved, any_value(q.possible) AS possible, any_value(q.n_criteria) AS n_criteria, "
         "count(*)::INTEGER AS graded, count(*) FILTER (WHERE g.met IS NULL)::INTEGER AS unparsed, "
@@ -77,9 +77,8 @@ _SELECTS = {
         + f"JOIN {_PER_QUERY} q ON q.dataset = g.dataset AND q.query_id = g.query_id "
         "AND g.criterion_index >= 0 AND g.criterion_index < q.n_criteria "
         "AND q.cs[g.criterion_index + 1].criterion = g.criterion AND q.cs[g.criterion_index + 1].points = g.points "
-        "GROUP BY g.dataset, g.query_id, g.model_id, g.grader_id"
-    ),
-    "rubric_tag_items": (
+        "GROUP BY g.dataset, g.query_id, g.model_id, g.grader_id")),
+    Derived("rubric_tag_items", key=(*KEY, "tag"), reads=READS, alias="g", watch=WATCH, select=(
         "SELECT g.dataset, g.query_id, g.model_id, g.grader_id, t.tag, "
         f"{_ACHIEVED} AS achieved, any_value(t.possible) AS possible, "
         "(any_value(t.n_tag) - count(*) FILTER (WHERE g.met IS NOT NULL))::INTEGER AS missing, "
@@ -90,10 +89,5 @@ _SELECTS = {
         + f"JOIN {_CRITERION_TAGS} c ON c.dataset = g.dataset AND c.query_id = g.query_id "
         "AND c.idx = g.criterion_index AND c.criterion = g.criterion AND c.points = g.points "
         f"JOIN {_PER_TAG} t ON t.dataset = g.dataset AND t.query_id = g.query_id AND t.tag = c.tag "
-        "GROUP BY g.dataset, g.query_id, g.model_id, g.grader_id, t.tag"
-    ),
-}
-DERIVED = (
-    Derived("rubric_items", KEY, READS, "g", _SELECTS["rubric_items"], WATCH),
-    Derived("rubric_tag_items", (*KEY, "tag"), READS, "g", _SELECTS["rubric_tag_items"], WATCH),
+        "GROUP BY g.dataset, g.query_id, g.model_id, g.grader_id, t.tag")),
 )
