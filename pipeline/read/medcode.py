@@ -45,12 +45,8 @@ SCORE_LABELS = {**LEXICAL_LABELS, **ACCURACY_LABELS, **{m: m for m in METRICS}}
 CORRELATION_TARGETS = ("meteor", "rouge_l", "llm_accuracy", "exact_match", *METRICS,
                        *(c for c in LEXICAL if c not in ("meteor", "rouge_l")))
 CORRELATION_ITEMS = 20_000
-SAMPLE_ORDER = "hash(c.dataset, c.query_id, c.model_id)"  # the correlations' fixed sample: the first CORRELATION_ITEMS
 CI_RESAMPLES = 1000
 POOLED = "(all models)"
-CLASSIFIED = "c.p_none IS NOT NULL"  # a failed critique is stored with NULL probabilities (and its error)
-FAMILY = "CASE WHEN c.classifier LIKE 'logprobs%' THEN 'logprobs' ELSE c.classifier END"  # + its no-label fallback
-NO_LABEL = "logprobs:no-label-token"
 ANSWER_CHECKS = "answer_checks"
 
 
@@ -272,23 +268,20 @@ def medcode_correlations(db: str | Path, f: Filters, judge: str | None, critic: 
     checker: the one with the most checks in scope).
     """
     qf, p_qf = queries_cte(f)
-    pred, p_model = model_pred(f, "c")
     with SHARED_READERS.cursor(db) as con:
         have = _tables(con)
-        grouped = _grouped(f, have)
-        if grouped:  # the groups count every classified critique of a stored query, current or not
-            g_pred, p_group = group_pred(f, "g")
-            critics = [r[0] for r in con.execute(
-                f"SELECT g.critic_id FROM critique_groups g WHERE {g_pred} GROUP BY ALL HAVING sum(g.classified) > 0 "
-                "ORDER BY sum(g.classified) DESC, g.critic_id", p_group).fetchall()]
-        else:
-            critics = [r[0] for r in con.execute(
-                f"WITH {qf} SELECT c.critic_id FROM critiques c JOIN qf ON {on_qf(f, 'c')} WHERE {CLASSIFIED} "
-                f"AND {pred} GROUP BY ALL ORDER BY count(*) DESC, c.critic_id", [*p_qf, *p_model]).fetchall()]
+        grouped = _grouped(f, have) and "critique_items" in have
+        # the groups and the items (their definitions over the filtered queries under a theme filter) count every
+        # classified critique of a stored query, current or not
+        groups, p_groups = group_source("critique_groups", f, grouped)
+        g_pred, p_group = group_pred(f, "g")
+        critics = [r[0] for r in con.execute(
+            f"SELECT g.critic_id FROM {groups} g WHERE {g_pred} GROUP BY ALL HAVING sum(g.classified) > 0 "
+            "ORDER BY sum(g.classified) DESC, g.critic_id", [*p_groups, *p_group]).fetchall()]
         critic = critic if critic in critics else (critics[0] if critics else "")
         # The sample is the CORRELATION_ITEMS critiques of the smallest hash; from the groups' counts per top 8 bits
         # of it, the last bucket it reaches, so that only the critiques up to it are sorted (the same sample)
-        last = _last_bucket(con, f, critic) if grouped else None
+        last = _last_bucket(con, f, critic) if grouped else None  # (a theme filter: the scan is small anyway)
         p_bucket = [] if last is None or last == 255 else [(last + 1) << 56]
 
         def bucket(hashed: str) -> str:  # a range of the hash: the scan skips what it can
@@ -318,23 +311,14 @@ def medcode_correlations(db: str | Path, f: Filters, judge: str | None, critic: 
                   "AND i.model_id = c.model_id AND i.judge_id = ? ")
         probabilities = ("c.model_id, c.p_none, c.p_low, c.p_moderate, c.p_high, "
                          "c.p_low + 2 * c.p_moderate + 3 * c.p_high AS expected, ")
-        if grouped and "critique_items" in have:  # the sample's rows with their lexical scores, from one table
-            i_pred, p_items = group_pred(f, "c")
-            items = con.execute(
-                f"WITH c AS (SELECT * FROM (SELECT * FROM critique_items c WHERE c.critic_id = ? AND {i_pred} "
-                f"AND {bucket('c.h')} ORDER BY c.h LIMIT {CORRELATION_ITEMS}) c WHERE c.cur) "
-                f"SELECT {probabilities}{scores('c')}FROM c {judged}{checks}",
-                [critic, *p_items, *p_bucket, judge or "", *([checker or ""] if checks else [])]).df()
-        else:
-            items = con.execute(
-                f"WITH {qf}, c AS (SELECT c.* FROM (SELECT c.dataset, c.query_id, c.model_id, c.p_none, c.p_low, "
-                f"c.p_moderate, c.p_high, c.response_hash FROM critiques c JOIN qf ON {on_qf(f, 'c')} "
-                f"WHERE {CLASSIFIED} AND c.critic_id = ? AND {pred} AND {bucket(SAMPLE_ORDER)} ORDER BY {SAMPLE_ORDER} "
-                f"LIMIT {CORRELATION_ITEMS}) c {current_join(db, 'c')}) "
-                f"SELECT {probabilities}{scores('x')}FROM c {judged}"
-                "LEFT JOIN response_facts x ON x.dataset = c.dataset AND x.query_id = c.query_id "
-                f"AND x.model_id = c.model_id {checks}",
-                [*p_qf, critic, *p_model, *p_bucket, judge or "", *([checker or ""] if checks else [])]).df()
+        # the sample's rows with their lexical scores, from one relation
+        sample, p_sample = group_source("critique_items", f, grouped)
+        i_pred, p_items = group_pred(f, "c")
+        items = con.execute(
+            f"WITH c AS (SELECT * FROM (SELECT * FROM {sample} c WHERE c.critic_id = ? AND {i_pred} "
+            f"AND {bucket('c.h')} ORDER BY c.h LIMIT {CORRELATION_ITEMS}) c WHERE c.cur) "
+            f"SELECT {probabilities}{scores('c')}FROM c {judged}{checks}",
+            [*p_sample, critic, *p_items, *p_bucket, judge or "", *([checker or ""] if checks else [])]).df()
     table = correlations(items, list(QUANTITIES), list(CORRELATION_TARGETS), by="model_id", pooled=POOLED)
     table = table.rename(columns={"group": "model"})
     table.attrs.update(items=len(items), checker=checker, critic=critic or None, critics=critics)
