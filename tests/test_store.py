@@ -314,5 +314,7 @@ def test_the_refresh_order_is_computed_and_a_cycle_or_an_undeclared_read_fails()
         ordered(broken("item_scores", reads=("judgments", "answers")), base)
     with pytest.raises(ValueError, match="unknown placeholder"):
         ordered(broken("item_scores", select=DERIVED["item_scores"].select + " {touchd}"), base)
+    with pytest.raises(ValueError, match="watches"):
+        ordered(broken("item_scores", watch=(("queries", ("language",)),)), base)
     with pytest.raises(ValueError, match="declared twice"):
         ordered([*shipped, shipped[0]], base)

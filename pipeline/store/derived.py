@@ -72,7 +72,7 @@ class Derived:
         for name in names:
             if name == "rows" and self.counts is None:
                 raise ValueError(f"{self.name}: {{rows}} outside a counted table")
-            if name != "rows" and not name.startswith("touched"):
+            if name not in ("rows", "touched") and not name.startswith("touched_"):
                 raise ValueError(f"{self.name}: unknown placeholder {{{name}}}")
         return names
 
@@ -104,8 +104,8 @@ def ordered(declarations: Iterable[Derived], base: Mapping[str, Columns]) -> tup
     """The declarations in refresh order (a table after every table it reads) and each one's columns.
 
     Fails (ValueError, graphlib.CycleError) on a name declared twice or shadowing a base table, a read of an unknown
-    table, a cycle, a counted table that reads more than its parent, or a SELECT whose tables differ from its
-    declared reads."""
+    table, a watch of a table it does not read, a cycle, a counted table that reads more than its parent, an unknown
+    placeholder, or a SELECT whose tables differ from its declared reads."""
     by_name: dict[str, Derived] = {}
     for d in declarations:
         if d.name in by_name or d.name in base:
@@ -116,6 +116,8 @@ def ordered(declarations: Iterable[Derived], base: Mapping[str, Columns]) -> tup
             raise ValueError(f"{d.name} reads unknown tables {unknown}")
         if d.counts is not None and d.reads != (d.counts.parent,):
             raise ValueError(f"{d.name}: a counted table reads its parent alone")
+        if unread := [t for t, _ in d.watch if t not in d.reads or t not in base]:
+            raise ValueError(f"{d.name} watches {unread}, base tables it does not read")
         d.placeholders()
     order = graphlib.TopologicalSorter({d.name: [t for t in d.reads if t in by_name] for d in by_name.values()})
     ranked = {name: by_name[name] for name in order.static_order()}
