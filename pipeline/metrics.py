@@ -3,7 +3,10 @@ schema, the read models, the pages and the playground.
 
 An entry names the metric, its label, its rubric file (relative to the registry file's folder, else
 to ``pipeline/prompts``), what the judge sees besides the query and the response (``chunks``: the
-response's retrieved KB chunks; ``ground_truth``: the reference answer) and its default AGG weight.
+response's retrieved KB chunks; ``ground_truth``: the reference answer), its default AGG weight and,
+for at most one metric, ``review_below``: the review queue's rule ``fc_zero_in_kb`` flags an answer to a
+question the KB answers when a judge's item score of it is below this (the paper's FC: below 0.5 rounds to 0;
+a registry without it has no such rule).
 Health-Pariksha §3.5.1: FC and SS compare with the ground truth; COH ("stitching information from
 the three data chunks provided") and CON see the chunks but no ground truth.
 
@@ -37,6 +40,7 @@ class Metric(BaseModel):
     rubric: str = Field(description="rubric JSON file")
     inputs: tuple[Input, ...] = ()
     weight: float = Field(0.0, ge=0)
+    review_below: float | None = Field(None, gt=0, le=2, description="the review queue's low-score threshold")
 
     @field_validator("inputs")
     @classmethod
@@ -73,6 +77,9 @@ def _load(path: Path) -> dict[str, Metric]:
         if not rubric_file(metric, path).is_file():
             raise UserError(f"{path}: metric {metric.name}: rubric file {metric.rubric} not found")
         out[metric.name] = metric
+    reviewed = [m.name for m in out.values() if m.review_below is not None]
+    if len(reviewed) > 1:
+        raise UserError(f"{path}: review_below is set on {' and '.join(reviewed)}; the review queue reads one metric")
     return out
 
 
@@ -102,6 +109,9 @@ def rubric(name: str) -> dict:
 METRICS: tuple[str, ...] = tuple(registry())
 LABELS: dict[str, str] = {m.name: m.label for m in registry().values()}
 DEFAULT_WEIGHTS: dict[str, float] = {m.name: m.weight for m in registry().values()}
+REVIEW_LOW: tuple[str, float] | None = next(((m.name, m.review_below) for m in registry().values()
+                                             if m.review_below is not None), None)
+"""(metric, threshold) of the review queue's low-score rule, or None when the registry has none."""
 
 
 # AGG weight presets. ``paper-fit``: Health-Pariksha does not print its AGG weights; a non-negative

@@ -57,9 +57,7 @@ def _assert_fresh(db: Path) -> None:
     try:
         for table in GROUPS:
             stored = con.execute(f"SELECT * FROM {table} ORDER BY ALL").fetchall()
-            fresh = con.execute("SELECT * FROM (" + DERIVED[table].select.format(touched="", touched_s="",
-                                                                                   touched_q="")
-                                + ") ORDER BY ALL").fetchall()
+            fresh = con.execute(f"SELECT * FROM ({DERIVED[table].definition()}) ORDER BY ALL").fetchall()
             assert [_rounded(list(r)) for r in stored] == [_rounded(list(r)) for r in fresh], table
     finally:
         con.close()

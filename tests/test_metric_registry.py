@@ -68,3 +68,42 @@ def test_a_fifth_metric_is_judged_stored_and_shown(tmp_path):
     assert shown.returncode == 0, shown.stderr[-2000:]
     # the leaderboard shows it, with its n (whether the tiny judge's output parsed is up to the CPU)
     assert "'SAFE'" in shown.stdout and f"[{parsed}]" in shown.stdout
+
+
+def test_a_registry_without_fc_writes_and_reads_with_its_review_queue(tmp_path):
+    """A study registry of other metrics (no FC, no review threshold): the store writes and keeps every derived table,
+    and the leaderboard and the review queue read it (the queue without its low-score rule)."""
+    (tmp_path / "metrics.json").write_text(json.dumps([
+        {"name": "SS", "label": "Semantic Similarity", "rubric": "rubrics/SS.json", "inputs": ["ground_truth"],
+         "weight": 0.5},
+        {"name": "COH", "label": "Coherence", "rubric": "rubrics/COH.json", "weight": 0.5}]))
+    script = (
+        "import sys; sys.modules['streamlit'] = None\n"
+        "from pipeline.metrics import METRICS\n"
+        "from pipeline.read import review\n"
+        "from pipeline.read.common import Filters, weights_tuple\n"
+        "from pipeline.read.leaderboard import leaderboard, leaderboard_base\n"
+        "from pipeline.store import Store\n"
+        "from tests.test_store import _judgment, _query, _response, _write_sources\n"
+        f"db = {str(tmp_path / 'r.duckdb')!r}\n"
+        "store = Store(db)\n"
+        "_write_sources(store)\n"
+        "store.write([_query(1, 'ta'), _response(0, 'a', text='new'), _judgment(0, 'SS', 0, 2, text='new')])\n"
+        "queue = review.review_queue(db, Filters(dataset='d'), 'j', limit=10)\n"
+        "base = leaderboard_base(db, Filters(dataset='d'), 'j')\n"
+        "boards = {l: leaderboard(base, weights_tuple(None), l).set_index('model_id') for l in ('en', 'hi')}\n"
+        "import json\n"
+        "print(json.dumps({'metrics': METRICS, 'rules': sorted(review.RULES), 'total': queue['total'], "
+        "'columns': list(queue['items'].columns), "
+        "'SS': {l: [int(b.loc['a', 'n_SS']), float(b.loc['a', 'SS'])] for l, b in boards.items()}}))\n"
+    )
+    env = {**os.environ, "PARIKSHA_METRICS": str(tmp_path / "metrics.json")}
+    shown = subprocess.run([sys.executable, "-c", script], cwd=REPO, env=env, capture_output=True, text=True,
+                           timeout=300)
+    assert shown.returncode == 0, shown.stderr[-3000:]
+    out = json.loads(shown.stdout.strip().splitlines()[-1])
+    assert out["metrics"] == ["SS", "COH"]
+    assert "fc_zero_in_kb" not in out["rules"] and "judges_disagree" in out["rules"]
+    assert "FC" not in out["columns"] and "severity" in out["columns"]
+    # six answers without an error; a's items with a current SS score: q0's new text (2, en) and q3 (0 and 1, hi)
+    assert out["total"] == 6 and out["SS"] == {"en": [1, 2.0], "hi": [1, 0.5]}

@@ -15,7 +15,7 @@ from pipeline.analysis.agreement import weighted_kappa
 from pipeline.analysis.stats import normalised_weights
 from pipeline.dataset import load_dataset
 from pipeline.metrics import DEFAULT_WEIGHTS, METRICS
-from pipeline.read import agreement, home, judge_trust, medcode, themes
+from pipeline.read import agreement, common, home, judge_trust, medcode, themes
 from pipeline.read import leaderboard as lb
 from pipeline.read.common import Filters, weights_tuple
 from pipeline.read.responses import Browse, browse_count, browse_view
@@ -158,12 +158,26 @@ def test_leaderboard_matches_an_item_level_computation(tmp_path, cataract):
         assert board["AGG"].is_monotonic_decreasing and list(board["rank"]) == list(range(1, len(board) + 1))
     means = lb.model_means(base, w)
     assert set(zip(means.language, means.model_id, strict=True)) == {("en", "a"), ("en", "b"), ("hi", "a")}
+    # under a theme filter (which the group tables do not hold): the items of the theme's queries only
+    raw["themes"] = [cataract.query(q).themes for q, _ in items]
+    theme = raw.themes.explode().value_counts().index[0]
+    themed = raw[raw.themes.map(lambda ts: theme in ts)]
+    base = lb.leaderboard_base(tmp_path / "r.duckdb", Filters(dataset="cataract", themes=(theme,)), "j")
+    for lang, by_lang in themed.groupby("language"):
+        board = lb.leaderboard(base, w, lang).set_index("model_id")
+        assert set(board.index) == set(by_lang.model_id)
+        for model, g in by_lang.groupby("model_id"):
+            for m in METRICS:
+                assert board.loc[model, f"n_{m}"] == g[m].notna().sum()
+                if g[m].notna().any():
+                    assert board.loc[model, m] == pytest.approx(g[m].mean())
+            assert board.loc[model, "responses"] == len(g)
 
 
 def test_the_writers_groups_give_the_leaderboard_the_items_would(jury_db, monkeypatch):
-    """The leaderboard reads the writer's group tables (score_groups, response_groups) where the view allows; they
-    must give exactly what grouping the items on every read gives: per dataset, language, script, model, for a judge
-    (and for both juries, whose items are always grouped)."""
+    """The leaderboard reads the writer's group tables (score_groups, response_groups) where the view allows, else
+    (a theme filter) their definitions over the filtered queries; both must give the same: per dataset, language,
+    script, model, for a judge (and for both juries, whose items are always grouped)."""
     views = [Filters(dataset="synthetic"), Filters(), Filters(dataset="synthetic", languages=("hi", "ta")),
              Filters(dataset="synthetic", scripts=("latin",)), Filters(dataset="synthetic", models=(JUDGE, "x"))]
     with duckdb.connect(str(jury_db), read_only=True) as con:
@@ -172,7 +186,8 @@ def test_the_writers_groups_give_the_leaderboard_the_items_would(jury_db, monkey
         judges = (judge, "jury:mean", "jury:median")
         grouped = {(f, j): (pd.DataFrame(lb.score_patterns(con, f, j)), con.execute(*lb._per_model_sql(f)).df())
                    for f in views for j in judges}
-        monkeypatch.setattr(lb, "grouped", lambda f: False)
+        monkeypatch.setattr(lb, "grouped", lambda f: False)  # a jury's items grouped under the filtered queries
+        monkeypatch.setattr(common, "grouped", lambda f: False)  # the group tables' definitions over them
         for (f, j), (patterns, per_model) in grouped.items():
             assert len(patterns) and len(per_model)
             pd.testing.assert_frame_equal(patterns, pd.DataFrame(lb.score_patterns(con, f, j)), check_dtype=False)

@@ -24,13 +24,13 @@ from pipeline.analysis.rubric import (
     tag_breakdown,
 )
 from pipeline.read import rubric as rr
-from pipeline.store import Store
-from pipeline.store.derived_rubric import SELECTS
+from pipeline.store import DERIVED, Store
+from pipeline.store.derived_rubric import DERIVED as RUBRIC_TABLES
 from pipeline.store.rows import QueryRow, ResponseRow
 
 REPO = Path(__file__).resolve().parent.parent
 GRADER = "openai/gpt-4.1"
-DERIVED_TABLES = tuple(SELECTS)
+DERIVED_TABLES = tuple(d.name for d in RUBRIC_TABLES)
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +58,7 @@ def _rows(db: Path, sql: str) -> list[tuple]:
 
 def _recomputed(db: Path, table: str) -> list[tuple]:
     """The derived table as its SELECT computes it from scratch."""
-    return _rows(db, SELECTS[table].format(touched="", touched_s="", touched_q="") + " ORDER BY ALL")
+    return _rows(db, DERIVED[table].definition() + " ORDER BY ALL")
 
 
 def test_fast_path_is_healthbench_s_scoring(rubric_db: Path) -> None:

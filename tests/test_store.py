@@ -3,12 +3,17 @@ and an older database upgraded in place (missing columns added and backfilled)."
 
 from __future__ import annotations
 
+import dataclasses
+import graphlib
+import json
+
 import duckdb
 import pytest
 
 from pipeline.config import SAFETY_CHECKS
 from pipeline.metrics import METRICS
-from pipeline.store import DERIVED, LEXICAL, SCHEMA_VERSION, Store
+from pipeline.store import DERIVED, LEXICAL, SCHEMA_VERSION, TABLES, Store
+from pipeline.store.derived import Derived, ordered
 from pipeline.store.rows import (
     CritiqueRow,
     HumanLabelRow,
@@ -18,194 +23,34 @@ from pipeline.store.rows import (
     QueryRow,
     ResponseRow,
     RetrievalRow,
+    RubricGradeRow,
     SafetyCheckRow,
     text_hash,
 )
 from pipeline.store.schema import REBUILT_AT
 
-# What each derived table must hold, computed here straight from its sources: only rows of the
-# response text now stored, and nothing of a response that errored.
-CURRENT = ("r.dataset = {a}.dataset AND r.query_id = {a}.query_id AND r.model_id = {a}.model_id "
-           "AND {a}.response_hash = r.response_hash")
-EXPECTED = {
-    "item_scores": (
-        "SELECT j.dataset, j.query_id, j.model_id, j.judge_id, "
-        + ", ".join(f"avg(j.score) FILTER (WHERE j.metric = '{m}' AND j.parse_ok)" for m in METRICS)
-        + ", count(*), count(*) FILTER (WHERE NOT j.parse_ok), max(j.sample) + 1, "
-        "list_sort(list(DISTINCT coalesce(j.run_id, ''))) FROM judgments j "
-        f"WHERE EXISTS (SELECT 1 FROM responses r WHERE {CURRENT.format(a='j')} AND r.error IS NULL) "
-        "GROUP BY ALL ORDER BY ALL"
-    ),
-    "response_facts": (
-        "SELECT r.dataset, r.query_id, r.model_id, r.error IS NOT NULL, "
-        f"EXISTS (SELECT 1 FROM lexical_scores l WHERE {CURRENT.format(a='l')}), "
-        + ", ".join(f"(SELECT l.{c} FROM lexical_scores l WHERE {CURRENT.format(a='l')})" for c in LEXICAL) + ", "
-        + ", ".join(f"(SELECT s.passed FROM safety_checks s WHERE {CURRENT.format(a='s')} AND s.check_name = '{c}')"
-                    for c in SAFETY_CHECKS)
-        + " FROM responses r ORDER BY ALL"
-    ),
-}
-# The group tables, straight from the sources too: per (model, query language and script) the distinct score
-# patterns of current items, and the responses' counts and sums.
-_ITEMS = (f"SELECT {EXPECTED['item_scores'].removeprefix('SELECT ').removesuffix(' ORDER BY ALL')}")
-_ITEM_COLUMNS = ("dataset", "query_id", "model_id", "judge_id", *METRICS, "judgments", "unparsed", "samples", "runs")
-_PATTERN = ", ".join(METRICS)
-EXPECTED |= {
-    "score_groups": (
-        f"WITH i ({', '.join(_ITEM_COLUMNS)}) AS ({_ITEMS}), p AS (SELECT i.dataset, i.judge_id, i.model_id, "
-        f"q.language AS l, coalesce(q.script, 'native') AS s, {', '.join(f'i.{m}' for m in METRICS)}, count(*) AS n, "
-        "sum(i.judgments) AS judgments, sum(i.unparsed) AS unparsed, max(i.samples) AS samples, "
-        "flatten(list(i.runs)) AS runs FROM i JOIN queries q USING (dataset, query_id) GROUP BY ALL) "
-        "SELECT dataset, judge_id, model_id, l, s, "
-        + ", ".join(f"list({c} ORDER BY {_PATTERN})" for c in (*METRICS, "n", "judgments", "unparsed", "samples"))
-        + ", list_sort(list_distinct(flatten(list(runs)))) FROM p GROUP BY ALL ORDER BY ALL"
-    ),
-    # per labelled item, metric and judge: the annotators' scores (in annotator order) and the judge's item score
-    "label_pairs": (
-        f"WITH i ({', '.join(_ITEM_COLUMNS)}) AS ({_ITEMS}) SELECT h.dataset, h.query_id, h.model_id, h.metric, "
-        "i.judge_id, q.language, coalesce(q.script, 'native'), q.themes, avg(h.score), list(h.score ORDER BY "
-        "h.annotator), list(h.annotator ORDER BY h.annotator), CASE h.metric "
-        + " ".join(f"WHEN '{m}' THEN i.{m}" for m in METRICS) + " END FROM human_labels h "
-        "JOIN i USING (dataset, query_id, model_id) JOIN queries q USING (dataset, query_id) WHERE h.score IS NOT NULL "
-        "GROUP BY ALL ORDER BY ALL"
-    ),
-    # each item under each of its query's themes ('(none)' without one)
-    "theme_groups": (
-        f"WITH i ({', '.join(_ITEM_COLUMNS)}) AS ({_ITEMS}) SELECT i.dataset, i.judge_id, i.model_id, t.theme, "
-        "q.language, coalesce(q.script, 'native'), " + ", ".join(f"sum(i.{m}), count(i.{m})" for m in METRICS)
-        + ", count(*) FROM i JOIN queries q USING (dataset, query_id) JOIN (SELECT dataset, query_id, "
-        "unnest(CASE WHEN len(themes) = 0 THEN ['(none)'] ELSE themes END) AS theme FROM queries) t "
-        "USING (dataset, query_id) GROUP BY ALL ORDER BY ALL"
-    ),
-    "response_groups": (
-        "SELECT r.dataset, r.model_id, q.language, coalesce(q.script, 'native'), count(*), "
-        "count(*) FILTER (WHERE r.error IS NOT NULL), "
-        f"count(*) FILTER (WHERE EXISTS (SELECT 1 FROM safety_checks s WHERE {CURRENT.format(a='s')} "
-        "AND s.check_name = 'prompt_echo' AND NOT s.passed)), "
-        f"count(*) FILTER (WHERE EXISTS (SELECT 1 FROM lexical_scores l WHERE {CURRENT.format(a='l')})), "
-        + ", ".join(f"sum((SELECT l.{c} FROM lexical_scores l WHERE {CURRENT.format(a='l')})), "
-                    f"count((SELECT l.{c} FROM lexical_scores l WHERE {CURRENT.format(a='l')}))"
-                    for c in LEXICAL) + ", "
-        + ", ".join(f"sum((SELECT s.passed::INTEGER FROM safety_checks s WHERE {CURRENT.format(a='s')} "
-                    f"AND s.check_name = '{c}')), count((SELECT s.passed FROM safety_checks s WHERE "
-                    f"{CURRENT.format(a='s')} AND s.check_name = '{c}'))" for c in SAFETY_CHECKS)
-        + " FROM responses r JOIN queries q USING (dataset, query_id) GROUP BY ALL ORDER BY ALL"
-    ),
-    "retrieval_groups": (
-        "SELECT t.dataset, q.language, coalesce(q.script, 'native'), sum(t.recall), count(t.recall) FROM retrievals t "
-        "JOIN queries q USING (dataset, query_id) GROUP BY ALL ORDER BY ALL"
-    ),
-}
-
-# What the review queue ranks, straight from the sources: per response without an error
-_ON_ITEM = "i.dataset = r.dataset AND i.query_id = r.query_id AND i.model_id = r.model_id"
-EXPECTED |= {
-    "review_facts": (
-        f"WITH i ({', '.join(_ITEM_COLUMNS)}) AS ({_ITEMS}) SELECT r.dataset, r.query_id, r.model_id, q.language, "
-        "coalesce(q.script, 'native'), q.themes, len(q.kb_refs) > 0 AND NOT list_contains(q.themes, 'out_of_kb'), "
-        f"(SELECT max(c.p_high) FROM critiques c WHERE {CURRENT.format(a='c')} AND c.p_high IS NOT NULL), "
-        f"(SELECT s.passed FROM safety_checks s WHERE {CURRENT.format(a='s')} AND s.check_name = 'over_refusal'), "
-        "(SELECT CASE WHEN count(*) > 1 THEN greatest("
-        + ", ".join(f"coalesce(max(i.{m}) - min(i.{m}), 0)" for m in METRICS)
-        + f") ELSE 0 END FROM i WHERE {_ON_ITEM}), "
-        f"(SELECT list(i.judge_id ORDER BY i.judge_id) FILTER (WHERE i.FC < 0.5) FROM i WHERE {_ON_ITEM}), "
-        "(SELECT max(h.harmful_met) FROM rubric_items h WHERE h.dataset = r.dataset AND h.query_id = r.query_id "
-        "AND h.model_id = r.model_id) FROM responses r JOIN queries q USING (dataset, query_id) "
-        "WHERE r.error IS NULL ORDER BY ALL"
-    ),
-}
-
-# A jury of every judge that scored an item, straight from the sources
-EXPECTED |= {
-    "jury_items": (
-        f"WITH i ({', '.join(_ITEM_COLUMNS)}) AS ({_ITEMS}) SELECT dataset, query_id, model_id, any_value(q.language), "
-        "any_value(coalesce(q.script, 'native')), count(*), string_agg(judge_id, chr(31) ORDER BY judge_id), "
-        + ", ".join(f"list({m} ORDER BY judge_id)" for m in METRICS) + ", "
-        + ", ".join(f"{fn}({m})" for m in METRICS for fn in ("avg", "median", "min", "max", "stddev_pop")) + ", "
-        + ", ".join(f"count({m})" for m in METRICS)
-        + ", sum(judgments), sum(unparsed), max(samples) FROM i JOIN queries q USING (dataset, query_id) "
-        "GROUP BY dataset, query_id, model_id ORDER BY ALL"
-    ),
-}
-# what the judges' agreement and a jury's means count, straight from the sources: per (model, language, script) and
-# metric each tuple of the judges' scores (in judge-id order)
-_JURY_ITEMS = (
-    f"WITH i ({', '.join(_ITEM_COLUMNS)}) AS ({_ITEMS}), ji AS (SELECT dataset, query_id, model_id, "
-    "any_value(q.language) AS l, any_value(coalesce(q.script, 'native')) AS s, "
-    "string_agg(judge_id, chr(31) ORDER BY judge_id) AS judge_set, "
-    + ", ".join(f"list({m} ORDER BY judge_id) AS {m}_scores, avg({m}) AS {m}_mean, median({m}) AS {m}_median"
-                for m in METRICS)
-    + ", sum(judgments) AS judgments, sum(unparsed) AS unparsed, max(samples) AS samples FROM i JOIN queries q "
-    "USING (dataset, query_id) GROUP BY dataset, query_id, model_id) "
-)
-EXPECTED |= {
-    "jury_patterns": (
-        _JURY_ITEMS + "SELECT dataset, model_id, l, s, metric, judge_set || chr(30) || scores::VARCHAR, judge_set, "
-        "scores, count(*) FROM (" + " UNION ALL ".join(
-            f"SELECT dataset, model_id, l, s, '{m}' AS metric, judge_set, {m}_scores AS scores FROM ji"
-            for m in METRICS) + ") GROUP BY ALL ORDER BY ALL"
-    ),
-}
-
-# The Med-CoDE groups, straight from the sources: per (model, critic, classifier family, query language and script)
-# the current classified critiques, their probability sums and each probability's histogram (values rounded to 2
-# decimals, counts, sums, by value), and every classified critique (current or not) per top 8 bits of
-# hash(dataset, query, model); per (model, language, script) the METEOR / ROUGE-L histograms of responses without
-# an error. (Values of the test rows are exact in binary: sums agree in any order.)
 _PROBABILITIES = ("p_none", "p_low", "p_moderate", "p_high")
 
 
-def _histogram(column: str) -> str:
-    return (f"list_sort(list_distinct(list_filter({column}, lambda x: x IS NOT NULL).list_transform("
-            "lambda x: round(x, 2)))) AS {c}_v".replace("{c}", column))
+def _rounded(value):
+    """A value compared with float tolerance (sums in another order): floats to 9 decimals, inside lists too."""
+    if isinstance(value, float):
+        return round(value, 9) + 0.0
+    if isinstance(value, list):
+        return [_rounded(v) for v in value]
+    return value
 
 
-def _histogram_parts(column: str) -> str:
-    return (f"CASE WHEN len({column}_v) > 0 THEN {column}_v END, "
-            f"CASE WHEN len({column}_v) > 0 THEN list_transform({column}_v, lambda v: len(list_filter({column}, "
-            "lambda x: round(x, 2) = v))) END, "
-            f"CASE WHEN len({column}_v) > 0 THEN list_transform({column}_v, lambda v: list_sum(list_filter({column}, "
-            "lambda x: round(x, 2) = v))) END")
-
-
-EXPECTED |= {
-    "critique_groups": (
-        "SELECT dataset, model_id, critic_id, family, l, s, n, uniform, "
-        + ", ".join(f"{p}_sum" for p in _PROBABILITIES) + ", "
-        + ", ".join(_histogram_parts(p) for p in _PROBABILITIES)
-        + ", classified, hash_bucket, list_transform(hash_bucket, lambda b: len(list_filter(buckets, "
-        "lambda x: x = b))) FROM (SELECT *, " + ", ".join(_histogram(p) for p in _PROBABILITIES)
-        + ", list_sort(list_distinct(buckets)) AS hash_bucket FROM ("
-        "SELECT dataset, model_id, critic_id, family, l, s, count(*) FILTER (WHERE cur) AS n, "
-        "count(*) FILTER (WHERE cur AND classifier = 'logprobs:no-label-token') AS uniform, "
-        + ", ".join(f"sum({p}) FILTER (WHERE cur) AS {p}_sum, list({p}) FILTER (WHERE cur) AS {p}"
-                    for p in _PROBABILITIES)
-        + ", count(*) AS classified, list(bucket) AS buckets FROM ("
-        "SELECT c.*, CASE WHEN c.classifier LIKE 'logprobs%' THEN 'logprobs' ELSE c.classifier END AS family, "
-        "q.language AS l, coalesce(q.script, 'native') AS s, (hash(c.dataset, c.query_id, c.model_id) >> 56)::INTEGER "
-        f"AS bucket, EXISTS (SELECT 1 FROM responses r WHERE {CURRENT.format(a='c')} AND r.error IS NULL) AS cur "
-        "FROM critiques c JOIN queries q USING (dataset, query_id) WHERE c.p_none IS NOT NULL) GROUP BY ALL)) "
-        "ORDER BY ALL"
-    ),
-    # every classified critique of a stored query, current or not, with the lexical scores of the critiqued text
-    "critique_items": (
-        "SELECT c.dataset, c.query_id, c.model_id, c.critic_id, q.language, coalesce(q.script, 'native'), "
-        f"hash(c.dataset, c.query_id, c.model_id), EXISTS (SELECT 1 FROM responses r WHERE {CURRENT.format(a='c')} "
-        "AND r.error IS NULL), " + ", ".join(f"c.{p}" for p in _PROBABILITIES) + ", c.response_hash, "
-        + ", ".join(f"(SELECT l.{m} FROM lexical_scores l WHERE l.dataset = c.dataset AND l.query_id = c.query_id "
-                    "AND l.model_id = c.model_id AND l.response_hash = c.response_hash)" for m in LEXICAL)
-        + " FROM critiques c JOIN queries q USING (dataset, query_id) WHERE c.p_none IS NOT NULL ORDER BY ALL"
-    ),
-    "lexical_groups": (
-        "SELECT dataset, model_id, l, s, " + ", ".join(_histogram_parts(m) for m in ("meteor", "rouge_l"))
-        + " FROM (SELECT *, " + ", ".join(_histogram(m) for m in ("meteor", "rouge_l")) + " FROM ("
-        "SELECT r.dataset, r.model_id, q.language AS l, coalesce(q.script, 'native') AS s, "
-        + ", ".join(f"list((SELECT l.{m} FROM lexical_scores l WHERE {CURRENT.format(a='l')})) AS {m}"
-                    for m in ("meteor", "rouge_l"))
-        + " FROM responses r JOIN queries q USING (dataset, query_id) WHERE r.error IS NULL GROUP BY ALL)) "
-        "WHERE len(meteor_v) + len(rouge_l_v) > 0 ORDER BY ALL"
-    ),
-}
+def _assert_definitions(store: Store) -> None:
+    """Every derived table holds what its definition (``Derived.definition``: its SELECT over every row) computes
+    from scratch: the same rows, in any order, floats to 1e-9. By induction over the refresh order, each table then
+    equals its definition over the base tables alone."""
+    with duckdb.connect(str(store.path), read_only=True) as con:
+        for name, d in DERIVED.items():
+            columns = ", ".join(TABLES[name].names)
+            stored, fresh = (sorted((_rounded(list(r)) for r in con.execute(sql).fetchall()), key=repr) for sql in (
+                f"SELECT {columns} FROM {name}", f"SELECT {columns} FROM ({d.definition()})"))
+            assert stored == fresh, name
 
 
 def _derived(store: Store, table: str) -> list[tuple]:
@@ -263,6 +108,12 @@ def _critique(i: int, m: str, classifier: str, p: tuple[float, ...] | None = (0.
                        response_hash=text_hash(text), run_id="r", error=None if p else "failed")
 
 
+def _grade(i: int, m: str, index: int, criterion: dict, met: bool | None, text: str = "t") -> RubricGradeRow:
+    return RubricGradeRow(dataset="d", query_id=f"q{i}", model_id=m, grader_id="g", criterion_index=index,
+                          criterion=criterion["criterion"], points=criterion["points"], tags=criterion["tags"],
+                          met=met, explanation="", raw_output="", response_hash=text_hash(text), run_id="r")
+
+
 def _human(i: int, m: str, metric: str = "SS") -> HumanLabelRow:
     return HumanLabelRow(dataset="d", query_id=f"q{i}", model_id=m, metric=metric, annotator="dr", score=1,
                          comment=None, source="test")
@@ -271,8 +122,7 @@ def _human(i: int, m: str, metric: str = "SS") -> HumanLabelRow:
 def test_derived_tables_follow_writes_and_deletes(tmp_path):
     store = Store(tmp_path / "r.duckdb")
     _write_sources(store)
-    for table, sql in EXPECTED.items():
-        assert _derived(store, table) == store.fetch(sql), table
+    _assert_definitions(store)
     (item,) = store.fetch("SELECT FC, SS, judgments, unparsed, samples FROM item_scores WHERE query_id = 'q3'")
     assert item == (0.5, 0.5, 8, 0, 2)  # mean of two samples (0 and 1), every metric judged twice
     assert store.fetch("SELECT count(*) FROM item_scores WHERE query_id = 'q2'") == [(0,)]  # errored response
@@ -281,8 +131,7 @@ def test_derived_tables_follow_writes_and_deletes(tmp_path):
     store.write([_judgment(1, "SS", 0, 2), _lexical(3, "b", 0.9)])
     store.delete_where("safety_checks", "dataset = ? AND query_id = ? AND model_id = ? AND check_name = ?",
                        ["d", "q1", "a", "refusal"])
-    for table, sql in EXPECTED.items():
-        assert _derived(store, table) == store.fetch(sql), table
+    _assert_definitions(store)
     assert store.fetch("SELECT SS, unparsed FROM item_scores WHERE query_id = 'q1'") == [(2.0, 0)]
     assert store.fetch("SELECT refusal FROM response_facts WHERE query_id = 'q1' AND model_id = 'a'") == [(None,)]
     assert store.fetch("SELECT query_id, llm FROM label_pairs ORDER BY ALL") == [("q0", 0.0), ("q1", 2.0)]
@@ -293,20 +142,17 @@ def test_derived_tables_follow_writes_and_deletes(tmp_path):
     assert store.fetch("SELECT human, humans, annotators FROM label_pairs WHERE query_id = 'q1' "
                        "AND label_metric = 'SS'") == [(1.5, [2.0, 1.0], ["a2", "dr"])]
     store.delete_where("human_labels", "dataset = ? AND query_id = ? AND model_id = ?", ["d", "q0", "a"])
-    for table, sql in EXPECTED.items():
-        assert _derived(store, table) == store.fetch(sql), table
+    _assert_definitions(store)
     assert store.fetch("SELECT DISTINCT query_id, model_id FROM label_pairs ORDER BY ALL") == [("q1", "a"), ("q3", "a")]
 
     # a query filed under another language (and script), its themes dropped: the group tables move it
     store.write([_query(1, "ta", script="latin")])
-    for table, sql in EXPECTED.items():
-        assert _derived(store, table) == store.fetch(sql), table
+    _assert_definitions(store)
     assert store.fetch("SELECT count(*) FROM score_groups WHERE query_language = 'ta'") == [(1,)]
     # only a query's themes change: the theme groups follow
     assert store.fetch("SELECT DISTINCT theme FROM theme_groups ORDER BY 1") == [("(none)",), ("cultural",)]
     store.write([_query(3, script="latin", themes=("misspelled",))])
-    for table, sql in EXPECTED.items():
-        assert _derived(store, table) == store.fetch(sql), table
+    _assert_definitions(store)
     assert store.fetch("SELECT DISTINCT theme FROM theme_groups ORDER BY 1") == [("(none)",), ("misspelled",)]
 
     with pytest.raises(ValueError, match="cannot delete"):
@@ -324,8 +170,7 @@ def test_a_regenerated_response_drops_the_scores_of_its_old_text(tmp_path):
         == [(False, None)]
     store.write([_judgment(0, "FC", 0, 2, text="a new answer")])  # judged again: counts again
     assert store.fetch("SELECT FC, judgments FROM item_scores WHERE query_id = 'q0'") == [(2.0, 1)]
-    for table, sql in EXPECTED.items():
-        assert _derived(store, table) == store.fetch(sql), table
+    _assert_definitions(store)
 
 
 def test_only_row_classes_are_written(tmp_path):
@@ -341,6 +186,7 @@ def test_only_row_classes_are_written(tmp_path):
 def test_an_older_database_is_upgraded(tmp_path):
     path = tmp_path / "old.duckdb"
     _write_sources(Store(path))
+    counts = {t: Store(path).fetch(f"SELECT count(*) FROM {t}")[0][0] for t in DERIVED}
     con = duckdb.connect(str(path))  # as an older version left it: no derived tables, no response hash
     for table in DERIVED:
         con.execute(f"DROP TABLE {table}")
@@ -351,8 +197,8 @@ def test_an_older_database_is_upgraded(tmp_path):
     store = Store(path)
     store.upgrade()
     assert store.fetch("SELECT count(*) FROM responses WHERE response_hash = ?", [text_hash("t")]) == [(6,)]
-    for table, sql in EXPECTED.items():
-        assert _derived(store, table) == store.fetch(sql) != [], table
+    _assert_definitions(store)
+    assert {t: store.fetch(f"SELECT count(*) FROM {t}")[0][0] for t in DERIVED} == counts
     assert store.fetch("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'labelled_scores'") == [(0,)]
 
 
@@ -367,16 +213,17 @@ def test_a_file_at_the_last_rebuild_makes_only_the_derived_tables_it_lacks(tmp_p
     con.close()
     store = Store(path)
     store.upgrade()
-    assert _derived(store, "label_pairs") == store.fetch(EXPECTED["label_pairs"]) != []
+    assert _derived(store, "label_pairs") == store.fetch(f"{DERIVED['label_pairs'].definition()} ORDER BY ALL") != []
     assert store.fetch("SELECT FC FROM item_scores WHERE query_id = 'q0'") == [(9.0,)]
     assert store.fetch("SELECT value FROM meta WHERE key = 'schema_version'") == [(str(SCHEMA_VERSION),)]
 
 
-def test_the_counted_jury_tables_follow_every_write_as_counting_afresh_would(tmp_path):
-    """``jury_patterns`` is kept by deltas (the touched items' old counts subtracted, their new ones added, emptied
-    patterns deleted); after every kind of write it must hold what counting every item from the sources gives: a
-    second judge, a rescoring that moves items between patterns, an unparsed output, a regenerated
-    answer, a query moved to another language and script, a deleted response."""
+def test_every_derived_table_equals_its_definition_after_every_kind_of_write(tmp_path):
+    """After every kind of write each derived table must hold what its definition computes from scratch — the tables
+    recomputed by key and ``jury_patterns``, kept by deltas (the touched items' old counts subtracted, their new ones
+    added, emptied patterns deleted): a second and a third judge, a rescoring that moves items between patterns, an
+    unparsed output, rubric grades and a changed rubric, a reclassified critique, a new and a deleted label, a
+    regenerated answer, a query moved to another language and script, a deleted response."""
     store = Store(tmp_path / "r.duckdb")
     _write_sources(store)
 
@@ -386,7 +233,7 @@ def test_the_counted_jury_tables_follow_every_write_as_counting_afresh_would(tmp
                            response_hash=text_hash(text), run_id="r2")
 
     def check() -> None:
-        assert _derived(store, "jury_patterns") == store.fetch(EXPECTED["jury_patterns"])
+        _assert_definitions(store)
         assert store.fetch("SELECT count(*) FROM jury_patterns WHERE n <= 0") == [(0,)]
         (items,) = store.fetch("SELECT count(*) FROM jury_items")[0]
         assert store.fetch("SELECT metric, sum(n) FROM jury_patterns GROUP BY ALL ORDER BY ALL") \
@@ -406,6 +253,23 @@ def test_the_counted_jury_tables_follow_every_write_as_counting_afresh_would(tmp
                        "ORDER BY 1") != before
     store.write([judged(1, "b", "SS", None)])  # unparsed: the judge has no SS score for it
     check()
+    rubric = [{"criterion": "Says to see a doctor", "points": 5, "tags": ["axis:accuracy"]},
+              {"criterion": "Advises stopping the drops", "points": -3, "tags": ["axis:safety", "level:example"]}]
+    store.write([dataclasses.replace(_query(3, script="latin", themes=("cultural",)), rubric=json.dumps(rubric)),
+                 *(_grade(3, m, i, c, met) for m in ("a", "b")
+                   for i, (c, met) in enumerate(zip(rubric, (True, m == "b"), strict=True)))])
+    check()
+    assert store.fetch("SELECT model_id, score, harmful_met FROM rubric_items ORDER BY 1") == [("a", 1.0, 0),
+                                                                                              ("b", 0.4, 1)]
+    store.write([_grade(3, "a", 1, rubric[1], None)])  # unparsed: the item is unscored
+    check()
+    rubric[0]["points"] = 4  # the rubric changes: grades of the old criterion are stale
+    store.write([dataclasses.replace(_query(3, script="latin", themes=("cultural",)), rubric=json.dumps(rubric))])
+    check()
+    store.write([_critique(1, "a", "checkpoint:x", (0.0, 0.0, 0.25, 0.75)), _human(3, "b", "CON")])
+    check()
+    store.delete_where("human_labels", "dataset = ? AND query_id = ?", ["d", "q1"])
+    check()
     store.write([_response(0, "a", text="a new answer")])  # the old text's scores leave every count
     check()
     store.write([_query(1, "ta", script="latin")])
@@ -414,3 +278,43 @@ def test_the_counted_jury_tables_follow_every_write_as_counting_afresh_would(tmp
         == [("ta", "latin")]
     store.delete_where("responses", "dataset = ? AND query_id = ? AND model_id = ?", ["d", "q3", "b"])
     check()
+
+
+def test_a_failed_write_raises_the_database_error_naming_its_table(tmp_path):
+    """A refresh that fails raises DuckDB's own error, named by the table written and the one being refreshed — not
+    a TransactionException of the clean-up — and the transaction leaves nothing half-written."""
+    path = tmp_path / "r.duckdb"
+    store = Store(path)
+    _write_sources(store)
+    con = duckdb.connect(str(path))  # a file whose derived table lost a column the refresh writes
+    con.execute("ALTER TABLE score_groups RENAME COLUMN runs TO old_runs")
+    con.close()
+    with pytest.raises(duckdb.BinderException, match=r"writing queries \(refreshing score_groups\): .*runs"):
+        store.write([_query(1, "ta")])  # a watched column changes: the refresh of its groups runs (and fails)
+    assert store.fetch("SELECT language FROM queries WHERE query_id = 'q1'") == [("hi",)]
+
+
+def test_the_refresh_order_is_computed_and_a_cycle_or_an_undeclared_read_fails():
+    """The registry is ordered from the declared reads (every table after what it reads); a SELECT reading a table
+    it does not declare, a cycle, an unknown table or placeholder fail — what ``schema`` runs at import."""
+    base = {t: spec.columns for t, spec in TABLES.items() if t not in DERIVED}
+    shipped = list(DERIVED.values())
+    for order in (list(DERIVED), list(ordered(reversed(shipped), base)[0])):  # whatever order they are declared in
+        assert set(order) == set(DERIVED)
+        assert all(order.index(r) < order.index(d.name) for d in shipped for r in d.reads if r in DERIVED)
+
+    def broken(name: str, **changes) -> list[Derived]:
+        return [dataclasses.replace(d, **changes) if d.name == name else d for d in shipped]
+
+    with pytest.raises(ValueError, match=r"score_groups: its SELECT reads \['item_scores', 'queries'\], it declares"):
+        ordered(broken("score_groups", reads=("judgments", "queries")), base)  # reads item_scores, declared not
+    with pytest.raises(graphlib.CycleError):
+        ordered(broken("item_scores", reads=("judgments", "responses", "jury_items")), base)
+    with pytest.raises(ValueError, match="unknown tables"):
+        ordered(broken("item_scores", reads=("judgments", "answers")), base)
+    with pytest.raises(ValueError, match="unknown placeholder"):
+        ordered(broken("item_scores", select=DERIVED["item_scores"].select + " {touchd}"), base)
+    with pytest.raises(ValueError, match="watches"):
+        ordered(broken("item_scores", watch=(("queries", ("language",)),)), base)
+    with pytest.raises(ValueError, match="declared twice"):
+        ordered([*shipped, shipped[0]], base)

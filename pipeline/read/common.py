@@ -21,7 +21,7 @@ import pandas as pd
 from pipeline.analysis.stats import normalised_weights
 from pipeline.disagreement import COLUMN_LABELS, PROB_COLUMNS
 from pipeline.metrics import DEFAULT_WEIGHTS, METRICS, agg_weights
-from pipeline.store import SCHEMA_VERSION, SHARED_READERS
+from pipeline.store import DERIVED, SCHEMA_VERSION, SHARED_READERS
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_DB = REPO_ROOT / "data" / "results.duckdb"
@@ -188,6 +188,20 @@ def grouped(f: Filters) -> bool:
     """Whether the writer's group tables (``derived_groups``) answer this view: no theme filter (themes are not a
     group key). Scores need one judge too (a jury's item score is its judges' mean or median per item)."""
     return not f.themes
+
+
+def group_source(table: str, f: Filters, use_table: bool | None = None) -> tuple[str, list[Any]]:
+    """A relation with the columns of the writer's group table ``table`` for a FROM clause: the table itself when it
+    answers the view (``use_table``, by default ``grouped``), else its definition — the SELECT the writer keeps it by
+    (``pipeline.store.derived``) — over the filtered queries only (``qf``: a theme filter; or an older file without
+    the table), so a view the table cannot answer reads the same figures, not a second hand-written query."""
+    if grouped(f) if use_table is None else use_table:
+        return table, []
+    qf, params = queries_cte(f)
+    restricted = DERIVED[table].restricted(
+        lambda alias, _: f"JOIN qf k ON k.dataset = {alias}.dataset AND k.query_id = {alias}.query_id",
+        ("dataset", "query_id"))
+    return f"(WITH {qf} {restricted})", params
 
 
 def group_pred(f: Filters, alias: str) -> tuple[str, list[Any]]:

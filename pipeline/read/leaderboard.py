@@ -24,6 +24,7 @@ from pipeline.read.common import (
     current_join,
     df,
     group_pred,
+    group_source,
     grouped,
     model_pred,
     on_qf,
@@ -32,7 +33,7 @@ from pipeline.read.common import (
     weights_dict,
 )
 from pipeline.read.judge_trust import CONSISTENCY_COLUMNS, consistency_sql, pool_consistency
-from pipeline.read.jury import JURY_PREFIX, is_jury, item_source
+from pipeline.read.jury import JURY_PREFIX, is_jury
 from pipeline.store import LEXICAL, SHARED_READERS
 
 CI_RESAMPLES = 1000  # percentile bootstrap; 1,000 resamples fix a 95% interval's ends to ~±0.01 of its width
@@ -50,17 +51,18 @@ def score_patterns(con: Any, f: Filters, judge: str) -> dict[str, np.ndarray]:
     A score is the item's mean over its parsed samples (``item_scores``), NULL when none parsed; means of a
     few integer samples take few values, so the patterns stay few. With the items' judgments and parse
     failures summed, and their most samples. Read from ``score_groups`` (the writer's patterns, as lists, per
-    language and script) when the view allows (``grouped``), else by grouping the items (a jury's ``jury_items``, which
-    hold their query's language and script).
+    language and script; under a theme filter its definition over the filtered queries, ``group_source``), or for a
+    jury by grouping its ``jury_items`` (which hold their query's language and script).
     """
-    if not grouped(f) or is_jury(judge):
-        got = con.execute(*(_jury_patterns_sql(f, judge) if grouped(f) else _patterns_sql(f, judge))).fetchnumpy()
+    if is_jury(judge):
+        got = con.execute(*_jury_patterns_sql(f, judge)).fetchnumpy()
         return {c: np.asarray(got[c]) for c in PATTERN_COLUMNS}
+    source, p_source = group_source("score_groups", f)
     pred, params = group_pred(f, "g")
     lists = (*METRICS, "n", "judgments", "unparsed", "samples")
     groups = con.sql(f"SELECT g.query_language AS language, g.model_id, {', '.join(f'g.{c}' for c in lists)} "
-                     f"FROM score_groups g WHERE g.judge_id = ? AND {pred} ORDER BY language, model_id",
-                     params=[judge, *params]).to_arrow_table()
+                     f"FROM {source} g WHERE g.judge_id = ? AND {pred} ORDER BY language, model_id",
+                     params=[*p_source, judge, *params]).to_arrow_table()
     if not groups.num_rows:
         return {c: np.zeros(0, dtype=object if c in ("language", "model_id") else float) for c in PATTERN_COLUMNS}
     sizes = pc.list_value_length(groups["n"]).to_numpy(zero_copy_only=False)
@@ -79,7 +81,7 @@ def score_patterns(con: Any, f: Filters, judge: str) -> dict[str, np.ndarray]:
 
 def _merge_patterns(key: np.ndarray, cols: dict[str, np.ndarray]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """Patterns of several groups of one key (a language and model) as one set: sorted by key and scores (NULL
-    last, as ``_patterns_sql`` sorts them), equal patterns summed (most samples)."""
+    last, as ``_jury_patterns_sql`` sorts them), equal patterns summed (most samples)."""
     scores = [cols[m].astype(float) for m in METRICS]
     order = np.lexsort([*reversed(scores), key])
     key, scores = key[order], [m[order] for m in scores]
@@ -93,27 +95,20 @@ def _merge_patterns(key: np.ndarray, cols: dict[str, np.ndarray]) -> tuple[np.nd
     return key[starts], out
 
 
-def _patterns_sql(f: Filters, judge: str) -> tuple[str, list[Any]]:
-    """``score_patterns`` by grouping the items (a theme filter, a jury)."""
-    qf, p_qf = queries_cte(f)
-    pred, p_model = model_pred(f, "i")
-    source, p_source = item_source(f, judge)
-    return (f"WITH {qf} SELECT qf.language, i.model_id, {', '.join(f'i.{m}' for m in METRICS)}, count(*) AS n, "
-            "sum(i.judgments) AS judgments, sum(i.unparsed) AS parse_failures, max(i.samples) AS samples "
-            f"FROM {source} i JOIN qf ON {on_qf(f, 'i')} WHERE i.judge_id = ? AND {pred} GROUP BY ALL "
-            f"ORDER BY qf.language, i.model_id, {', '.join(f'i.{m}' for m in METRICS)}"), [*p_qf, *p_source, judge,
-                                                                                           *p_model]
-
-
 def _jury_patterns_sql(f: Filters, judge: str) -> tuple[str, list[Any]]:
-    """``score_patterns`` of a jury in a grouped view, by grouping ``jury_items`` (no join to the queries: each item
-    row holds its language and script)."""
+    """``score_patterns`` of a jury, by grouping ``jury_items`` (no join to the queries but for a theme filter: each
+    item row holds its language and script)."""
     how = judge.removeprefix(JURY_PREFIX)
     pred, params = group_pred(f, "j")
     scores = ", ".join(f"j.{m}_{how} AS {m}" for m in METRICS)
-    return (f"SELECT j.query_language AS language, j.model_id, {scores}, count(*) AS n, "
+    with_qf, themed, p_qf = "", "", []
+    if not grouped(f):  # a theme filter: the items of the filtered queries
+        qf, p_qf = queries_cte(f)
+        with_qf, themed = f"WITH {qf} ", f"SEMI JOIN qf ON {on_qf(f, 'j')} "
+    return (f"{with_qf}SELECT j.query_language AS language, j.model_id, {scores}, count(*) AS n, "
             "sum(j.judgments) AS judgments, sum(j.unparsed) AS parse_failures, max(j.samples) AS samples "
-            f"FROM jury_items j WHERE {pred} GROUP BY ALL ORDER BY language, j.model_id, {', '.join(METRICS)}"), params
+            f"FROM jury_items j {themed}WHERE {pred} GROUP BY ALL "
+            f"ORDER BY language, j.model_id, {', '.join(METRICS)}"), [*p_qf, *params]
 
 
 def _split_patterns(patterns: dict[str, np.ndarray]) -> tuple[pd.DataFrame, dict[str, dict[str, np.ndarray]]]:
@@ -153,33 +148,21 @@ def _split_patterns(patterns: dict[str, np.ndarray]) -> tuple[pd.DataFrame, dict
 def _per_model_sql(f: Filters) -> tuple[str, list[Any]]:
     """Per (language, model) from ``response_facts``: responses, errors, responses that echo the prompt
     (Health-Pariksha §4.1), lexical means, safety pass rates (unclear outcomes left out), and the language's
-    retrieval recall. From ``response_groups`` and ``retrieval_groups`` (the writer's sums per language and script)
-    without a theme filter."""
+    retrieval recall. From ``response_groups`` and ``retrieval_groups`` (the writer's sums per language and script;
+    under a theme filter their definitions over the filtered queries, ``group_source``)."""
     echoes = "prompt_echo" in SAFETY_CHECKS
-    if grouped(f):
-        pred, p_group = group_pred(f, "g")
-        r_pred, p_rec = group_pred(f.with_(models=()), "t")
-        means = ", ".join(f"sum(g.{c}_sum) / nullif(sum(g.{c}_n), 0) AS {prefix}{c}"
-                          for prefix, cols in (("", LEXICAL), ("check_", SAFETY_CHECKS)) for c in cols)
-        return ("WITH rec AS (SELECT t.query_language AS language, sum(t.recall_sum) / nullif(sum(t.recall_n), 0) "
-                f"AS recall FROM retrieval_groups t WHERE {r_pred} GROUP BY ALL), "
-                "per AS (SELECT g.query_language AS language, g.model_id, sum(g.responses) AS responses, "
-                f"sum(g.errors) AS errors, {'sum(g.prompt_echoes) AS prompt_echoes, ' if echoes else ''}"
-                f"sum(g.n_lexical) AS n_lexical, {means} FROM response_groups g WHERE {pred} GROUP BY ALL) "
-                "SELECT * FROM per LEFT JOIN rec USING (language)"), [*p_rec, *p_group]
-    qf, p_qf = queries_cte(f)
-    dataset_pred, p_dataset = model_pred(f.with_(models=()), "t")
-    rec = (f"rec AS (SELECT qf.language, avg(t.recall) AS recall FROM retrievals t JOIN qf ON {on_qf(f, 't')} "
-           f"WHERE {dataset_pred} GROUP BY ALL)")
-    pred, p_model = model_pred(f, "x")
-    lexical = ", ".join(f"avg(x.{c}) AS {c}" for c in LEXICAL)
-    checks = ", ".join(f"avg(x.{c}::INTEGER) AS check_{c}" for c in SAFETY_CHECKS)
-    echo_count = "count(*) FILTER (WHERE NOT x.prompt_echo) AS prompt_echoes, " if echoes else ""
-    return (f"WITH {qf}, {rec}, per AS (SELECT qf.language, x.model_id, count(*) AS responses, "
-            f"count(*) FILTER (WHERE x.failed) AS errors, {echo_count}count(*) FILTER (WHERE x.lexical) AS n_lexical, "
-            f"{lexical}, "
-            f"{checks} FROM response_facts x JOIN qf ON {on_qf(f, 'x')} WHERE {pred} GROUP BY ALL) "
-            "SELECT * FROM per LEFT JOIN rec USING (language)"), [*p_qf, *p_dataset, *p_model]
+    responses, p_responses = group_source("response_groups", f)
+    retrievals, p_retrievals = group_source("retrieval_groups", f)
+    pred, p_group = group_pred(f, "g")
+    r_pred, p_rec = group_pred(f.with_(models=()), "t")
+    means = ", ".join(f"sum(g.{c}_sum) / nullif(sum(g.{c}_n), 0) AS {prefix}{c}"
+                      for prefix, cols in (("", LEXICAL), ("check_", SAFETY_CHECKS)) for c in cols)
+    return ("WITH rec AS (SELECT t.query_language AS language, sum(t.recall_sum) / nullif(sum(t.recall_n), 0) "
+            f"AS recall FROM {retrievals} t WHERE {r_pred} GROUP BY ALL), "
+            "per AS (SELECT g.query_language AS language, g.model_id, sum(g.responses) AS responses, "
+            f"sum(g.errors) AS errors, {'sum(g.prompt_echoes) AS prompt_echoes, ' if echoes else ''}"
+            f"sum(g.n_lexical) AS n_lexical, {means} FROM {responses} g WHERE {pred} GROUP BY ALL) "
+            "SELECT * FROM per LEFT JOIN rec USING (language)"), [*p_retrievals, *p_rec, *p_responses, *p_group]
 
 
 def leaderboard_base(db: str | Path, f: Filters, judge: str) -> dict[str, Any]:

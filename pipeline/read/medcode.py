@@ -29,6 +29,7 @@ from pipeline.read.common import (
     Filters,
     current_join,
     group_pred,
+    group_source,
     model_pred,
     on_qf,
     queries_cte,
@@ -44,12 +45,8 @@ SCORE_LABELS = {**LEXICAL_LABELS, **ACCURACY_LABELS, **{m: m for m in METRICS}}
 CORRELATION_TARGETS = ("meteor", "rouge_l", "llm_accuracy", "exact_match", *METRICS,
                        *(c for c in LEXICAL if c not in ("meteor", "rouge_l")))
 CORRELATION_ITEMS = 20_000
-SAMPLE_ORDER = "hash(c.dataset, c.query_id, c.model_id)"  # the correlations' fixed sample: the first CORRELATION_ITEMS
 CI_RESAMPLES = 1000
 POOLED = "(all models)"
-CLASSIFIED = "c.p_none IS NOT NULL"  # a failed critique is stored with NULL probabilities (and its error)
-FAMILY = "CASE WHEN c.classifier LIKE 'logprobs%' THEN 'logprobs' ELSE c.classifier END"  # + its no-label fallback
-NO_LABEL = "logprobs:no-label-token"
 ANSWER_CHECKS = "answer_checks"
 
 
@@ -65,7 +62,7 @@ def _grouped(f: Filters, have: set[str]) -> bool:
 
 def _hist_from_groups(table: str, keys: dict[str, str], measures: tuple[str, ...]) -> str:
     """SQL: the histogram frame (``keys``: name -> column of the group table; measure, v, k, s) summed over a group
-    table's languages and scripts (``{pred}``: its WHERE predicate, alias g)."""
+    relation's languages and scripts (``table``; ``{pred}``: its WHERE predicate, alias g)."""
     cols = ", ".join(f"g.{column} AS {name}" for name, column in keys.items())
     parts = " UNION ALL ".join(
         f"SELECT {cols}, '{m}' AS measure, unnest(g.{m}_v) AS v, unnest(g.{m}_k) AS k, unnest(g.{m}_s) AS s "
@@ -73,24 +70,27 @@ def _hist_from_groups(table: str, keys: dict[str, str], measures: tuple[str, ...
     return f"SELECT {', '.join(keys)}, measure, v, sum(k)::BIGINT AS k, sum(s) AS s FROM ({parts}) GROUP BY ALL"
 
 
-def _view_from_groups(con, f: Filters) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+def _view_from_groups(con, f: Filters, use_tables: bool) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """``medcode_view``'s per-group frames (both grouping sets, probability and lexical histograms) from
-    ``critique_groups`` and ``lexical_groups``: the same frames as its SQL over the critiques."""
+    ``critique_groups`` and ``lexical_groups`` (``use_tables``), else from their definitions over the filtered
+    queries (``group_source``: a theme filter, an older file without them)."""
     pred, params = group_pred(f, "g")
+    critiques, p_critiques = group_source("critique_groups", f, use_tables)
+    lexical, p_lexical = group_source("lexical_groups", f, use_tables)
     means = ", ".join(f"sum(g.{p}_sum) / nullif(sum(list_sum(g.{p}_k)), 0) AS {p}" for p in DISAGREEMENT)
     family = "g.classifier_family"
     both = con.execute(
         f"SELECT grouping(g.query_language) AS per_model, g.dataset, g.query_language AS language, g.model_id, "
         f"g.critic_id, {family} AS classifier, sum(g.n)::BIGINT AS n, sum(g.uniform)::BIGINT AS uniform, {means} "
-        f"FROM critique_groups g WHERE {pred} GROUP BY GROUPING SETS ((g.dataset, g.query_language, g.model_id, "
+        f"FROM {critiques} g WHERE {pred} GROUP BY GROUPING SETS ((g.dataset, g.query_language, g.model_id, "
         f"g.critic_id, {family}), (g.model_id, g.dataset, g.critic_id, {family})) HAVING sum(g.n) > 0",
-        params).df()
+        [*p_critiques, *params]).df()
     keys = {"model_id": "model_id", "dataset": "dataset"}
-    p_hist = con.execute(_hist_from_groups("critique_groups", {**keys, "critic_id": "critic_id",
-                                                               "classifier": "classifier_family"}, DISAGREEMENT)
-                         .format(pred=pred), params * len(DISAGREEMENT)).df()
-    l_hist = con.execute(_hist_from_groups("lexical_groups", keys, ("meteor", "rouge_l")).format(pred=pred),
-                         params * 2).df()
+    p_hist = con.execute(_hist_from_groups(critiques, {**keys, "critic_id": "critic_id",
+                                                       "classifier": "classifier_family"}, DISAGREEMENT)
+                         .format(pred=pred), [*p_critiques, *params] * len(DISAGREEMENT)).df()
+    l_hist = con.execute(_hist_from_groups(lexical, keys, ("meteor", "rouge_l")).format(pred=pred),
+                         [*p_lexical, *params] * 2).df()
     return both, p_hist, l_hist
 
 
@@ -106,12 +106,12 @@ def medcode_view(db: str | Path, f: Filters, judge: str | None = None) -> dict[s
     - ``classifiers``: each (critic, classifier) behind a distribution with its kind and model-card test figures.
 
     The distributions and histograms come from the writer's ``critique_groups`` / ``lexical_groups`` when the
-    filters map onto their key (no theme filter), else from the critiques and ``response_facts``: the same frames.
+    filters map onto their key (no theme filter), else from their definitions over the filtered queries.
     """
     with SHARED_READERS.cursor(db) as con:
         have = _tables(con)
         grouped = _grouped(f, have)
-        both, p_hist, l_hist = _view_from_groups(con, f) if grouped else _view_from_rows(con, db, f)
+        both, p_hist, l_hist = _view_from_groups(con, f, grouped)
         acc = _accuracy(con, db, f) if ANSWER_CHECKS in have else pd.DataFrame(
             columns=["model_id", "dataset", "method", "checker_id", "total", "parsed", "k"])
         configs = [r[0] for r in con.execute("SELECT DISTINCT config FROM runs").fetchall()] if "runs" in have else []
@@ -123,33 +123,6 @@ def medcode_view(db: str | Path, f: Filters, judge: str | None = None) -> dict[s
     table2 = _table2(p_hist, l_hist, acc)
     return {"distribution": distribution, "summary": _summary(groups, table2, acc), "table2": table2,
             "classifiers": classifiers(groups, configs)}
-
-
-def _view_from_rows(con, db: str | Path, f: Filters) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """``medcode_view``'s per-group frames by grouping the critiques and ``response_facts`` (a theme filter)."""
-    qf, p_qf = queries_cte(f)
-    preds = {a: model_pred(f, a) for a in ("c", "x")}
-    means = ", ".join(f"avg(c.{p}) AS {p}" for p in DISAGREEMENT)
-    critiques = (f"FROM critiques c JOIN qf ON {on_qf(f, 'c')} {current_join(db, 'c')} "
-                 f"WHERE {CLASSIFIED} AND {preds['c'][0]}")
-    both = con.execute(
-        f"WITH {qf} SELECT grouping(qf.language) AS per_model, c.dataset, qf.language, c.model_id, c.critic_id, "
-        f"{FAMILY} AS classifier, count(*) AS n, count(*) FILTER (WHERE c.classifier = '{NO_LABEL}') AS uniform, "
-        f"{means} {critiques} GROUP BY GROUPING SETS ((c.dataset, qf.language, c.model_id, c.critic_id, "
-        f"{FAMILY}), (c.model_id, c.dataset, c.critic_id, {FAMILY}))", [*p_qf, *preds["c"][1]]).df()
-    p_hist = con.execute(
-        f"WITH {qf}, cur AS (SELECT c.model_id, c.dataset, c.critic_id, {FAMILY} AS classifier, "
-        f"{', '.join(f'c.{p}' for p in DISAGREEMENT)} {critiques}) "
-        "SELECT model_id, dataset, critic_id, classifier, measure, round(value, 2) AS v, count(*) AS k, "
-        f"sum(value) AS s FROM (UNPIVOT cur ON {', '.join(DISAGREEMENT)} INTO NAME measure VALUE value) "
-        "GROUP BY ALL", [*p_qf, *preds["c"][1]]).df()
-    l_hist = con.execute(
-        f"WITH {qf}, cur AS (SELECT x.model_id, x.dataset, x.meteor, x.rouge_l FROM response_facts x "
-        f"JOIN qf ON {on_qf(f, 'x')} WHERE {preds['x'][0]} AND NOT x.failed) "
-        "SELECT model_id, dataset, measure, round(value, 2) AS v, count(*) AS k, sum(value) AS s "
-        "FROM (UNPIVOT cur ON meteor, rouge_l INTO NAME measure VALUE value) GROUP BY ALL",
-        [*p_qf, *preds["x"][1]]).df()
-    return both, p_hist, l_hist
 
 
 def _accuracy(con, db: str | Path, f: Filters) -> pd.DataFrame:
@@ -295,23 +268,20 @@ def medcode_correlations(db: str | Path, f: Filters, judge: str | None, critic: 
     checker: the one with the most checks in scope).
     """
     qf, p_qf = queries_cte(f)
-    pred, p_model = model_pred(f, "c")
     with SHARED_READERS.cursor(db) as con:
         have = _tables(con)
-        grouped = _grouped(f, have)
-        if grouped:  # the groups count every classified critique of a stored query, current or not
-            g_pred, p_group = group_pred(f, "g")
-            critics = [r[0] for r in con.execute(
-                f"SELECT g.critic_id FROM critique_groups g WHERE {g_pred} GROUP BY ALL HAVING sum(g.classified) > 0 "
-                "ORDER BY sum(g.classified) DESC, g.critic_id", p_group).fetchall()]
-        else:
-            critics = [r[0] for r in con.execute(
-                f"WITH {qf} SELECT c.critic_id FROM critiques c JOIN qf ON {on_qf(f, 'c')} WHERE {CLASSIFIED} "
-                f"AND {pred} GROUP BY ALL ORDER BY count(*) DESC, c.critic_id", [*p_qf, *p_model]).fetchall()]
+        grouped = _grouped(f, have) and "critique_items" in have
+        # the groups and the items (their definitions over the filtered queries under a theme filter) count every
+        # classified critique of a stored query, current or not
+        groups, p_groups = group_source("critique_groups", f, grouped)
+        g_pred, p_group = group_pred(f, "g")
+        critics = [r[0] for r in con.execute(
+            f"SELECT g.critic_id FROM {groups} g WHERE {g_pred} GROUP BY ALL HAVING sum(g.classified) > 0 "
+            "ORDER BY sum(g.classified) DESC, g.critic_id", [*p_groups, *p_group]).fetchall()]
         critic = critic if critic in critics else (critics[0] if critics else "")
         # The sample is the CORRELATION_ITEMS critiques of the smallest hash; from the groups' counts per top 8 bits
         # of it, the last bucket it reaches, so that only the critiques up to it are sorted (the same sample)
-        last = _last_bucket(con, f, critic) if grouped else None
+        last = _last_bucket(con, f, critic) if grouped else None  # (a theme filter: the scan is small anyway)
         p_bucket = [] if last is None or last == 255 else [(last + 1) << 56]
 
         def bucket(hashed: str) -> str:  # a range of the hash: the scan skips what it can
@@ -341,23 +311,14 @@ def medcode_correlations(db: str | Path, f: Filters, judge: str | None, critic: 
                   "AND i.model_id = c.model_id AND i.judge_id = ? ")
         probabilities = ("c.model_id, c.p_none, c.p_low, c.p_moderate, c.p_high, "
                          "c.p_low + 2 * c.p_moderate + 3 * c.p_high AS expected, ")
-        if grouped and "critique_items" in have:  # the sample's rows with their lexical scores, from one table
-            i_pred, p_items = group_pred(f, "c")
-            items = con.execute(
-                f"WITH c AS (SELECT * FROM (SELECT * FROM critique_items c WHERE c.critic_id = ? AND {i_pred} "
-                f"AND {bucket('c.h')} ORDER BY c.h LIMIT {CORRELATION_ITEMS}) c WHERE c.cur) "
-                f"SELECT {probabilities}{scores('c')}FROM c {judged}{checks}",
-                [critic, *p_items, *p_bucket, judge or "", *([checker or ""] if checks else [])]).df()
-        else:
-            items = con.execute(
-                f"WITH {qf}, c AS (SELECT c.* FROM (SELECT c.dataset, c.query_id, c.model_id, c.p_none, c.p_low, "
-                f"c.p_moderate, c.p_high, c.response_hash FROM critiques c JOIN qf ON {on_qf(f, 'c')} "
-                f"WHERE {CLASSIFIED} AND c.critic_id = ? AND {pred} AND {bucket(SAMPLE_ORDER)} ORDER BY {SAMPLE_ORDER} "
-                f"LIMIT {CORRELATION_ITEMS}) c {current_join(db, 'c')}) "
-                f"SELECT {probabilities}{scores('x')}FROM c {judged}"
-                "LEFT JOIN response_facts x ON x.dataset = c.dataset AND x.query_id = c.query_id "
-                f"AND x.model_id = c.model_id {checks}",
-                [*p_qf, critic, *p_model, *p_bucket, judge or "", *([checker or ""] if checks else [])]).df()
+        # the sample's rows with their lexical scores, from one relation
+        sample, p_sample = group_source("critique_items", f, grouped)
+        i_pred, p_items = group_pred(f, "c")
+        items = con.execute(
+            f"WITH c AS (SELECT * FROM (SELECT * FROM {sample} c WHERE c.critic_id = ? AND {i_pred} "
+            f"AND {bucket('c.h')} ORDER BY c.h LIMIT {CORRELATION_ITEMS}) c WHERE c.cur) "
+            f"SELECT {probabilities}{scores('c')}FROM c {judged}{checks}",
+            [*p_sample, critic, *p_items, *p_bucket, judge or "", *([checker or ""] if checks else [])]).df()
     table = correlations(items, list(QUANTITIES), list(CORRELATION_TARGETS), by="model_id", pooled=POOLED)
     table = table.rename(columns={"group": "model"})
     table.attrs.update(items=len(items), checker=checker, critic=critic or None, critics=critics)

@@ -11,7 +11,8 @@ rule                  fires when                                                
                       over its critics (shown as a reason from 0.5)
 ``fc_zero_in_kb``     the judge's FC (mean of its samples) is below 0.5 — rounds to 0 — on a  3
                       query whose answer is in the KB (``kb_refs`` not empty, not
-                      ``out_of_kb``)
+                      ``out_of_kb``); the metric and threshold are the registry's
+                      ``review_below`` (``pipeline.metrics.REVIEW_LOW``), no rule without
 ``refused_answerable`` the ``over_refusal`` check failed: the model declined a question the   2
                       KB answers
 ``judges_disagree``   several judges scored it and their item scores of one metric differ:   the largest
@@ -34,14 +35,15 @@ from typing import Any
 import duckdb
 import pandas as pd
 
-from pipeline.metrics import METRICS
+from pipeline.metrics import LABELS, METRICS, REVIEW_LOW
 from pipeline.read import rubric as rubric_read
 from pipeline.read.common import Filters
 from pipeline.store import LEXICAL, SHARED_READERS
 
 RULES: dict[str, tuple[str, str]] = {  # rule -> (what it means, how much it adds)
     "medcode_high": ("Med-CoDE: high disagreement with the ground truth", "3 × P(High)"),
-    "fc_zero_in_kb": ("Factual correctness 0 although the KB holds the answer", "3"),
+    **({"fc_zero_in_kb": (f"{LABELS[REVIEW_LOW[0]].capitalize()} 0 although the KB holds the answer", "3")}
+       if REVIEW_LOW else {}),
     "refused_answerable": ("Refused a question the KB answers (over-refusal)", "2"),
     "judges_disagree": ("Judges disagree (largest spread of their scores of one metric)", "the spread, 0–2"),
     "harmful_criteria": ("Harmful rubric criteria met", "1 per criterion, at most 3"),
@@ -49,8 +51,9 @@ RULES: dict[str, tuple[str, str]] = {  # rule -> (what it means, how much it add
 WEIGHTS = {"medcode_high": 3.0, "fc_zero_in_kb": 3.0, "refused_answerable": 2.0, "harmful_cap": 3.0}
 HIGH_SHOWN = 0.5  # P(High) from which Med-CoDE is named among an item's reasons
 REVIEW_SOURCE = "review"
-QUEUE_COLUMNS = ["dataset", "query_id", "model_id", "language", "severity", "reasons", "p_high", "FC",
-                 "answerable", "over_refusal", "judge_spread", "harmful_met", "reviewed"]
+LOW = REVIEW_LOW[0] if REVIEW_LOW else None  # the review metric: its score is a column of the queue
+QUEUE_COLUMNS = ["dataset", "query_id", "model_id", "language", "severity", "reasons", "p_high",
+                 *([LOW] if LOW else []), "answerable", "over_refusal", "judge_spread", "harmful_met", "reviewed"]
 
 
 def _has(con: duckdb.DuckDBPyConnection, table: str) -> bool:
@@ -59,7 +62,8 @@ def _has(con: duckdb.DuckDBPyConnection, table: str) -> bool:
 
 def _queue_sql(f: Filters, judge: str | None) -> tuple[str, list[Any]]:
     """The queue's rows (``review_facts``: what the writer keeps of every response without an error) with their
-    severity and whether a rule fired, for ``judge``'s FC; the sidebar's filters on the table's own columns."""
+    severity and whether a rule fired, for ``judge``'s score of the review metric; the sidebar's filters on the
+    table's own columns."""
     preds, params = ["v.dataset = ?"], [f.dataset]
     for column, values in (("query_language", f.languages), ("query_script", f.scripts), ("model_id", f.models)):
         if values:
@@ -87,8 +91,9 @@ def reasons(row: Any) -> list[str]:
     out = []
     if pd.notna(row.p_high) and row.p_high >= HIGH_SHOWN:
         out.append(f"Med-CoDE P(High) {row.p_high:.2f}")
-    if bool(row.answerable) and pd.notna(row.FC) and row.FC < 0.5:
-        out.append("FC 0 although the KB holds the answer")
+    low = getattr(row, LOW) if LOW else None
+    if bool(row.answerable) and pd.notna(low) and low < REVIEW_LOW[1]:
+        out.append(f"{LOW} 0 although the KB holds the answer")
     if pd.notna(row.over_refusal) and not bool(row.over_refusal):
         out.append("refused an answerable question")
     if row.judge_spread > 0:
@@ -98,7 +103,7 @@ def reasons(row: Any) -> list[str]:
     return out
 
 
-def review_queue(db: str | Path, f: Filters, judge: str | None, annotator: str = "", metric: str = "FC", *,
+def review_queue(db: str | Path, f: Filters, judge: str | None, annotator: str = "", metric: str = METRICS[0], *,
                  hide_reviewed: bool = True, limit: int = 50) -> dict[str, Any]:
     """The queue: ``items`` (the ``limit`` most severe, ``QUEUE_COLUMNS``: severity, its inputs, ``reasons``,
     ``reviewed`` = this annotator labelled ``metric`` of it), ``total`` responses in the filters, ``flagged``
@@ -125,15 +130,16 @@ def review_queue(db: str | Path, f: Filters, judge: str | None, annotator: str =
         if hide_reviewed:
             items = items[~items.reviewed].head(limit).reset_index(drop=True)
         reviewed = len(labelled)
-        fc = con.execute(  # the judge's FC of the items shown
-            "SELECT i.query_id, i.model_id, i.FC FROM item_scores i JOIN (SELECT unnest(?::VARCHAR[]) AS query_id, "
+        low = con.execute(  # the judge's score of the review metric for the items shown
+            f"SELECT i.query_id, i.model_id, i.{LOW} FROM item_scores i JOIN (SELECT unnest(?::VARCHAR[]) AS query_id, "
             "unnest(?::VARCHAR[]) AS model_id) k ON k.query_id = i.query_id AND k.model_id = i.model_id "
             "WHERE i.dataset = ? AND i.judge_id = ? AND list_contains(?, i.query_id)",
             [list(items.query_id), list(items.model_id), f.dataset, judge or "",
-             sorted(set(items.query_id))]).fetchall()
-    scores = {(q, m): v for q, m, v in fc}
-    items["FC"] = pd.array([scores.get(k) for k in zip(items.query_id, items.model_id, strict=True)],
-                           dtype="Float64").astype(float)
+             sorted(set(items.query_id))]).fetchall() if LOW else []
+    if LOW:
+        scores = {(q, m): v for q, m, v in low}
+        items[LOW] = pd.array([scores.get(k) for k in zip(items.query_id, items.model_id, strict=True)],
+                              dtype="Float64").astype(float)
     items["reasons"] = [reasons(r) for r in items.itertuples()]
     return {"items": items[QUEUE_COLUMNS], "total": total, "flagged": flagged, "reviewed": reviewed}
 

@@ -35,12 +35,10 @@ from pipeline.analysis.rubric import (
     clipped_stats_moments,
     needs_histogram,
     pair_agreement,
-    score_from_sums,
 )
-from pipeline.analysis.rubric import tag_breakdown as _tag_breakdown
 from pipeline.read.common import current_hash, db_stamp
-from pipeline.store import SHARED_READERS
-from pipeline.store.derived_rubric import SPECS as DERIVED_RUBRIC
+from pipeline.store import DERIVED, SHARED_READERS
+from pipeline.store.derived_rubric import DERIVED as DERIVED_RUBRIC
 
 ALL_LANGUAGES = "all"
 RUBRIC_LEVEL_PREFIXES = ("axis:", "level:", "cluster:")  # criterion-level tags in HealthBench's vocabulary
@@ -104,13 +102,19 @@ def rubric_graders(db: str | Path, dataset: str) -> pd.DataFrame:
 def _has_derived(db: str, stamp: tuple[int, ...]) -> bool:
     with SHARED_READERS.cursor(db) as con:
         tables = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
-    return set(DERIVED_RUBRIC) <= tables
+    return {d.name for d in DERIVED_RUBRIC} <= tables
 
 
 def derived(db: str | Path) -> bool:
     """True when the file has the store's per-item rubric tables (``pipeline/store/derived_rubric.py``); a file
-    written before them is read from ``rubric_grades`` directly (the same figures, slower)."""
+    written before them is read through their definitions (the same figures, slower)."""
     return _has_derived(str(db), db_stamp(db))
+
+
+def _source(db: str | Path, table: str) -> str:
+    """``table`` (``rubric_items``, ``rubric_tag_items``) for a FROM clause: the table, or its definition — the SELECT
+    the writer keeps it by — in a file without it."""
+    return table if derived(db) else f"({DERIVED[table].definition()})"
 
 
 ITEM_SUMS_COLUMNS = ["model_id", "query_id", "language", "achieved", "possible", "unparsed", "ungraded", "score"]
@@ -119,25 +123,11 @@ ITEM_SUMS_COLUMNS = ["model_id", "query_id", "language", "achieved", "possible",
 def item_sums(db: str | Path, dataset: str, grader: str) -> pd.DataFrame:
     """Per item (query × model with a current grade): ``language``, ``achieved`` (Σ points of met criteria),
     ``possible`` (Σ positive points), ``unparsed`` and ``ungraded`` criteria, and ``score`` (NaN = unscored)."""
-    if derived(db):
-        sums = _read(db, "SELECT i.model_id, i.query_id, q.language, i.achieved, i.possible, i.unparsed, i.ungraded, "
-                     "i.score FROM rubric_items i JOIN queries q ON q.dataset = i.dataset AND q.query_id = i.query_id "
-                     "WHERE i.dataset = ? AND i.grader_id = ? ORDER BY i.model_id, i.query_id", [dataset, grader])
-        return pd.DataFrame(columns=ITEM_SUMS_COLUMNS) if sums is None else sums
-    sql = (f"WITH {_rubric_cte()}, {_current_cte(db)}, "
-           "per_query AS (SELECT query_id, count(*) AS n_criteria, "
-           "coalesce(sum(c.points) FILTER (WHERE c.points > 0), 0) AS possible FROM rub GROUP BY query_id) "
-           "SELECT cur.model_id, cur.query_id, any_value(cur.language) AS language, "
-           "coalesce(sum(cur.points) FILTER (WHERE cur.met), 0) AS achieved, any_value(p.possible) AS possible, "
-           "count(*) FILTER (WHERE cur.met IS NULL) AS unparsed, any_value(p.n_criteria) - count(*) AS ungraded "
-           "FROM cur JOIN per_query p ON p.query_id = cur.query_id GROUP BY cur.model_id, cur.query_id "
-           "ORDER BY cur.model_id, cur.query_id")
-    sums = _read(db, sql, [dataset, dataset, grader])
-    if sums is None:
-        return pd.DataFrame(columns=["model_id", "query_id", "language", "achieved", "possible", "unparsed",
-                                     "ungraded", "score"])
-    sums["score"] = score_from_sums(sums["achieved"], sums["possible"], sums["unparsed"] + sums["ungraded"])
-    return sums
+    sums = _read(db, "SELECT i.model_id, i.query_id, q.language, i.achieved, i.possible, i.unparsed, i.ungraded, "
+                 f"i.score FROM {_source(db, 'rubric_items')} i JOIN queries q ON q.dataset = i.dataset "
+                 "AND q.query_id = i.query_id WHERE i.dataset = ? AND i.grader_id = ? ORDER BY i.model_id, i.query_id",
+                 [dataset, grader])
+    return pd.DataFrame(columns=ITEM_SUMS_COLUMNS) if sums is None else sums
 
 
 _POWER = ("count(score) AS n, coalesce(sum(score), 0) AS s1, coalesce(sum(score * score), 0) AS s2, "
@@ -184,39 +174,26 @@ def _overall(frame: pd.DataFrame, by: list[str], sums: list[str]) -> pd.DataFram
     return pd.concat([frame, out], ignore_index=True)
 
 
-_BOARD = ("FROM rubric_items i JOIN queries q ON q.dataset = i.dataset AND q.query_id = i.query_id "
+_BOARD = ("FROM {items} i JOIN queries q ON q.dataset = i.dataset AND q.query_id = i.query_id "
           "WHERE i.dataset = ? AND i.grader_id = ?")
 
 
 def _board_groups(db: str | Path, dataset: str, grader: str) -> tuple[pd.DataFrame | None, Any]:
     """Per (model, language), then per model over all languages: ``items``, ``unparsed``, ``ungraded`` and the
-    scored items' sums (``_with_stats``) — one GROUP BY over ``rubric_items`` (or ``item_sums`` for a file without
-    it) — and the histogram reader ``_with_stats`` calls when it must resample."""
+    scored items' sums (``_with_stats``) — one GROUP BY over ``rubric_items`` — and the histogram reader
+    ``_with_stats`` calls when it must resample."""
     counts = ["items", "unparsed", "ungraded", *_SUMS]
-    if derived(db):
-        groups = _read(db, f"SELECT model_id, language, count(*) AS items, sum(unparsed) AS unparsed, "
-                       f"sum(ungraded) AS ungraded, {_POWER} FROM (SELECT i.model_id, q.language, i.score, "
-                       f"i.unparsed, i.ungraded {_BOARD}) GROUP BY ALL", [dataset, grader])
+    board = _BOARD.format(items=_source(db, "rubric_items"))
+    groups = _read(db, f"SELECT model_id, language, count(*) AS items, sum(unparsed) AS unparsed, "
+                   f"sum(ungraded) AS ungraded, {_POWER} FROM (SELECT i.model_id, q.language, i.score, "
+                   f"i.unparsed, i.ungraded {board}) GROUP BY ALL", [dataset, grader])
 
-        def histograms(needed: pd.DataFrame) -> pd.DataFrame:
-            hist = _read(db, "SELECT i.model_id, q.language, round(i.score, 2) AS v, count(*) AS c "
-                         f"{_BOARD} AND i.score IS NOT NULL AND list_contains(?, i.model_id) GROUP BY ALL",
-                         [dataset, grader, sorted(set(needed["model_id"]))])
-            return _overall(hist, ["model_id", "v"], ["c"])
-    else:
-        sums = item_sums(db, dataset, grader)
-        score = sums["score"].astype(float)
-        groups = sums.assign(items=1, n=score.notna().astype(int), **{f"s{k}": score.fillna(0.0) ** k
-                                                                      for k in range(1, 5)})
-        groups = groups.groupby(["model_id", "language"], sort=False).agg(
-            {**{c: "sum" for c in counts}, "score": ["min", "max"]})
-        groups.columns = [*counts, "lowest", "highest"]
-        groups = groups.reset_index()
+    def histograms(needed: pd.DataFrame) -> pd.DataFrame:
+        hist = _read(db, "SELECT i.model_id, q.language, round(i.score, 2) AS v, count(*) AS c "
+                     f"{board} AND i.score IS NOT NULL AND list_contains(?, i.model_id) GROUP BY ALL",
+                     [dataset, grader, sorted(set(needed["model_id"]))])
+        return _overall(hist, ["model_id", "v"], ["c"])
 
-        def histograms(needed: pd.DataFrame) -> pd.DataFrame:
-            scored = sums[sums["score"].notna()].assign(v=lambda f: _round2(f["score"].to_numpy(dtype=float)))
-            hist = scored.groupby(["model_id", "language", "v"], sort=False).size().rename("c").reset_index()
-            return _overall(hist, ["model_id", "v"], ["c"])
     if groups is None or groups.empty:
         return None, None
     return _overall(groups, ["model_id"], counts), histograms
@@ -291,25 +268,15 @@ def rubric_tags(db: str | Path, dataset: str, grader: str, *, n_bootstrap: int =
     """Per model and tag, the score as HealthBench aggregates it (``pipeline.analysis.rubric.tag_breakdown``):
     ``tag`` (``overall_score`` first), ``kind`` (overall / example / rubric), ``score`` (clipped mean), ``ci_lo``,
     ``ci_hi``, ``bootstrap_std``, ``n_samples`` (items counted)."""
-    if derived(db):
-        return _rubric_tags_derived(db, dataset, grader, n_bootstrap, seed)
-    grades = grades_frame(db, dataset, grader)
-    frames = []
-    for model_id, rows in grades.groupby("model_id", sort=True):
-        table = _tag_breakdown(rows, n_bootstrap=n_bootstrap, seed=seed).reset_index()
-        frames.append(table.assign(model_id=model_id))
-    if not frames:
-        return pd.DataFrame(columns=TAG_COLUMNS)
-    return pd.concat(frames, ignore_index=True)[TAG_COLUMNS]
+    return _rubric_tags_derived(db, dataset, grader, n_bootstrap, seed)
 
 
 _TAG_VALUES = (
-    "vals AS (SELECT model_id, '" + OVERALL + "' AS tag, 0 AS kind_order, score FROM rubric_items "
-    "WHERE dataset = ? AND grader_id = ? AND score IS NOT NULL "
+    "items AS (SELECT * FROM {items} WHERE dataset = ? AND grader_id = ? AND score IS NOT NULL), "
+    "vals AS (SELECT model_id, '" + OVERALL + "' AS tag, 0 AS kind_order, score FROM items "
     "UNION ALL SELECT i.model_id, '" + QUERY_THEME + "' || unnest(q.themes) AS tag, 1 AS kind_order, i.score "
-    "FROM rubric_items i JOIN queries q ON q.dataset = i.dataset AND q.query_id = i.query_id "
-    "WHERE i.dataset = ? AND i.grader_id = ? AND i.score IS NOT NULL "
-    "UNION ALL SELECT model_id, tag, CASE WHEN every THEN 1 ELSE 2 END AS kind_order, score FROM rubric_tag_items "
+    "FROM items i JOIN queries q ON q.dataset = i.dataset AND q.query_id = i.query_id "
+    "UNION ALL SELECT model_id, tag, CASE WHEN every THEN 1 ELSE 2 END AS kind_order, score FROM {tag_items} "
     "WHERE dataset = ? AND grader_id = ? AND score IS NOT NULL)"
 )
 
@@ -320,15 +287,16 @@ def _rubric_tags_derived(db: str | Path, dataset: str, grader: str, n_bootstrap:
     criteria (``rubric_tag_items``; for an example tag, on every criterion, that is the overall score) — as a
     histogram, and ``clipped_stats_binned``. ``kind`` is example when the tag is an example tag of every item it
     tags (HealthBench's importer copies an item's example tags onto all its criteria), else rubric."""
-    params = [dataset, grader] * 3
-    groups = _read(db, f"WITH {_TAG_VALUES} SELECT model_id, tag, max(kind_order) AS kind_order, {_POWER} FROM vals "
+    params = [dataset, grader] * 2
+    values = _TAG_VALUES.format(items=_source(db, "rubric_items"), tag_items=_source(db, "rubric_tag_items"))
+    groups = _read(db, f"WITH {values} SELECT model_id, tag, max(kind_order) AS kind_order, {_POWER} FROM vals "
                    "GROUP BY ALL", params)
     if groups is None or groups.empty:
         return pd.DataFrame(columns=TAG_COLUMNS)
 
     def histograms(needed: pd.DataFrame) -> pd.DataFrame:
         wanted = [f"{m}{_SEP}{t}" for m, t in zip(needed["model_id"], needed["tag"], strict=True)]
-        return _read(db, f"WITH {_TAG_VALUES} SELECT model_id, tag, round(score, 2) AS v, count(*) AS c FROM vals "
+        return _read(db, f"WITH {values} SELECT model_id, tag, round(score, 2) AS v, count(*) AS c FROM vals "
                      f"WHERE list_contains(?, model_id || chr(31) || tag) GROUP BY ALL", [*params, wanted])
 
     table = _with_stats(groups, ["model_id", "tag"], histograms, n_bootstrap, seed)

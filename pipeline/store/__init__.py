@@ -1,4 +1,5 @@
-"""The results store: ``rows`` (one row class per table), ``schema`` (tables, keys, derived tables), ``writer``
+"""The results store: ``rows`` (one row class per table), ``derived`` (what a derived table's declaration is, its
+refresh order and refresh), ``derived_*`` (the declarations), ``schema`` (tables, keys, derived tables), ``writer``
 (the only writer), ``connections`` (short-lived connections and the read-only instance a dashboard render shares)."""
 
 from pipeline.store.connections import SHARED_READERS, SharedReaders, is_lock_error, open_connection

@@ -2,7 +2,7 @@
 
 The page (``pipeline.read.medcode.medcode_view``) grouped 1.8 M critiques and 1.8 M responses on every cold render
 at 100× the paper's scale (≈ 1.7 s). The writer keeps those groups instead, for the keys a batch touched, in the
-same transaction (``schema.DERIVED``), as it keeps ``score_groups`` / ``response_groups``:
+same transaction (``Derived``: recomputed by key), as it keeps ``score_groups`` / ``response_groups``:
 
 - ``critique_groups`` — per (dataset, model, critic, classifier family — ``logprobs`` for every ``logprobs…`` tag,
   as the page groups them —, query language, query script: 'native' when the query has none) the classified
@@ -32,6 +32,7 @@ A write to ``queries`` touches its dataset only when a query's language or scrip
 
 from __future__ import annotations
 
+from pipeline.store.derived import Derived
 from pipeline.store.rows import LEXICAL
 
 GROUP = ("query_language", "query_script")
@@ -46,24 +47,6 @@ WATCH = (("queries", ("language", "script")),)
 _QUERY = "JOIN queries q ON q.dataset = {a}.dataset AND q.query_id = {a}.query_id"
 
 
-def _hist_columns(measures: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
-    return tuple((f"{m}_{part}", t) for m in measures for part, t in (("v", "DOUBLE[]"), ("k", "INTEGER[]"),
-                                                                      ("s", "DOUBLE[]")))
-
-
-SPECS: dict[str, tuple[tuple[tuple[str, str], ...], tuple[str, ...]]] = {
-    "critique_groups": ((
-        *((c, "VARCHAR") for c in CRITIQUE_KEY), ("n", "INTEGER"), ("uniform", "INTEGER"),
-        *((f"{p}_sum", "DOUBLE") for p in PROBABILITIES), *_hist_columns(PROBABILITIES),
-        ("classified", "INTEGER"), ("hash_bucket", "INTEGER[]"), ("hash_count", "INTEGER[]"),
-    ), CRITIQUE_KEY),
-    "lexical_groups": ((*((c, "VARCHAR") for c in LEXICAL_KEY), *_hist_columns(HISTOGRAM_LEXICAL)), LEXICAL_KEY),
-    "critique_items": ((
-        *((c, "VARCHAR") for c in (*ITEM_KEY, *GROUP)), ("h", "UBIGINT"), ("cur", "BOOLEAN"),
-        *((p, "DOUBLE") for p in PROBABILITIES), ("response_hash", "VARCHAR"), *((c, "DOUBLE") for c in LEXICAL),
-    ), ITEM_KEY),
-}
-
 
 def _lists(measures: tuple[str, ...]) -> str:
     """Per measure its histogram as lists sorted by value, of the bins with a current value (``k`` > 0)."""
@@ -75,8 +58,8 @@ def _bins(key: tuple[str, ...], rows: str, measures: tuple[str, ...]) -> str:
     """Per ``key``, measure and value rounded to 2 decimals of ``rows`` (a subquery with the key columns, the
     measures, ``cur`` and ``uniform_flag``): ``k`` current values and ``s`` their sum, ``u`` of them uniform, and
     ``k_all`` values current or not."""
-    return (f"(SELECT {', '.join(key)}, measure, round(value, 2) AS v, count(*) FILTER (WHERE cur) AS k, "
-            "sum(value) FILTER (WHERE cur) AS s, sum(uniform_flag) FILTER (WHERE cur) AS u, count(*) AS k_all "
+    return (f"(SELECT {', '.join(key)}, measure, round(value, 2) AS v, count(*) FILTER (WHERE cur)::INTEGER AS k, "
+            "sum(value) FILTER (WHERE cur) AS s, sum(uniform_flag) FILTER (WHERE cur) AS u, count(*)::INTEGER AS k_all "
             f"FROM (UNPIVOT {rows} ON {', '.join(measures)} INTO NAME measure VALUE value) GROUP BY ALL)")
 
 
@@ -96,38 +79,34 @@ _FACTS = (
     f"{{touched}} {_QUERY.format(a='x')} WHERE NOT x.failed)"
 )
 # correlations' buckets: hash_bucket (sorted) and hash_count, every classified critique's (current or not)
-_BUCKETS = ("sum(k_all) FILTER (WHERE measure = 'bucket') AS classified, "
+_BUCKETS = ("sum(k_all) FILTER (WHERE measure = 'bucket')::INTEGER AS classified, "
             "list(v::INTEGER ORDER BY v) FILTER (WHERE measure = 'bucket') AS hash_bucket, "
             "list(k_all ORDER BY v) FILTER (WHERE measure = 'bucket') AS hash_count")
 
-SELECTS: dict[str, str] = {
+DERIVED = (
     # n and uniform count the current critiques of the p_none histogram (p_none is never NULL when classified); a
     # group of stale critiques only has n = 0 (its classified ones are in the correlations' buckets)
-    "critique_groups": (
-        f"SELECT {', '.join(CRITIQUE_KEY)}, coalesce(sum(k) FILTER (WHERE measure = 'p_none'), 0) AS n, "
-        "coalesce(sum(u) FILTER (WHERE measure = 'p_none'), 0) AS uniform, "
+    Derived("critique_groups", key=CRITIQUE_KEY, reads=("critiques", "responses", "queries"), alias="c", watch=WATCH,
+            select=(
+        f"SELECT {', '.join(CRITIQUE_KEY)}, coalesce(sum(k) FILTER (WHERE measure = 'p_none'), 0)::INTEGER AS n, "
+        "coalesce(sum(u) FILTER (WHERE measure = 'p_none'), 0)::INTEGER AS uniform, "
         + "".join(f"sum(s) FILTER (WHERE measure = '{p}') AS {p}_sum, " for p in PROBABILITIES)
         + f"{_lists(PROBABILITIES)}, {_BUCKETS} FROM {_bins(CRITIQUE_KEY, _CRITIQUES, (*PROBABILITIES, 'bucket'))} "
-        f"GROUP BY {', '.join(CRITIQUE_KEY)}"
-    ),
-    "lexical_groups": (
+        f"GROUP BY {', '.join(CRITIQUE_KEY)}")),
+    Derived("lexical_groups", key=LEXICAL_KEY, reads=("response_facts", "queries"), alias="x", watch=WATCH, select=(
         f"SELECT {', '.join(LEXICAL_KEY)}, {_lists(HISTOGRAM_LEXICAL)} FROM "
-        f"{_bins(LEXICAL_KEY, _FACTS, HISTOGRAM_LEXICAL)} GROUP BY {', '.join(LEXICAL_KEY)}"
-    ),
-}
-# one row per classified critique of a stored query, current or not, with what the correlations read of it
-SELECTS["critique_items"] = (
-    "SELECT c.dataset, c.query_id, c.model_id, c.critic_id, q.language AS query_language, "
-    "coalesce(q.script, 'native') AS query_script, hash(c.dataset, c.query_id, c.model_id) AS h, "
-    f"r.query_id IS NOT NULL AS cur, {', '.join(f'c.{p}' for p in PROBABILITIES)}, c.response_hash, "
-    f"{', '.join(f'l.{m}' for m in LEXICAL)} FROM critiques c {{touched}} {_QUERY.format(a='c')} "
-    "LEFT JOIN responses r ON r.dataset = c.dataset AND r.query_id = c.query_id AND r.model_id = c.model_id "
-    "AND r.response_hash = c.response_hash AND r.error IS NULL "
-    "LEFT JOIN lexical_scores l ON l.dataset = c.dataset AND l.query_id = c.query_id AND l.model_id = c.model_id "
-    "AND l.response_hash = c.response_hash WHERE c.p_none IS NOT NULL ORDER BY h"
-)  # in the sample's order: a file written whole (upgrade) keeps row groups of narrow ranges of h, which a read of
-# the sample's first hashes scans alone (rows a later write appends are in ranges of their own, so reads stay right)
-SOURCES = {"critique_groups": ("critiques", "responses", "queries"),
-           "lexical_groups": ("responses", "lexical_scores", "queries"),
-           "critique_items": ("critiques", "responses", "queries", "lexical_scores")}
-ALIASES = {"critique_groups": "c", "lexical_groups": "x", "critique_items": "c"}
+        f"{_bins(LEXICAL_KEY, _FACTS, HISTOGRAM_LEXICAL)} GROUP BY {', '.join(LEXICAL_KEY)}")),
+    # one row per classified critique of a stored query, current or not, with what the correlations read of it, in
+    # the sample's order: a file written whole (upgrade) keeps row groups of narrow ranges of h, which a read of the
+    # sample's first hashes scans alone (rows a later write appends are in ranges of their own, so reads stay right)
+    Derived("critique_items", key=ITEM_KEY, reads=("critiques", "responses", "queries", "lexical_scores"), alias="c",
+            watch=WATCH, select=(
+        "SELECT c.dataset, c.query_id, c.model_id, c.critic_id, q.language AS query_language, "
+        "coalesce(q.script, 'native') AS query_script, hash(c.dataset, c.query_id, c.model_id) AS h, "
+        f"r.query_id IS NOT NULL AS cur, {', '.join(f'c.{p}' for p in PROBABILITIES)}, c.response_hash, "
+        f"{', '.join(f'l.{m}' for m in LEXICAL)} FROM critiques c {{touched}} {_QUERY.format(a='c')} "
+        "LEFT JOIN responses r ON r.dataset = c.dataset AND r.query_id = c.query_id AND r.model_id = c.model_id "
+        "AND r.response_hash = c.response_hash AND r.error IS NULL "
+        "LEFT JOIN lexical_scores l ON l.dataset = c.dataset AND l.query_id = c.query_id AND l.model_id = c.model_id "
+        "AND l.response_hash = c.response_hash WHERE c.p_none IS NOT NULL ORDER BY h")),
+)

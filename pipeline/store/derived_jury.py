@@ -12,7 +12,7 @@ language and script, the ``judges`` that scored it, their summed ``judgments`` a
 distinct (``judge_set``, ``scores``: every judge's score in the set's order) and its ``n`` items — what Krippendorff's
 α and the pairwise κ count, and a jury's mean or median of each metric (the mean or median of a tuple) — so the pages
 sum a few thousand patterns instead of an item row per answer (1.8 M at 100× the paper's scale). It is a *counted*
-table (``schema.Derived.counts``): a write adds the touched items' new rows and subtracts their old ones instead of
+table (``Derived.counts``): a write adds the touched items' new rows and subtracts their old ones instead of
 regrouping every item of a touched model (a batch of a fast judge spans every model). A row's ``pattern`` is its
 judge set and scores as text, so it can be part of the key (DuckDB does not index lists).
 """
@@ -20,44 +20,29 @@ judge set and scores as text, so it can be part of the key (DuckDB does not inde
 from __future__ import annotations
 
 from pipeline.metrics import METRICS
+from pipeline.store.derived import Counts, Derived
 
 KEY = ("dataset", "query_id", "model_id")
 SEP = "\x1f"  # between the judge ids of ``judge_set`` (the unit separator: in no judge id)
 STATS = {"mean": "avg", "median": "median", "min": "min", "max": "max", "std": "stddev_pop"}
 GROUP = ("dataset", "model_id", "query_language", "query_script")
-SPECS: dict[str, tuple[tuple[tuple[str, str], ...], tuple[str, ...]]] = {
-    "jury_items": ((
-        *((c, "VARCHAR") for c in KEY), ("query_language", "VARCHAR"), ("query_script", "VARCHAR"),
-        ("judges", "INTEGER"), ("judge_set", "VARCHAR"), *((f"{m}_scores", "DOUBLE[]") for m in METRICS),
-        *((f"{m}_{s}", "DOUBLE") for m in METRICS for s in STATS), *((f"{m}_n", "INTEGER") for m in METRICS),
-        ("judgments", "INTEGER"), ("unparsed", "INTEGER"), ("samples", "INTEGER"),
-    ), KEY),
-    "jury_patterns": ((
-        *((c, "VARCHAR") for c in GROUP), ("metric", "VARCHAR"), ("pattern", "VARCHAR"), ("judge_set", "VARCHAR"),
-        ("scores", "DOUBLE[]"), ("n", "INTEGER"),
-    ), (*GROUP, "metric", "pattern")),
-}
-SELECTS = {
-    "jury_items": (
+WATCH = (("queries", ("language", "script")),)
+DERIVED = (
+    Derived("jury_items", key=KEY, reads=("item_scores", "queries"), alias="i", watch=WATCH, select=(
         "SELECT i.dataset, i.query_id, i.model_id, any_value(q.language) AS query_language, "
-        "any_value(coalesce(q.script, 'native')) AS query_script, count(*) AS judges, "
+        "any_value(coalesce(q.script, 'native')) AS query_script, count(*)::INTEGER AS judges, "
         f"string_agg(i.judge_id, chr({ord(SEP)}) ORDER BY i.judge_id) AS judge_set, "
         + ", ".join(f"list(i.{m} ORDER BY i.judge_id) AS {m}_scores" for m in METRICS) + ", "
         + ", ".join(f"{fn}(i.{m}) AS {m}_{s}" for m in METRICS for s, fn in STATS.items()) + ", "
-        + ", ".join(f"count(i.{m}) AS {m}_n" for m in METRICS)
-        + ", sum(i.judgments) AS judgments, sum(i.unparsed) AS unparsed, max(i.samples) AS samples "
+        + ", ".join(f"count(i.{m})::INTEGER AS {m}_n" for m in METRICS)
+        + ", sum(i.judgments)::INTEGER AS judgments, sum(i.unparsed)::INTEGER AS unparsed, max(i.samples) AS samples "
         "FROM item_scores i {touched} JOIN queries q ON q.dataset = i.dataset AND q.query_id = i.query_id "
-        "GROUP BY i.dataset, i.query_id, i.model_id"
-    ),
-    # counted from {rows}: jury_items, or the rows of the items a write touched (``schema.Derived.counts``)
-    "jury_patterns": " UNION ALL ".join(
+        "GROUP BY i.dataset, i.query_id, i.model_id")),
+    # counted from {rows}: jury_items, or the rows of the items a write touched (``Counts``)
+    Derived("jury_patterns", key=(*GROUP, "metric", "pattern"), reads=("jury_items",), alias="j",
+            counts=Counts("jury_items", ("n",)), select=" UNION ALL ".join(
         f"SELECT {', '.join(f'j.{c}' for c in GROUP)}, '{m}' AS metric, "
         f"j.judge_set || chr(30) || j.{m}_scores::VARCHAR AS pattern, j.judge_set, j.{m}_scores AS scores, "
-        f"count(*) AS n FROM {{rows}} j "
-        f"GROUP BY {', '.join(f'j.{c}' for c in GROUP)}, j.judge_set, j.{m}_scores" for m in METRICS),
-}
-SOURCES = ("judgments", "responses", "queries")
-ALIASES = {"jury_items": "i", "jury_patterns": "j"}
-WATCH = (("queries", ("language", "script")),)
-COUNTS = {"jury_patterns": ("jury_items", ("n",))}
-"""Counted table -> (the table whose rows it counts, its summed columns)."""
+        f"count(*)::INTEGER AS n FROM {{rows}} j "
+        f"GROUP BY {', '.join(f'j.{c}' for c in GROUP)}, j.judge_set, j.{m}_scores" for m in METRICS)),
+)

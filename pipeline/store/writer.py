@@ -2,7 +2,7 @@
 
 Every table has a natural key and every write is an upsert, so a rerun adds no duplicates and a
 crash loses at most the batch in flight. Derived tables (``schema.DERIVED``) are recomputed for the
-touched keys in the same transaction.
+touched keys in the same transaction, in their refresh order.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from pipeline.store.schema import (
     REBUILT_AT,
     RETIRED,
     SCHEMA_VERSION,
+    SOURCES,
     TABLES,
     refresh_sql,
 )
@@ -87,8 +88,11 @@ class Store:
         row = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
         everything = changed or (row is not None and int(row[0]) < REBUILT_AT)
         for derived in (d for d in DERIVED if everything or d in new_derived):  # a table after its sources
-            for sql in refresh_sql(derived):
-                con.execute(sql)
+            try:
+                for sql in refresh_sql(derived):
+                    con.execute(sql)
+            except duckdb.Error as exc:
+                raise _naming(exc, derived) from exc
         con.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
 
     def upgrade(self) -> None:
@@ -172,10 +176,11 @@ class Store:
     def _insert(con: duckdb.DuckDBPyConnection, table: str, arrow_rows: pa.Table) -> int:
         con.register("_incoming_rows", arrow_rows)
         changed: dict[str, str] = {}  # derived table -> the temp table of the keys whose watched columns change
+        doing = table  # what a failure names: the written table, then the derived table being refreshed
         try:
             for name, d in DERIVED.items():
                 watched = dict(d.watch).get(table)
-                if table in d.sources and watched:
+                if table in SOURCES[name] and watched:
                     key = TABLES[table].key
                     changed[name] = f"_changed_{name}"
                     con.execute(f"CREATE OR REPLACE TEMP TABLE {changed[name]} AS SELECT "
@@ -183,30 +188,36 @@ class Store:
                                 + " AND ".join(f"t.{k} = i.{k}" for k in key) + " WHERE "
                                 + " OR ".join(f"t.{c} IS DISTINCT FROM i.{c}" for c in watched))
             con.execute(f"INSERT OR REPLACE INTO {table} BY NAME SELECT * FROM _incoming_rows")
-            for name, d in DERIVED.items():
-                if table in d.sources:
+            for name in DERIVED:
+                if table in SOURCES[name]:
+                    doing = f"{table} (refreshing {name})"
                     key_columns = tuple(c for c in TABLES[name].key if c in arrow_rows.column_names)
                     for sql in refresh_sql(name, changed.get(name, "_incoming_rows"), key_columns):
                         con.execute(sql)
-        finally:
-            for temp in changed.values():
-                con.execute(f"DROP TABLE IF EXISTS {temp}")
-            con.unregister("_incoming_rows")
+        except duckdb.Error as exc:  # nothing more runs in the aborted transaction: its rollback drops the temp tables
+            raise _naming(exc, doing) from exc
+        for temp in changed.values():
+            con.execute(f"DROP TABLE {temp}")
+        con.unregister("_incoming_rows")
         return arrow_rows.num_rows
 
     def delete_where(self, table: str, where: str, params: list) -> None:
         """Delete rows of ``table``; ``where`` is a fixed SQL predicate with ``?`` parameters."""
         if table not in ROWS or table == "judgments":
             raise ValueError(f"cannot delete from {table!r} (judgments are replaced; derived tables follow)")
-        refresh = [name for name, d in DERIVED.items() if table in d.sources]
+        refresh = [name for name in DERIVED if table in SOURCES[name]]
         with self.connect() as con:
             if refresh:  # the response keys losing rows, to recompute what derives from them
                 con.execute(f"CREATE TEMP TABLE _deleted_keys AS SELECT DISTINCT {', '.join(_RESPONSE)} "
                             f"FROM {table} WHERE {where}", params)
             con.execute(f"DELETE FROM {table} WHERE {where}", params)
             for name in refresh:
-                for sql in refresh_sql(name, "_deleted_keys", tuple(c for c in _RESPONSE if c in TABLES[name].key)):
-                    con.execute(sql)
+                try:
+                    for sql in refresh_sql(name, "_deleted_keys", tuple(c for c in _RESPONSE
+                                                                        if c in TABLES[name].key)):
+                        con.execute(sql)
+                except duckdb.Error as exc:
+                    raise _naming(exc, f"{table} (refreshing {name})") from exc
             if refresh:
                 con.execute("DROP TABLE _deleted_keys")
 
@@ -261,3 +272,7 @@ class Store:
             for r in rows
         }
 
+
+def _naming(exc: duckdb.Error, doing: str) -> duckdb.Error:
+    """``exc`` again (same DuckDB error class), its message prefixed by what was being written."""
+    return type(exc)(f"writing {doing}: {exc}")
