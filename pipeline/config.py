@@ -36,6 +36,10 @@ class ModelConfig(_Frozen):
     temperature: float = Field(0.0, ge=0)
     timeout: float = Field(120.0, gt=0)
     max_retries: int = Field(6, ge=0)
+    down_after: int = Field(
+        3, ge=0, description="circuit breaker: after this many calls in a row that get no answer (connection "
+        "refused or reset, timed out) the endpoint is taken as down for the rest of the run and this model's "
+        "remaining calls are recorded as errors without being made; a rerun tries again (0: never)")
     concurrency: int | None = Field(None, gt=0, description="overrides the run's concurrency")
     tensor_parallel_size: int = Field(1, gt=0)
     distributed_executor_backend: Literal["ray", "mp"] | None = None

@@ -13,6 +13,7 @@ import asyncio
 import json
 import subprocess
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from rich.console import Console
@@ -208,9 +209,52 @@ def summary_table(records: list[StageRecord], title: str) -> Table:
     return table
 
 
+@dataclass
+class RunResult:
+    """How a run ended: its id, status, what each stage did and the endpoints taken as down."""
+
+    run_id: str
+    status: str
+    records: list[StageRecord]
+    down: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def unanswered(self) -> int:
+        """Items whose backend call failed for good: after its retries, or not made while its endpoint was down."""
+        return sum(r.usage.errors for r in self.records)
+
+    @property
+    def exit_code(self) -> int:
+        """The CLI's exit code: 1 when any item got no answer (a rerun retries them), else 0. Outputs that stayed
+        unparsed are counted as errors in the summary but are answers: they do not fail the run."""
+        return 1 if self.unanswered else 0
+
+    def closing_line(self) -> str | None:
+        """One line saying what got no answer and how to resume; None when everything was answered."""
+        if not self.unanswered:
+            return None
+        called = sum(r.items for r in self.records if r.usage != UsageStats())
+        parts = ", ".join(f"{r.stage} {r.model_id} {r.usage.errors}" for r in self.records if r.usage.errors)
+        down = "".join(f"; endpoint down: {line.split(';')[0]}" for line in self.down.values())
+        every = "every backend call failed: " if self.unanswered >= called else ""
+        return (f"run {self.run_id} {self.status}: {every}{self.unanswered} item(s) got no answer ({parts}){down}; "
+                "rerun the same command to retry them")
+
+
 def run(config: RunConfig, *, models: list[str] | None = None, stages: str | None = None,
         console: Console | None = None) -> str:
     """Run an evaluation and return its run id. Raises UserError on bad input or setup."""
+    return execute(config, models=models, stages=stages, console=console).run_id
+
+
+def execute(config: RunConfig, *, models: list[str] | None = None, stages: str | None = None,
+            console: Console | None = None) -> RunResult:
+    """Run an evaluation and say how it ended. Raises UserError on bad input or setup.
+
+    Status: ``finished`` (every item answered), ``incomplete`` (some items got no answer: a call failed after its
+    retries or its endpoint was down), ``failed`` (an exception stopped it), ``interrupted`` (Ctrl-C; a run killed
+    hard is shown as interrupted by readers once its lock is free).
+    """
     console = console or Console(stderr=True)
     dataset = load_dataset(config.dataset)
     queries = select_queries(dataset, config)
@@ -250,7 +294,7 @@ def run(config: RunConfig, *, models: list[str] | None = None, stages: str | Non
     try:
         with progress:
             asyncio.run(_run_stages(ctx, wanted_stages))
-        status = "finished"
+        status = "incomplete" if any(r.usage.errors for r in ctx.records) else "finished"
     except KeyboardInterrupt:
         status = "interrupted"
         raise
@@ -269,7 +313,10 @@ def run(config: RunConfig, *, models: list[str] | None = None, stages: str | Non
         for m in ctx.models_in_use().values():
             m.close()
     console.print(summary_table(ctx.records, f"run {run_id} ({config.name}) {status}"))
-    return run_id
+    result = RunResult(run_id, status, ctx.records, ctx.down)
+    if line := result.closing_line():
+        console.print(f"[bold red]{line}[/]", highlight=False, soft_wrap=True)
+    return result
 
 
 def save_dataset(store: Store, dataset: Dataset) -> None:
@@ -285,5 +332,4 @@ def run_command(config_path: Path, *, db: Path | None, limit: int | None, models
     if dry_run:
         dataset = load_dataset(config.dataset)
         return print_dry_run(config, dataset, select_queries(dataset, config), parse_stages(stages, config), console)
-    run(config, models=models, stages=stages, console=console)
-    return 0
+    return execute(config, models=models, stages=stages, console=console).exit_code

@@ -69,6 +69,7 @@ class RunContext:
         self.progress = progress
         self.console = console
         self.records: list[StageRecord] = []
+        self.down: dict[str, str] = {}  # model id -> the line saying its endpoint was taken as down (circuit breaker)
         self._models: dict[str, Model] = {}
         self.released_provenance: dict[str, dict[str, Any]] = {}
 
@@ -149,6 +150,9 @@ class RunContext:
                       asyncio.create_task(every(0.05, lambda: pending_rows >= FLUSH_EVERY_ROWS))]
         try:
             results = await model.generate_many(list(requests), on_result=on_result)
+            if model.down and model.id not in self.down:  # said once per run, where it happened
+                self.down[model.id] = model.down
+                self.console.print(f"[bold red]endpoint down:[/] {model.down}", highlight=False, soft_wrap=True)
         finally:
             stopping.set()
             await asyncio.gather(*background)  # a flush in progress completes; a failed write is raised

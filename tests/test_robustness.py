@@ -1,0 +1,83 @@
+"""Robustness of a run against what real endpoints and real users do.
+
+- An endpoint that is down is noticed once (circuit breaker): its model's remaining items are recorded as errors
+  in one line, the other models go on, the run says it is incomplete and exits 1, and the next run retries them.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from pipeline.config import load_config
+from pipeline.runner import execute
+from pipeline.store import open_connection
+from tests.support.datasets import write_closed_book, write_config
+from tests.support.openai_fixture import FixtureServer
+
+REPO = Path(__file__).resolve().parent.parent
+SMOLLM2 = "llamacpp/smollm2-135m-instruct"
+DEAD = "openai-compatible/dead"
+
+
+def rows(db: Path, sql: str, params: list | None = None) -> list[tuple]:
+    with open_connection(db, read_only=True) as con:
+        return con.execute(sql, params or []).fetchall()
+
+
+def closed_port() -> int:
+    """A port on 127.0.0.1 that nothing listens on (bound, then released): connections to it are refused."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_dead_endpoint_is_noticed_once_and_the_next_run_retries(tmp_path):
+    n = 80
+    dataset = write_closed_book(tmp_path / "qa", n)
+    db = tmp_path / "results.duckdb"
+    dead = {"id": DEAD, "base_url": f"http://127.0.0.1:{closed_port()}/v1", "timeout": 5.0}
+    path = write_config(tmp_path / "dead.yaml", dataset=dataset, db=db,
+                        models=[dead, {"id": SMOLLM2, "max_tokens": 4}])
+
+    started = time.monotonic()
+    first = subprocess.run([sys.executable, "-m", "pipeline", "run", "--config", str(path), "--stages", "generate"],
+                           cwd=REPO, capture_output=True, text=True, timeout=300)
+    took = time.monotonic() - started
+    err = first.stderr
+    assert first.returncode == 1 and took < 120, (took, err[-3000:])
+    # the closing line says the run is incomplete, how many items got no answer, which endpoint is down and what
+    # failed there, and how to resume (the same line is printed when the breaker opens, unless llama.cpp's model
+    # load has muted stderr at that moment)
+    closing = err.splitlines()[-1]
+    assert f"incomplete: {n} item(s) got no answer (generate {DEAD} {n}); endpoint down: {DEAD} at " \
+           f"{dead['base_url']}: 3 calls in a row got no answer" in closing, err[-3000:]
+    assert "ConnectionRefusedError" in closing and closing.endswith("rerun the same command to retry them")
+
+    answered = rows(db, "SELECT count(*) FROM responses WHERE model_id = ? AND error IS NULL AND text <> ''",
+                    [SMOLLM2])[0][0]
+    assert answered == n  # the working model went on
+    errors = rows(db, "SELECT error FROM responses WHERE model_id = ?", [DEAD])
+    assert len(errors) == n and all(e and "taken as down" in e for (e,) in errors)
+    (status, calls, run_errors), = rows(db, "SELECT status, backend_calls, errors FROM runs")
+    # the breaker opened after 3 unanswered calls; calls already in flight (concurrency 8) and their retries
+    # stop there: far fewer than n × (max_retries + 1)
+    assert status == "incomplete" and run_errors == n and calls <= n + 8 * 2
+    assert rows(db, "SELECT count(*) FROM llm_cache WHERE model_id = ?", [DEAD])[0][0] == 0  # errors not cached
+
+    # the endpoint is back: the next run asks again for the dead model's items only
+    with FixtureServer(latency_s=0.0) as server:
+        write_config(path, dataset=dataset, db=db, models=[{**dead, "base_url": server.base_url},
+                                                           {"id": SMOLLM2, "max_tokens": 4}])
+        result = execute(load_config(path), stages="generate")
+        assert server.stats()["requests"] == n
+    assert result.status == "finished" and result.exit_code == 0 and result.closing_line() is None
+    by_model = {r.model_id: r for r in result.records}
+    assert by_model[SMOLLM2].items == 0 and by_model[SMOLLM2].skipped == n
+    assert rows(db, "SELECT count(*) FROM responses WHERE error IS NULL")[0][0] == 2 * n
