@@ -40,6 +40,7 @@ from pipeline.steps import (
 from pipeline.steps.context import RunContext, StageRecord
 from pipeline.store import Store, now
 from pipeline.store.rows import dataset_rows
+from pipeline.store.runlock import RunLock
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -251,9 +252,11 @@ def execute(config: RunConfig, *, models: list[str] | None = None, stages: str |
             console: Console | None = None) -> RunResult:
     """Run an evaluation and say how it ended. Raises UserError on bad input or setup.
 
-    Status: ``finished`` (every item answered), ``incomplete`` (some items got no answer: a call failed after its
-    retries or its endpoint was down), ``failed`` (an exception stopped it), ``interrupted`` (Ctrl-C; a run killed
-    hard is shown as interrupted by readers once its lock is free).
+    The run holds its database's lock (``pipeline.store.runlock``) from before its row is written to the end; a
+    second run on the same database raises UserError naming the first. Status: ``finished`` (every item answered),
+    ``incomplete`` (some items got no answer: a call failed after its retries or its endpoint was down), ``failed``
+    (an exception stopped it), ``interrupted`` (Ctrl-C; a run killed hard is shown so by readers, its lock being
+    free, and recorded so by the next run).
     """
     console = console or Console(stderr=True)
     dataset = load_dataset(config.dataset)
@@ -283,9 +286,23 @@ def execute(config: RunConfig, *, models: list[str] | None = None, stages: str |
     if "generate" in wanted_stages and not runnable:
         raise UserError("no model in the config can run here (see the warnings above)")
 
+    lock = RunLock(config.db).acquire()  # one run at a time per database: a second one stops here, naming this one
+    try:
+        return _execute_locked(config, dataset, queries, wanted_stages, runnable, console, lock)
+    finally:
+        lock.release()
+
+
+def _execute_locked(config: RunConfig, dataset: Dataset, queries: list[Query], wanted_stages: list[str],
+                    runnable: list[ModelConfig], console: Console, lock: RunLock) -> RunResult:
     store = Store(config.db)
     run_id = store.start_run(name=config.name, kind="pipeline", dataset=dataset.name, config_json=config.to_json(),
                              config_hash=config.config_hash(), code_revision=code_revision(), model_files={})
+    lock.claim(run_id)
+    # we hold the lock, so a run still recorded as running was killed before it could say so
+    for (stale,) in store.fetch("SELECT run_id FROM runs WHERE status = 'running' AND kind = 'pipeline' "
+                                "AND run_id <> ?", [run_id]):
+        store.update_run(stale, status="interrupted")
     save_dataset(store, dataset)
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                         TextColumn("eta"), TimeRemainingColumn(), console=console, transient=False)

@@ -2,10 +2,14 @@
 
 - An endpoint that is down is noticed once (circuit breaker): its model's remaining items are recorded as errors
   in one line, the other models go on, the run says it is incomplete and exits 1, and the next run retries them.
+- One run at a time per database (a lock beside it): a second run stops with one line naming the first; a run
+  killed with ``kill -9`` is shown as interrupted by ``status`` and recorded so by the next run.
 """
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
 import subprocess
 import sys
@@ -81,3 +85,61 @@ def test_dead_endpoint_is_noticed_once_and_the_next_run_retries(tmp_path):
     by_model = {r.model_id: r for r in result.records}
     assert by_model[SMOLLM2].items == 0 and by_model[SMOLLM2].skipped == n
     assert rows(db, "SELECT count(*) FROM responses WHERE error IS NULL")[0][0] == 2 * n
+
+
+def _status(db: Path) -> dict[str, str]:
+    """run_id -> status as ``python -m pipeline status`` prints it."""
+    out = subprocess.run([sys.executable, "-m", "pipeline", "status", "--db", str(db)], cwd=REPO, capture_output=True,
+                         text=True, timeout=120, env={**os.environ, "COLUMNS": "250"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    ids = [r for (r,) in rows(db, "SELECT run_id FROM runs")]
+    shown = {}
+    for line in out.stdout.splitlines():
+        cells = [c.strip() for c in line.split("│")]
+        for run_id in ids:
+            if run_id in cells:
+                shown[run_id] = cells[cells.index(run_id) + 2]  # run_id, name, status
+    return shown
+
+
+def test_one_run_at_a_time_and_a_killed_run_is_interrupted(tmp_path):
+    n = 80  # 40 s of work at concurrency 1: still running when it is killed
+    dataset = write_closed_book(tmp_path / "qa", n)
+    db = tmp_path / "results.duckdb"
+    with FixtureServer(latency_s=0.5) as server:
+        model = {"id": "openai-compatible/slow", "base_url": server.base_url}
+        slow = write_config(tmp_path / "slow.yaml", dataset=dataset, db=db, models=[model], concurrency=1)
+        cmd = [sys.executable, "-m", "pipeline", "run", "--config", str(slow), "--stages", "generate"]
+        first = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline and first.poll() is None:
+                time.sleep(0.3)
+                if db.exists() and server.stats()["requests"] >= 2:
+                    break
+            assert first.poll() is None, "the first run ended before the test could look at it"
+            (run_id,), = rows(db, "SELECT run_id FROM runs")
+            assert _status(db) == {run_id: "running"}  # it holds the lock: running
+
+            # a second run on the same database stops at once with one line naming the first; no call is made twice
+            second = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=120)
+            assert second.returncode == 1
+            lines = second.stderr.strip().splitlines()
+            assert len(lines) == 1 and f"is being written by run {run_id} (pid {first.pid} on " in lines[0], lines
+            assert rows(db, "SELECT count(*) FROM runs")[0][0] == 1
+
+            first.send_signal(signal.SIGKILL)
+            first.wait(timeout=30)
+        finally:
+            if first.poll() is None:
+                first.kill()
+        assert set(server.stats()["attempts_histogram"]) == {"1"}  # no prompt was sent twice
+        assert rows(db, "SELECT status FROM runs")[0][0] == "running"  # nothing could record its end
+        assert _status(db) == {run_id: "interrupted"}  # its lock is free: not running
+
+        # the next run records it as interrupted and finishes the rest
+        fast = write_config(tmp_path / "fast.yaml", dataset=dataset, db=db, models=[model], concurrency=80)
+        result = execute(load_config(fast), stages="generate")
+    assert result.status == "finished"
+    assert dict(rows(db, "SELECT run_id, status FROM runs")) == {run_id: "interrupted", result.run_id: "finished"}
+    assert rows(db, "SELECT count(*), count(DISTINCT query_id) FROM responses WHERE error IS NULL")[0] == (n, n)

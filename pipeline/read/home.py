@@ -13,6 +13,7 @@ from pipeline.metrics import DEFAULT_WEIGHTS, METRICS
 from pipeline.read.agreement import agreement_from_confusion
 from pipeline.read.common import PLAYGROUND, dfs, schema_version, upgrade_notice
 from pipeline.store import DERIVED, SCHEMA_VERSION, SHARED_READERS
+from pipeline.store.runlock import live_run, shown_status
 
 
 def choices(db: str | Path) -> dict[str, Any]:
@@ -96,7 +97,14 @@ def overview(db: str | Path) -> dict[str, pd.DataFrame]:
          "round(avg(latency_s), 2) AS mean_latency_s, sum(completion_tokens) AS completion_tokens "
          "FROM responses GROUP BY ALL ORDER BY dataset, model_id", []),
     ])
-    return {"datasets": datasets, "runs": runs, "per_language": per_language, "models": models}
+    return {"datasets": datasets, "runs": with_live_status(db, runs), "per_language": per_language, "models": models}
+
+
+def with_live_status(db: str | Path, runs: pd.DataFrame) -> pd.DataFrame:
+    """``runs`` with a run recorded as running shown as interrupted unless it holds the database's lock now (it
+    was killed hard: ``pipeline.store.runlock``)."""
+    live = live_run(db)
+    return runs.assign(status=[shown_status(s, r, live) for s, r in zip(runs.status, runs.run_id, strict=True)])
 
 
 def judge_summary(db: str | Path) -> dict[str, pd.DataFrame]:
@@ -135,4 +143,4 @@ def database_status(db: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
          "LEFT JOIN j USING (dataset, model_id) LEFT JOIN c USING (dataset, model_id) "
          "ORDER BY r.dataset, r.model_id", []),
     ])
-    return runs, models
+    return with_live_status(db, runs), models
