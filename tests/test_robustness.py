@@ -4,10 +4,14 @@
   in one line, the other models go on, the run says it is incomplete and exits 1, and the next run retries them.
 - One run at a time per database (a lock beside it): a second run stops with one line naming the first; a run
   killed with ``kill -9`` is shown as interrupted by ``status`` and recorded so by the next run.
+- An output a step cannot read (judge, rubric grader, critic, teacher, accuracy checker) is asked again as a new
+  sample, a bounded number of times; every attempt is cached and counted; what stays unreadable is stored as
+  unparsed, counted as an error and asked again by the next run.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -22,7 +26,7 @@ from pipeline.config import load_config
 from pipeline.runner import execute
 from pipeline.store import open_connection
 from tests.support.datasets import write_closed_book, write_config
-from tests.support.openai_fixture import FixtureServer
+from tests.support.openai_fixture import Faults, FixtureServer
 
 REPO = Path(__file__).resolve().parent.parent
 SMOLLM2 = "llamacpp/smollm2-135m-instruct"
@@ -143,3 +147,93 @@ def test_one_run_at_a_time_and_a_killed_run_is_interrupted(tmp_path):
     assert result.status == "finished"
     assert dict(rows(db, "SELECT run_id, status FROM runs")) == {run_id: "interrupted", result.run_id: "finished"}
     assert rows(db, "SELECT count(*), count(DISTINCT query_id) FROM responses WHERE error IS NULL")[0] == (n, n)
+
+
+RUBRIC = [{"criterion": "Advises asking the eye team before restarting.", "points": 5, "tags": ["axis:accuracy"]},
+          {"criterion": "Tells the patient to stop the drops at once.", "points": -3, "tags": ["axis:accuracy"]}]
+ROLES = ("judge", "grader", "critic", "teacher", "checker")
+
+
+def _scoring_config(tmp_path: Path, server: FixtureServer, n: int, **fields) -> Path:
+    """Every scoring role on the fixture server (its own model id each); the answers come from the extractive
+    baseline. Stages: judge, rubric, medcode (critic, logprobs), medcode-label (teacher), accuracy (checker)."""
+    dataset = write_closed_book(tmp_path / "qa", n, rubric=RUBRIC)
+    role = {r: {"id": f"openai-compatible/{r}", "base_url": server.base_url, "max_retries": 0} for r in ROLES}
+    return write_config(tmp_path / "scoring.yaml", dataset=dataset, db=tmp_path / "results.duckdb",
+                        models=[{"id": "extractive/top-sentences"}], judge={**role["judge"], "metrics": ["FC", "COH"]},
+                        rubric_grader=role["grader"], llm_accuracy=role["checker"],
+                        medcode={"critic": role["critic"], "classifier": "logprobs", "teacher": role["teacher"]},
+                        **fields)
+
+
+STAGES = "generate,judge,rubric,medcode,medcode-label,accuracy"
+UNPARSED = {  # the rows of each step that hold an output it could not read
+    "judge": "SELECT count(*) FILTER (WHERE NOT parse_ok), count(*) FROM judgments",
+    "rubric": "SELECT count(*) FILTER (WHERE met IS NULL), count(*) FROM rubric_grades",
+    "medcode-critique": "SELECT count(*) FILTER (WHERE error IS NOT NULL), count(*) FROM critiques",
+    "medcode-label": "SELECT count(*) FILTER (WHERE label IS NULL), count(*) FROM labelled_critiques",
+    "llm-accuracy": "SELECT count(*) FILTER (WHERE correct IS NULL), count(*) FROM answer_checks WHERE method = 'llm'",
+}
+ITEMS = {"judge": 2, "rubric": len(RUBRIC), "medcode-critique": 1, "medcode-label": 1, "llm-accuracy": 1}  # a query
+
+
+def test_an_output_read_badly_once_is_asked_again(tmp_path):
+    n = 4
+    with FixtureServer(latency_s=0.0, faults=Faults(unparsable_first=1)) as server:
+        result = execute(load_config(_scoring_config(tmp_path, server, n)), stages=STAGES)
+        seen = server.stats()
+    db = tmp_path / "results.duckdb"
+    records = {r.stage: r for r in result.records if r.stage in UNPARSED}
+    for stage, sql in UNPARSED.items():
+        assert rows(db, sql)[0] == (0, n * ITEMS[stage]), stage  # every item parsed in the end
+        record = records[stage]
+        assert (record.items, record.reasked, record.unparsed, record.errors) == (n * ITEMS[stage],) * 2 + (0, 0)
+        assert record.usage.backend_calls == 2 * record.items  # both attempts made and counted
+    # every re-asked prompt reached the server twice (the critic's classify prompt, not re-asked, once)
+    classify = records["medcode-critique"].items
+    assert seen["attempts_histogram"] == {"2": sum(ITEMS.values()) * n, "1": classify}
+    assert result.status == "finished" and result.exit_code == 0
+    (calls, errors), = rows(db, "SELECT backend_calls, errors FROM runs")
+    assert calls == seen["requests"] + n and errors == 0  # and the extractive baseline's n answers
+    # each attempt is its own cache entry: a new sample (its own sample index and seed), at the re-ask temperature
+    asked = [json.loads(r)["params"] for (r,) in rows(db, "SELECT request FROM llm_cache WHERE model_id = ?",
+                                                       ["openai-compatible/judge"])]
+    assert sorted((p["sample"], p["temperature"]) for p in asked) == [(0, 0.0)] * 2 * n + [(1000, 0.5)] * 2 * n
+
+
+def test_an_output_never_read_is_unparsed_after_the_attempts_and_an_error(tmp_path):
+    n = 3
+    with FixtureServer(latency_s=0.0, faults=Faults(unparsable_first=100)) as server:
+        config = load_config(_scoring_config(tmp_path, server, n))
+        first = execute(config, stages=STAGES)
+        after_first = server.stats()
+        db = tmp_path / "results.duckdb"
+        for stage, sql in UNPARSED.items():
+            items = n * ITEMS[stage]
+            record = next(r for r in first.records if r.stage == stage)
+            assert rows(db, sql)[0] == (items, items), stage  # stored as unparsed, with the raw output
+            assert (record.reasked, record.unparsed, record.errors) == (2 * items, items, items), stage
+            assert record.usage.backend_calls == 3 * items  # reask.times = 2: three attempts
+        assert "3" in after_first["attempts_histogram"] and set(after_first["attempts_histogram"]) <= {"1", "3"}
+        # unparsed outputs are errors of their stages, but answers: the run is not incomplete
+        assert first.status == "finished" and first.exit_code == 0
+        assert rows(db, "SELECT errors FROM runs")[0][0] == sum(n * k for k in ITEMS.values())
+
+        # `status` shows the rubric grades and how many are unparsed
+        out = subprocess.run([sys.executable, "-m", "pipeline", "status", "--db", str(db)], cwd=REPO,
+                             capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "250"})
+        header = next(line for line in out.stdout.splitlines() if "rubric_grades" in line)
+        row = next(line for line in out.stdout.splitlines() if "extractive/top-sentences" in line)
+        cells = dict(zip([c.strip() for c in header.split("┃")], [c.strip() for c in row.split("│")], strict=True))
+        assert (cells["rubric_grades"], cells["rubric_unparsed"]) == (str(n * 2), str(n * 2))
+        assert (cells["judgments"], cells["parse_failures"]) == (str(n * 2), str(n * 2))
+
+        # a rerun asks the unparsed items again (three new attempts each: the earlier ones come from the cache) ...
+        second = execute(config, stages="judge")
+        judge = next(r for r in second.records if r.stage == "judge")
+        assert (judge.items, judge.usage.backend_calls, judge.usage.cache_hits) == (2 * n, 6 * n, 6 * n)
+        # ... unless the config says not to
+        off = load_config(_scoring_config(tmp_path, server, n, reask={"on_rerun": False}))
+        third = execute(off, stages="judge")
+    judge = next(r for r in third.records if r.stage == "judge")
+    assert (judge.items, judge.skipped, judge.usage.backend_calls) == (0, 2 * n, 0)

@@ -128,8 +128,9 @@ def judge_summary(db: str | Path) -> dict[str, pd.DataFrame]:
 
 
 def database_status(db: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """``python -m pipeline status``: runs, and per dataset and model the rows stored (responses, errors,
-    judgments, parse failures, critiques), whatever their response text."""
+    """``python -m pipeline status``: runs (a killed one shown as interrupted), and per dataset and model the rows
+    stored (responses, errors, judgments and those unparsed, rubric grades and those unparsed, critiques), whatever
+    their response text."""
     runs, models = dfs(db, [
         ("SELECT run_id, name, kind, dataset, status, strftime(started_at, '%Y-%m-%d %H:%M:%S') AS started, "
          "date_diff('second', started_at, finished_at) AS seconds, backend_calls, cache_hits, retries, errors "
@@ -137,10 +138,13 @@ def database_status(db: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
         ("WITH r AS (SELECT dataset, model_id, count(*) AS responses, count(error) AS errors FROM responses "
          "GROUP BY ALL), j AS (SELECT dataset, model_id, count(*) AS judgments, "
          "count(*) FILTER (WHERE NOT parse_ok) AS parse_failures FROM judgments GROUP BY ALL), "
-         "c AS (SELECT dataset, model_id, count(*) AS critiques FROM critiques GROUP BY ALL) "
+         "c AS (SELECT dataset, model_id, count(*) AS critiques FROM critiques GROUP BY ALL), "
+         "g AS (SELECT dataset, model_id, count(*) AS rubric_grades, count(*) FILTER (WHERE met IS NULL) "
+         "AS rubric_unparsed FROM rubric_grades GROUP BY ALL) "
          "SELECT r.dataset, r.model_id, r.responses, r.errors, coalesce(j.judgments, 0) AS judgments, "
-         "coalesce(j.parse_failures, 0) AS parse_failures, coalesce(c.critiques, 0) AS critiques FROM r "
+         "coalesce(j.parse_failures, 0) AS parse_failures, coalesce(g.rubric_grades, 0) AS rubric_grades, "
+         "coalesce(g.rubric_unparsed, 0) AS rubric_unparsed, coalesce(c.critiques, 0) AS critiques FROM r "
          "LEFT JOIN j USING (dataset, model_id) LEFT JOIN c USING (dataset, model_id) "
-         "ORDER BY r.dataset, r.model_id", []),
+         "LEFT JOIN g USING (dataset, model_id) ORDER BY r.dataset, r.model_id", []),
     ])
     return with_live_status(db, runs), models
