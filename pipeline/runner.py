@@ -183,8 +183,11 @@ def print_dry_run(config: RunConfig, dataset: Dataset, queries: list[Query], sta
     if config.rubric_grader and "rubric" in stages:  # one call per criterion of every answered rubric item
         calls["rubric"] = sum(len(q.rubric) for m in config.models for q in queries
                               if q.rubric and (not m.languages or q.language in m.languages))
+    reasked = {"judge", "rubric", "medcode", "medcode-label", "llm-accuracy"} & set(calls)
+    again = (f"; an unparsed output of {', '.join(sorted(reasked))} is asked again up to {config.reask.times} more "
+             "time(s)" if reasked and config.reask.times else "")
     console.print(f"stages: {', '.join(stages)}; at most {sum(calls.values())} LLM calls "
-                  f"({', '.join(f'{k} {v}' for k, v in calls.items())}); cached calls are not repeated")
+                  f"({', '.join(f'{k} {v}' for k, v in calls.items())}); cached calls are not repeated{again}")
     from pipeline.estimate import Estimate, print_estimate
 
     print_estimate(Estimate(config, dataset, queries, stages).run(), console)
