@@ -91,6 +91,18 @@ def test_dead_endpoint_is_noticed_once_and_the_next_run_retries(tmp_path):
     assert rows(db, "SELECT count(*) FROM responses WHERE error IS NULL")[0][0] == 2 * n
 
 
+def test_a_run_whose_every_call_failed_says_so(tmp_path):
+    dataset = write_closed_book(tmp_path / "qa", 5)
+    dead = {"id": DEAD, "base_url": f"http://127.0.0.1:{closed_port()}/v1", "timeout": 5.0}
+    config = load_config(write_config(tmp_path / "dead.yaml", dataset=dataset, db=tmp_path / "r.duckdb",
+                                      models=[dead]))
+    result = execute(config, stages="generate")
+    assert (result.status, result.exit_code, result.unanswered) == ("incomplete", 1, 5)
+    assert f"incomplete: every backend call failed: 5 item(s) got no answer (generate {DEAD} 5)" in \
+        result.closing_line()
+    assert rows(tmp_path / "r.duckdb", "SELECT status, errors FROM runs") == [("incomplete", 5)]
+
+
 def _status(db: Path) -> dict[str, str]:
     """run_id -> status as ``python -m pipeline status`` prints it."""
     out = subprocess.run([sys.executable, "-m", "pipeline", "status", "--db", str(db)], cwd=REPO, capture_output=True,
