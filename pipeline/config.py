@@ -36,6 +36,10 @@ class ModelConfig(_Frozen):
     temperature: float = Field(0.0, ge=0)
     timeout: float = Field(120.0, gt=0)
     max_retries: int = Field(6, ge=0)
+    down_after: int = Field(
+        3, ge=0, description="circuit breaker: after this many calls in a row that get no answer (connection "
+        "refused or reset, timed out) the endpoint is taken as down for the rest of the run and this model's "
+        "remaining calls are recorded as errors without being made; a rerun tries again (0: never)")
     concurrency: int | None = Field(None, gt=0, description="overrides the run's concurrency")
     tensor_parallel_size: int = Field(1, gt=0)
     distributed_executor_backend: Literal["ray", "mp"] | None = None
@@ -136,6 +140,17 @@ class Price(_Frozen):
     output: float = Field(ge=0, description="$ per 1M completion tokens")
 
 
+class ReaskConfig(_Frozen):
+    """Bounded re-asks of outputs a step cannot read (a judge's score, a grader's verdict, a critic's critique or
+    label, a checker's verdict), as HealthBench's grader asks again until it can read ``criteria_met``."""
+
+    times: int = Field(2, ge=0, le=10, description="re-asks after the first ask: at most 1 + times backend calls per "
+                       "item and run (2: three attempts); 0 never re-asks")
+    temperature: float = Field(0.5, ge=0, description="the lowest temperature of a re-ask (a new sample at 0 would "
+                               "repeat itself; HealthBench's grader samples at 0.5)")
+    on_rerun: bool = Field(True, description="a rerun asks again for the items an earlier run left unparsed")
+
+
 class RunConfig(_Frozen):
     """The whole run: dataset, retrieval, models, judge, weights, Med-CoDE, concurrency."""
 
@@ -161,6 +176,7 @@ class RunConfig(_Frozen):
         None, description="renders non-English queries without query_en before retrieval, and non-English "
         "responses for readers (machine-made, never scored)")
     concurrency: int = Field(8, ge=1, le=1024)
+    reask: ReaskConfig = ReaskConfig()
     limit: int | None = Field(None, ge=1, description="evaluate only the first N queries")
     per_language: int | None = Field(None, ge=1, description="evaluate only the first N queries of each language")
     languages: tuple[str, ...] | None = Field(None, description="evaluate only these languages")

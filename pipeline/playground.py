@@ -91,8 +91,9 @@ def role_config(config: RunConfig, role: str) -> ModelConfig | None:
 
 
 def load_model(model_config: ModelConfig) -> Model:
-    """A ``Model`` (backend + retries) for live use; no cache, one call at a time."""
-    return Model(create_backend(model_config), cache=None, concurrency=1)
+    """A ``Model`` (backend + retries) for live use; no cache, one call at a time, and no circuit breaker (the model
+    outlives one call: each of a user's tries reaches the endpoint and shows its own error)."""
+    return Model(create_backend(model_config), cache=None, concurrency=1, down_after=0)
 
 
 def resolve_dataset_path(path: str | None, fallback: str) -> Path | None:

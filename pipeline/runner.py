@@ -13,6 +13,7 @@ import asyncio
 import json
 import subprocess
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from rich.console import Console
@@ -39,6 +40,7 @@ from pipeline.steps import (
 from pipeline.steps.context import RunContext, StageRecord
 from pipeline.store import Store, now
 from pipeline.store.rows import dataset_rows
+from pipeline.store.runlock import RunLock
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -180,8 +182,11 @@ def print_dry_run(config: RunConfig, dataset: Dataset, queries: list[Query], sta
     if config.rubric_grader and "rubric" in stages:  # one call per criterion of every answered rubric item
         calls["rubric"] = sum(len(q.rubric) for m in config.models for q in queries
                               if q.rubric and (not m.languages or q.language in m.languages))
+    reasked = {"judge", "rubric", "medcode", "medcode-label", "llm-accuracy"} & set(calls)
+    again = (f"; an unparsed output of {', '.join(sorted(reasked))} is asked again up to {config.reask.times} more "
+             "time(s)" if reasked and config.reask.times else "")
     console.print(f"stages: {', '.join(stages)}; at most {sum(calls.values())} LLM calls "
-                  f"({', '.join(f'{k} {v}' for k, v in calls.items())}); cached calls are not repeated")
+                  f"({', '.join(f'{k} {v}' for k, v in calls.items())}); cached calls are not repeated{again}")
     from pipeline.estimate import Estimate, print_estimate
 
     print_estimate(Estimate(config, dataset, queries, stages).run(), console)
@@ -207,9 +212,54 @@ def summary_table(records: list[StageRecord], title: str) -> Table:
     return table
 
 
+@dataclass
+class RunResult:
+    """How a run ended: its id, status, what each stage did and the endpoints taken as down."""
+
+    run_id: str
+    status: str
+    records: list[StageRecord]
+    down: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def unanswered(self) -> int:
+        """Items whose backend call failed for good: after its retries, or not made while its endpoint was down."""
+        return sum(r.usage.errors for r in self.records)
+
+    @property
+    def exit_code(self) -> int:
+        """The CLI's exit code: 1 when any item got no answer (a rerun retries them), else 0. Outputs that stayed
+        unparsed are counted as errors in the summary but are answers: they do not fail the run."""
+        return 1 if self.unanswered else 0
+
+    def closing_line(self) -> str | None:
+        """One line saying what got no answer and how to resume; None when everything was answered."""
+        if not self.unanswered:
+            return None
+        called = sum(r.items for r in self.records if r.usage != UsageStats())
+        parts = ", ".join(f"{r.stage} {r.model_id} {r.usage.errors}" for r in self.records if r.usage.errors)
+        down = "".join(f"; endpoint down: {line.split(';')[0]}" for line in self.down.values())
+        every = "every backend call failed: " if self.unanswered >= called else ""
+        return (f"run {self.run_id} {self.status}: {every}{self.unanswered} item(s) got no answer ({parts}){down}; "
+                "rerun the same command to retry them")
+
+
 def run(config: RunConfig, *, models: list[str] | None = None, stages: str | None = None,
         console: Console | None = None) -> str:
     """Run an evaluation and return its run id. Raises UserError on bad input or setup."""
+    return execute(config, models=models, stages=stages, console=console).run_id
+
+
+def execute(config: RunConfig, *, models: list[str] | None = None, stages: str | None = None,
+            console: Console | None = None) -> RunResult:
+    """Run an evaluation and say how it ended. Raises UserError on bad input or setup.
+
+    The run holds its database's lock (``pipeline.store.runlock``) from before its row is written to the end; a
+    second run on the same database raises UserError naming the first. Status: ``finished`` (every item answered),
+    ``incomplete`` (some items got no answer: a call failed after its retries or its endpoint was down), ``failed``
+    (an exception stopped it), ``interrupted`` (Ctrl-C; a run killed hard is shown so by readers, its lock being
+    free, and recorded so by the next run).
+    """
     console = console or Console(stderr=True)
     dataset = load_dataset(config.dataset)
     queries = select_queries(dataset, config)
@@ -238,9 +288,23 @@ def run(config: RunConfig, *, models: list[str] | None = None, stages: str | Non
     if "generate" in wanted_stages and not runnable:
         raise UserError("no model in the config can run here (see the warnings above)")
 
+    lock = RunLock(config.db).acquire()  # one run at a time per database: a second one stops here, naming this one
+    try:
+        return _execute_locked(config, dataset, queries, wanted_stages, runnable, console, lock)
+    finally:
+        lock.release()
+
+
+def _execute_locked(config: RunConfig, dataset: Dataset, queries: list[Query], wanted_stages: list[str],
+                    runnable: list[ModelConfig], console: Console, lock: RunLock) -> RunResult:
     store = Store(config.db)
     run_id = store.start_run(name=config.name, kind="pipeline", dataset=dataset.name, config_json=config.to_json(),
                              config_hash=config.config_hash(), code_revision=code_revision(), model_files={})
+    lock.claim(run_id)
+    # we hold the lock, so a run still recorded as running was killed before it could say so
+    for (stale,) in store.fetch("SELECT run_id FROM runs WHERE status = 'running' AND kind = 'pipeline' "
+                                "AND run_id <> ?", [run_id]):
+        store.update_run(stale, status="interrupted")
     save_dataset(store, dataset)
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                         TextColumn("eta"), TimeRemainingColumn(), console=console, transient=False)
@@ -249,7 +313,7 @@ def run(config: RunConfig, *, models: list[str] | None = None, stages: str | Non
     try:
         with progress:
             asyncio.run(_run_stages(ctx, wanted_stages))
-        status = "finished"
+        status = "incomplete" if any(r.usage.errors for r in ctx.records) else "finished"
     except KeyboardInterrupt:
         status = "interrupted"
         raise
@@ -268,7 +332,10 @@ def run(config: RunConfig, *, models: list[str] | None = None, stages: str | Non
         for m in ctx.models_in_use().values():
             m.close()
     console.print(summary_table(ctx.records, f"run {run_id} ({config.name}) {status}"))
-    return run_id
+    result = RunResult(run_id, status, ctx.records, ctx.down)
+    if line := result.closing_line():
+        console.print(f"[bold red]{line}[/]", highlight=False, soft_wrap=True)
+    return result
 
 
 def save_dataset(store: Store, dataset: Dataset) -> None:
@@ -284,5 +351,4 @@ def run_command(config_path: Path, *, db: Path | None, limit: int | None, models
     if dry_run:
         dataset = load_dataset(config.dataset)
         return print_dry_run(config, dataset, select_queries(dataset, config), parse_stages(stages, config), console)
-    run(config, models=models, stages=stages, console=console)
-    return 0
+    return execute(config, models=models, stages=stages, console=console).exit_code

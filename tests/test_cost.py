@@ -195,6 +195,7 @@ def test_dry_run_estimate_is_within_20_percent_of_what_the_run_records(tmp_path)
         "models": [{"id": SMOLLM2, "max_tokens": 24}],
         "judge": {"id": SMOLLM2, "metrics": ["COH"], "max_tokens": 16},
         "prices": {SMOLLM2: {"input": 1.0, "output": 2.0}},
+        "reask": {"times": 0},  # the estimate counts first asks; re-asks of unparsed outputs come on top
     })
     stages = parse_stages("retrieve,generate,judge", config)
     dataset = load_dataset(config.dataset)

@@ -372,8 +372,10 @@ def test_healthbench_fixture_imports_validates_and_grades_end_to_end(tmp_path: P
     else:
         assert np.isnan(row.score)
 
-    # a rerun grades nothing again and calls no backend
+    # a rerun grades nothing again but what stayed unparsed (config reask: at most 3 new attempts each)
+    unparsed = int(grades.met.isna().sum())
     run_id = run(config, stages="generate,rubric", console=Console(file=io.StringIO()))
     summary = json.loads(store.fetch("SELECT summary FROM runs WHERE run_id = ?", [run_id])[0][0])
-    assert sum(s["backend_calls"] for s in summary) == 0
+    calls = sum(s["backend_calls"] for s in summary)
+    assert calls <= 3 * unparsed and (calls == 0) == (unparsed == 0)
     assert store.fetch("SELECT count(*) FROM rubric_grades")[0][0] == n_criteria

@@ -127,9 +127,13 @@ def test_leaderboard_from_the_database(scored):
 
 
 def test_rerun_of_scoring_stages_makes_no_calls(scored):
+    """No call for what is finished; outputs left unparsed are asked again (config reask: at most 3 new attempts
+    each, a critique that then reads gets its classification call too)."""
     config, store, _ = scored
+    (left,), = store.fetch("SELECT (SELECT count(*) FROM judgments WHERE NOT parse_ok) + "
+                           "(SELECT count(*) FROM critiques WHERE error IS NOT NULL)")
     run_id = run(config, stages="judge,lexical,medcode,safety,sanity", console=Console(file=io.StringIO()))
     calls, status = store.fetch("SELECT backend_calls, status FROM runs WHERE run_id = ?", [run_id])[0]
-    assert status == "finished" and calls == 0
+    assert status == "finished" and calls <= 4 * left and (calls == 0) == (left == 0)
     n = store.fetch("SELECT count(*) FROM judgments")[0][0]
     assert n == 4 * 4

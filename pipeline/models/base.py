@@ -3,7 +3,8 @@
 A backend (``Backend``) only turns one chat request into one completion and says which of its
 errors are transient. ``Model`` wraps any backend and owns what they share: the content-addressed
 cache, bounded concurrency, retries with jittered exponential back-off that honour
-``Retry-After``, and usage accounting (Inspect AI's thin-provider / thick-wrapper split).
+``Retry-After``, a circuit breaker for an endpoint that is down, and usage accounting (Inspect AI's
+thin-provider / thick-wrapper split).
 """
 
 from __future__ import annotations
@@ -132,6 +133,11 @@ class Backend(ABC):
         """Seconds the server asked us to wait before retrying, if it said."""
         return None
 
+    def is_unreachable(self, exc: BaseException) -> bool:
+        """True when the call got no answer from the endpoint at all (refused, reset, timed out): what the
+        circuit breaker counts. An HTTP error status is an answer: the endpoint is up."""
+        return False
+
     def cache_identity(self) -> dict[str, Any]:
         """What, besides the request, changes the output: model id and endpoint, weights file."""
         return {"model": self.config.id, "base_url": self.config.base_url}
@@ -176,6 +182,10 @@ class _WaitRetryAfter:
         return self.fallback(state)
 
 
+class EndpointDown(Exception):
+    """Raised instead of a call once a model's circuit breaker is open (its endpoint is taken as down)."""
+
+
 @dataclass
 class UsageStats:
     backend_calls: int = 0
@@ -198,7 +208,7 @@ class Model:
     """
 
     def __init__(self, backend: Backend, *, cache=None, concurrency: int = 8,
-                 max_retries: int | None = None, backoff_max_s: float = 30.0):
+                 max_retries: int | None = None, backoff_max_s: float = 30.0, down_after: int | None = None):
         self.backend = backend
         self.cache = cache
         limit = concurrency if backend.max_concurrency is None else min(concurrency, backend.max_concurrency)
@@ -206,6 +216,11 @@ class Model:
         self._semaphores: dict[int, asyncio.Semaphore] = {}
         self.max_retries = backend.config.max_retries if max_retries is None else max_retries
         self.backoff_max_s = backoff_max_s
+        # The circuit breaker: after ``down_after`` calls in a row that got no answer, the endpoint is taken as
+        # down for the life of this Model (one run): every call still to come fails at once with ``down``.
+        self.down_after = backend.config.down_after if down_after is None else down_after
+        self.down: str | None = None
+        self._unanswered_in_a_row = 0
         self.stats = UsageStats()
         self._cache_rows: list[CacheRow] = []
         self._identity = backend.cache_identity()
@@ -294,26 +309,57 @@ class Model:
 
     async def _call_with_retries(self, request: ChatRequest) -> Completion:
         retrying = AsyncRetrying(
-            retry=retry_if_exception(self.backend.is_retryable),
+            retry=retry_if_exception(lambda exc: not isinstance(exc, EndpointDown) and self.backend.is_retryable(exc)),
             stop=stop_after_attempt(self.max_retries + 1),
             wait=_WaitRetryAfter(self.backend, wait_random_exponential(multiplier=0.5, max=self.backoff_max_s)),
+            sleep=self._sleep_unless_down,
             reraise=True,
         )
         try:
             async for attempt in retrying:
                 with attempt:
-                    if attempt.retry_state.attempt_number > 1:
-                        self.stats.retries += 1
                     async with self._semaphore():
+                        if self.down:  # checked once a slot is free: calls queued behind the breaker are not made
+                            raise EndpointDown(self.down)
+                        if attempt.retry_state.attempt_number > 1:
+                            self.stats.retries += 1
                         self.stats.backend_calls += 1
                         start = time.perf_counter()
-                        completion = await self.backend.complete(request)
+                        try:
+                            completion = await self.backend.complete(request)
+                        except Exception as exc:
+                            self._count_unanswered(exc)
+                            raise
+                        self._unanswered_in_a_row = 0
                         if not completion.latency_s:
                             completion.latency_s = time.perf_counter() - start
                         return completion
         except Exception as exc:  # recorded on the item, never lost
             return Completion(text="", error=self.describe_error(exc))
         raise AssertionError("unreachable")
+
+    def _count_unanswered(self, exc: BaseException) -> None:
+        """The circuit breaker's count: calls in a row that got no answer; any answer (an error status too)
+        resets it. At ``down_after`` the endpoint is taken as down and ``down`` says so in one line."""
+        if not self.backend.is_unreachable(exc):
+            self._unanswered_in_a_row = 0
+            return
+        self._unanswered_in_a_row += 1
+        if self.down is None and self.down_after and self._unanswered_in_a_row >= self.down_after:
+            where = f" at {self.backend.config.base_url}" if self.backend.config.base_url else ""
+            root = exc
+            while root.__cause__ is not None and root.__cause__ is not root:
+                root = root.__cause__
+            cause = f" ({self.describe_error(root)[:200]})" if root is not exc else ""
+            self.down = (f"{self.id}{where}: {self._unanswered_in_a_row} calls in a row got no answer (last: "
+                         f"{self.describe_error(exc)[:200]}{cause}); taken as down, its remaining calls in this run "
+                         "are recorded as errors without being made; rerun the same command to retry them")
+
+    async def _sleep_unless_down(self, seconds: float) -> None:
+        """tenacity's back-off sleep, cut short when the endpoint is taken as down meanwhile."""
+        deadline = time.monotonic() + seconds
+        while not self.down and (left := deadline - time.monotonic()) > 0:
+            await asyncio.sleep(min(0.1, left))
 
     def describe_error(self, exc: BaseException) -> str:
         """An exception as recorded on its item: type and message, secrets masked, at most 2000 chars."""

@@ -138,6 +138,11 @@ class OpenAICompatibleBackend(Backend):
         # A body that is not the protocol (truncated JSON, missing fields) is a transient server fault.
         return isinstance(exc, (o.APIResponseValidationError, ValueError))
 
+    def is_unreachable(self, exc: BaseException) -> bool:
+        """No answer at all: the connection was refused, reset or timed out (the SDK's APIConnectionError and
+        its APITimeoutError); any HTTP status is an answer."""
+        return isinstance(exc, self._openai.APIConnectionError)
+
     def retry_after(self, exc: BaseException) -> float | None:
         response = getattr(exc, "response", None)
         headers = getattr(response, "headers", None)

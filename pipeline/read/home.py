@@ -13,6 +13,7 @@ from pipeline.metrics import DEFAULT_WEIGHTS, METRICS
 from pipeline.read.agreement import agreement_from_confusion
 from pipeline.read.common import PLAYGROUND, dfs, schema_version, upgrade_notice
 from pipeline.store import DERIVED, SCHEMA_VERSION, SHARED_READERS
+from pipeline.store.runlock import live_run, shown_status
 
 
 def choices(db: str | Path) -> dict[str, Any]:
@@ -96,7 +97,14 @@ def overview(db: str | Path) -> dict[str, pd.DataFrame]:
          "round(avg(latency_s), 2) AS mean_latency_s, sum(completion_tokens) AS completion_tokens "
          "FROM responses GROUP BY ALL ORDER BY dataset, model_id", []),
     ])
-    return {"datasets": datasets, "runs": runs, "per_language": per_language, "models": models}
+    return {"datasets": datasets, "runs": with_live_status(db, runs), "per_language": per_language, "models": models}
+
+
+def with_live_status(db: str | Path, runs: pd.DataFrame) -> pd.DataFrame:
+    """``runs`` with a run recorded as running shown as interrupted unless it holds the database's lock now (it
+    was killed hard: ``pipeline.store.runlock``)."""
+    live = live_run(db)
+    return runs.assign(status=[shown_status(s, r, live) for s, r in zip(runs.status, runs.run_id, strict=True)])
 
 
 def judge_summary(db: str | Path) -> dict[str, pd.DataFrame]:
@@ -120,8 +128,9 @@ def judge_summary(db: str | Path) -> dict[str, pd.DataFrame]:
 
 
 def database_status(db: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """``python -m pipeline status``: runs, and per dataset and model the rows stored (responses, errors,
-    judgments, parse failures, critiques), whatever their response text."""
+    """``python -m pipeline status``: runs (a killed one shown as interrupted), and per dataset and model the rows
+    stored (responses, errors, judgments and those unparsed, rubric grades and those unparsed, critiques), whatever
+    their response text."""
     runs, models = dfs(db, [
         ("SELECT run_id, name, kind, dataset, status, strftime(started_at, '%Y-%m-%d %H:%M:%S') AS started, "
          "date_diff('second', started_at, finished_at) AS seconds, backend_calls, cache_hits, retries, errors "
@@ -129,10 +138,13 @@ def database_status(db: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
         ("WITH r AS (SELECT dataset, model_id, count(*) AS responses, count(error) AS errors FROM responses "
          "GROUP BY ALL), j AS (SELECT dataset, model_id, count(*) AS judgments, "
          "count(*) FILTER (WHERE NOT parse_ok) AS parse_failures FROM judgments GROUP BY ALL), "
-         "c AS (SELECT dataset, model_id, count(*) AS critiques FROM critiques GROUP BY ALL) "
+         "c AS (SELECT dataset, model_id, count(*) AS critiques FROM critiques GROUP BY ALL), "
+         "g AS (SELECT dataset, model_id, count(*) AS rubric_grades, count(*) FILTER (WHERE met IS NULL) "
+         "AS rubric_unparsed FROM rubric_grades GROUP BY ALL) "
          "SELECT r.dataset, r.model_id, r.responses, r.errors, coalesce(j.judgments, 0) AS judgments, "
-         "coalesce(j.parse_failures, 0) AS parse_failures, coalesce(c.critiques, 0) AS critiques FROM r "
+         "coalesce(j.parse_failures, 0) AS parse_failures, coalesce(g.rubric_grades, 0) AS rubric_grades, "
+         "coalesce(g.rubric_unparsed, 0) AS rubric_unparsed, coalesce(c.critiques, 0) AS critiques FROM r "
          "LEFT JOIN j USING (dataset, model_id) LEFT JOIN c USING (dataset, model_id) "
-         "ORDER BY r.dataset, r.model_id", []),
+         "LEFT JOIN g USING (dataset, model_id) ORDER BY r.dataset, r.model_id", []),
     ])
-    return runs, models
+    return with_live_status(db, runs), models

@@ -5,7 +5,8 @@
   read is stored with ``correct = NULL`` and counted as unparsed — never silently right or wrong.
 - ``llm``: the paper's LLM-Accuracy (LLaMA-3 there): a configured checker model decides, in one
   call per response, whether the answer is correct against the ground truth; its raw output is
-  stored, and an output that cannot be read is ``correct = NULL``.
+  stored; an output that cannot be read is asked again (``reask``), and one that stays unreadable is
+  ``correct = NULL``, counted as an error of the stage.
 
 Prompts: ``prompts/llm_accuracy_{system,user}.txt`` (ours: the paper does not print its prompt).
 """
@@ -77,7 +78,8 @@ async def step_accuracy(ctx: RunContext) -> None:
     mc = ctx.config.llm_accuracy
     if mc is None:
         return
-    done = finished(ctx, "answer_checks", ("query_id", "model_id"), where={"method": "llm", "checker_id": mc.id})
+    done = finished(ctx, "answer_checks", ("query_id", "model_id"), where={"method": "llm", "checker_id": mc.id},
+                    unparsed="correct IS NULL")
     todo, skipped = still_to_do(items, lambda it: it.key, done, lambda it, d: d[0] == it.response_hash)
     params = GenerateParams(max_tokens=mc.max_tokens, temperature=0.0, json_schema=SCHEMA)
 
@@ -91,4 +93,4 @@ async def step_accuracy(ctx: RunContext) -> None:
 
     await ctx.drive("llm-accuracy", ctx.model(mc),
                     [ChatRequest(messages=accuracy_messages(it), params=params) for it in todo], to_rows,
-                    label=f"LLM-Accuracy ({mc.id})", skipped=skipped)
+                    label=f"LLM-Accuracy ({mc.id})", skipped=skipped, unparsed=lambda c: parse_verdict(c.text) is None)

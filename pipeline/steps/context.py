@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from rich.console import Console
@@ -28,7 +28,16 @@ from pipeline.store.rows import Row
 T = TypeVar("T")
 FLUSH_EVERY_S = 1.0
 FLUSH_EVERY_ROWS = 500
+# Re-ask k of sample s is sample s + 1000·k: a new cache key and seed, apart from a judge's own samples (at most 20).
+REASK_SAMPLE_STRIDE = 1000
 
+
+def reask_request(request: ChatRequest, attempt: int, temperature: float) -> ChatRequest:
+    """The same prompt asked again as a new sample: attempt ``attempt`` gets its own sample index (so its own
+    cache key and seed) and at least ``temperature`` (at 0 a new sample would repeat the unparsed one)."""
+    p = request.params
+    return replace(request, params=replace(p, sample=p.sample + REASK_SAMPLE_STRIDE * attempt,
+                                           temperature=max(p.temperature, temperature)))
 
 
 @dataclass
@@ -45,6 +54,8 @@ class StageRecord:
     # tokens of the completions the backend made in this stage (cached ones cost nothing and are not counted)
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    reasked: int = 0  # re-asks of unparsed outputs (cached or made), beyond the first ask of each item
+    unparsed: int = 0  # items whose output stayed unparsed after the re-asks (saved as they are, counted in errors)
 
     def summary(self) -> dict[str, Any]:
         """The record as ``runs.summary`` stores it: the stage's fields, then its usage's beside them (the
@@ -69,6 +80,7 @@ class RunContext:
         self.progress = progress
         self.console = console
         self.records: list[StageRecord] = []
+        self.down: dict[str, str] = {}  # model id -> the line saying its endpoint was taken as down (circuit breaker)
         self._models: dict[str, Model] = {}
         self.released_provenance: dict[str, dict[str, Any]] = {}
 
@@ -100,11 +112,15 @@ class RunContext:
 
     async def drive(self, stage: str, model: Model, requests: Sequence[ChatRequest],
                     to_rows: Callable[[int, Completion], list[Row]], *, label: str | None = None,
-                    skipped: int = 0) -> list[Completion]:
+                    skipped: int = 0, unparsed: Callable[[Completion], bool] | None = None) -> list[Completion]:
         """Run ``requests`` through ``model`` and save ``to_rows(i, completion)`` as they finish.
 
         Results are flushed with their cache rows every second (or every 500 rows) and at the end.
-        A completion counts as an error when the call failed or a row it produced records an error.
+        A completion counts as an error when the call failed, a row it produced records an error, or it stayed
+        unparsed. With ``unparsed`` (the step's test of an answer it cannot read), such an answer is asked again
+        as a new sample (:func:`reask_request`) until it parses or the item has had ``config.reask.times`` more
+        backend calls in this run (attempts an earlier run made come from the cache and cost none); every attempt
+        is cached and counted. What stays unparsed is saved as it is. Returns each item's last completion.
         """
         record = StageRecord(stage, model.id, items=len(requests), skipped=skipped)
         before = UsageStats(**model.stats.__dict__)
@@ -113,6 +129,10 @@ class RunContext:
         pending_rows = 0
         lock = asyncio.Lock()
         started = time.perf_counter()
+        reask = self.config.reask
+        last: list[Completion | None] = [None] * len(requests)
+        calls_made = [0] * len(requests)  # backend calls per item in this run (cached attempts are free)
+        again: list[int] = []  # items to ask again in the next round
 
         async def flush() -> None:
             nonlocal pending, pending_rows
@@ -123,14 +143,21 @@ class RunContext:
 
         def on_result(i: int, completion: Completion) -> None:
             nonlocal pending_rows
+            last[i] = completion
+            if not completion.cached:
+                calls_made[i] += 1
+                record.prompt_tokens += completion.prompt_tokens or 0
+                record.completion_tokens += completion.completion_tokens or 0
+            unreadable = unparsed is not None and completion.ok and unparsed(completion)
+            if unreadable and calls_made[i] <= reask.times:
+                again.append(i)
+                return
+            record.unparsed += unreadable
             rows = to_rows(i, completion)
             pending.extend(rows)
             pending_rows += len(rows)
-            if not completion.ok or any(getattr(r, "error", None) for r in rows):
+            if not completion.ok or unreadable or any(getattr(r, "error", None) for r in rows):
                 record.errors += 1
-            if not completion.cached:
-                record.prompt_tokens += completion.prompt_tokens or 0
-                record.completion_tokens += completion.completion_tokens or 0
             self.progress.advance(task)
 
         # The periodic flushes are stopped, never cancelled: cancelling a task that awaits
@@ -148,7 +175,17 @@ class RunContext:
         background = [asyncio.create_task(every(FLUSH_EVERY_S, lambda: pending_rows > 0)),
                       asyncio.create_task(every(0.05, lambda: pending_rows >= FLUSH_EVERY_ROWS))]
         try:
-            results = await model.generate_many(list(requests), on_result=on_result)
+            items, attempt = list(range(len(requests))), 0
+            while items:  # round 0 asks every item; round k re-asks those still unparsed as attempt k
+                batch = [requests[i] if attempt == 0 else reask_request(requests[i], attempt, reask.temperature)
+                         for i in items]
+                await model.generate_many(batch, on_result=lambda j, c, items=items: on_result(items[j], c))
+                items, attempt = list(again), attempt + 1
+                again.clear()
+                record.reasked += len(items)
+            if model.down and model.id not in self.down:  # said once per run, where it happened
+                self.down[model.id] = model.down
+                self.console.print(f"[bold red]endpoint down:[/] {model.down}", highlight=False, soft_wrap=True)
         finally:
             stopping.set()
             await asyncio.gather(*background)  # a flush in progress completes; a failed write is raised
@@ -158,7 +195,13 @@ class RunContext:
             record.usage = UsageStats(**{k: getattr(after, k) - getattr(before, k) for k in after.__dict__})
             self.records.append(record)
             self.progress.update(task, completed=len(requests))
-        return results
+        if record.reasked:
+            outcome = (f"{record.unparsed} item(s) still unparsed after {reask.times} re-ask(s): saved as they are "
+                       "and counted as errors" + ("; a rerun asks them again" if reask.on_rerun else "")
+                       if record.unparsed else "every item parsed in the end")
+            self.console.print(f"{label or stage}: {record.reasked} re-ask(s) of unparsed outputs; {outcome}",
+                               highlight=False, soft_wrap=True)
+        return last  # type: ignore[return-value]
 
     def note(self, stage: str, model_id: str, items: int, skipped: int = 0, errors: int = 0,
              wall_s: float = 0.0) -> None:
@@ -217,14 +260,17 @@ def responses_to_score(ctx: RunContext) -> list[ResponseItem]:
 
 
 def finished(ctx: RunContext, table: str, key: tuple[str, ...], *, where: dict[str, str] | None = None,
-             also: tuple[str, ...] = ()) -> dict[tuple, tuple]:
+             also: tuple[str, ...] = (), unparsed: str | None = None) -> dict[tuple, tuple]:
     """Finished keys of a scoring table for this dataset: key → (response_hash, *also).
 
     ``table``, ``key``, ``where`` keys and ``also`` are fixed identifiers of the calling step; the
-    ``where`` values are parameters.
+    ``where`` values are parameters. ``unparsed`` is the step's fixed SQL test of a row whose output could not
+    be read: with ``reask.on_rerun`` (the default) such a row is not finished, so a rerun asks again.
     """
     where = where or {}
     preds = "".join(f" AND {col} = ?" for col in where)
+    if unparsed and ctx.config.reask.on_rerun:
+        preds += f" AND NOT coalesce({unparsed}, false)"
     rows = ctx.store.fetch(f"SELECT {', '.join(key)}, response_hash{''.join(', ' + c for c in also)} FROM {table} "
                            f"WHERE dataset = ?{preds}", [ctx.dataset_name, *where.values()])
     n = len(key)

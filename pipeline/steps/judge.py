@@ -12,8 +12,9 @@ consecutively, so an in-process llama.cpp judge re-evaluates only the part after
 
 Output is JSON ``{"Score": 0-2, "Justification": "..."}``, constrained where the backend can
 (llama.cpp grammar, OpenAI ``response_format``, vLLM structured outputs). ``parse_judgment``
-reads it tolerantly; what it cannot read, or a score outside 0–2, is kept with its raw text as
-``score = None, parse_ok = False`` — never as 0.
+reads it tolerantly; what it cannot read, or a score outside 0–2, is asked again as a new sample
+(``RunContext.drive``, ``reask`` in the config) and, when it stays unreadable, kept with its raw text as
+``score = None, parse_ok = False`` — never as 0 — counted as an error and asked again by the next run.
 """
 
 from __future__ import annotations
@@ -315,7 +316,8 @@ async def _judge_with(ctx: RunContext, jc: JudgeConfig, items: list[ResponseItem
                   for call in judge_calls(item.query, item.text, *chunks[item.query.query_id], metrics=jc.metrics,
                                           samples=jc.samples, temperature=jc.temperature, max_tokens=jc.max_tokens,
                                           prompts=ctx.dataset.prompt_text)]
-    done = finished(ctx, "judgments", ("query_id", "model_id", "metric", "sample"), where={"judge_id": jc.id})
+    done = finished(ctx, "judgments", ("query_id", "model_id", "metric", "sample"), where={"judge_id": jc.id},
+                    unparsed="NOT parse_ok")
     todo, skipped = still_to_do(candidates, lambda t: (*t[0].key, t[1].metric, t[1].sample), done,
                                 lambda t, d: d[0] == t[0].response_hash)
 
@@ -330,4 +332,5 @@ async def _judge_with(ctx: RunContext, jc: JudgeConfig, items: list[ResponseItem
             justification=result["justification"], raw_output=result["raw_output"],
             response_hash=item.response_hash, run_id=ctx.run_id, cached=completion.cached)]
 
-    await ctx.drive("judge", judge, [t[1].request for t in todo], to_rows, label=f"judge {jc.id}", skipped=skipped)
+    await ctx.drive("judge", judge, [t[1].request for t in todo], to_rows, label=f"judge {jc.id}", skipped=skipped,
+                    unparsed=lambda c: not parse_judgment(c.text)[2])

@@ -213,8 +213,9 @@ def _critic_config(ctx: RunContext) -> ModelConfig:
 async def step_medcode(ctx: RunContext) -> None:
     """Critique every selected response and classify each critique; one ``critiques`` row per response.
 
-    A failed critic call is counted and retried on the next run; an empty critique is stored as a
-    failure (``error``, no distribution), so no response is ever reported done without its row.
+    A failed critic call is counted and retried on the next run; an empty critique is asked again (``reask``),
+    and one still empty is stored as a failure (``error``, no distribution; asked again by the next run), so no
+    response is ever reported done without its row.
     """
     import asyncio
 
@@ -231,7 +232,7 @@ async def step_medcode(ctx: RunContext) -> None:
 
     todo, skipped = still_to_do(responses_to_score(ctx), lambda it: it.key,
                                 finished(ctx, "critiques", ("query_id", "model_id"), where={"critic_id": critic_cfg.id},
-                                         also=("classifier",)), is_current)
+                                         also=("classifier",), unparsed="error IS NOT NULL"), is_current)
 
     def row_for(item: ResponseItem, critique: str, probs: Sequence[float] | None, tag: str) -> CritiqueRow:
         return CritiqueRow(dataset=ctx.dataset_name, query_id=item.query.query_id, model_id=item.model_id,
@@ -250,7 +251,7 @@ async def step_medcode(ctx: RunContext) -> None:
         critiques = await ctx.drive(
             "medcode-critique", critic, [critique_request(it.query, it.text, max_tokens) for it in block],
             empty_or_nothing, label=f"medcode critique {critic_cfg.id} {span}".rstrip(),
-            skipped=skipped if start == 0 else 0)
+            skipped=skipped if start == 0 else 0, unparsed=lambda c: not c.text.strip())
         ok = [(it, c.text.strip()) for it, c in zip(block, critiques, strict=True) if c.ok and c.text.strip()]
         if mc.classifier == "logprobs":
             def to_rows(i: int, c: Completion, ok=ok) -> list[CritiqueRow]:

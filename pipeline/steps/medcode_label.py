@@ -5,8 +5,9 @@ classifier.
 Stage ``medcode-label`` (opt-in: ``python -m pipeline medcode label --config F`` or ``--stages medcode-label``),
 teacher ``medcode: {teacher: MODEL}``. One call per response, the critique first and the label after it, in the
 critic's prompt format (question, ground truth, model response); constrained to the JSON shape where the backend
-can. A label that cannot be read is stored as NULL with the raw output, counted as an error of the stage and
-never exported; a failed call writes nothing and is retried on the next run.
+can. A label that cannot be read is asked again (``reask``); one that stays unreadable is stored as NULL with the
+raw output, counted as an error of the stage, never exported and asked again by the next run; a failed call
+writes nothing and is retried on the next run.
 
 Prompts: ``prompts/medcode_teacher_{system,user}.txt`` (ours: the paper's Figure 3 template is not in its text).
 """
@@ -89,26 +90,23 @@ async def step_label(ctx: RunContext) -> None:
     """The teacher labels every selected current response it has not labelled yet (one call each); one
     ``labelled_critiques`` row per response, source = the teacher's id."""
     teacher = ctx.config.medcode.teacher
-    done = finished(ctx, "labelled_critiques", ("query_id", "model_id"), where={"source": teacher.id})
+    done = finished(ctx, "labelled_critiques", ("query_id", "model_id"), where={"source": teacher.id},
+                    unparsed="label IS NULL")
     todo, skipped = still_to_do(responses_to_score(ctx), lambda it: it.key, done,
                                 lambda it, d: d[0] == it.response_hash)
-    unparsed = 0
-
     def to_rows(i: int, c: Completion) -> list[LabelledCritiqueRow]:
-        nonlocal unparsed
         if not c.ok:  # a failed call is not a label: retried next run
             return []
         it = todo[i]
         critique, label = parse_teacher(c.text)
-        unparsed += label is None
         return [LabelledCritiqueRow(dataset=ctx.dataset_name, query_id=it.query.query_id, model_id=it.model_id,
                                     source=teacher.id, critique=critique, label=label, response_hash=it.response_hash,
                                     run_id=ctx.run_id, raw_output=c.text)]
 
     await ctx.drive("medcode-label", ctx.model(teacher),
                     [teacher_request(it.query, it.text, teacher.max_tokens) for it in todo], to_rows,
-                    label=f"medcode label (teacher {teacher.id})", skipped=skipped)
-    ctx.records[-1].errors += unparsed
-    if unparsed:
+                    label=f"medcode label (teacher {teacher.id})", skipped=skipped,
+                    unparsed=lambda c: parse_teacher(c.text)[1] is None)
+    if unparsed := ctx.records[-1].unparsed:
         ctx.console.print(f"medcode label: {unparsed} of {len(todo)} labels unparsed (stored as NULL with the "
                           "teacher's output; never exported)", highlight=False)

@@ -8,9 +8,10 @@ multi-turn query (``messages``) is shown as its whole conversation. The answer i
 ``{"explanation", "criteria_met"}``, constrained where the backend can.
 
 What the grader says is stored per criterion (``rubric_grades``) with its explanation and raw output.
-An output without a readable true/false is stored with ``met = NULL``: counted as unparsed, never as met
-or not met (HealthBench asks the grader again until it answers; at temperature 0 a cached call would
-only repeat itself). Scores are computed when read (``pipeline.read.rubric`` over
+An output without a readable true/false is asked again as a new sample (``RunContext.drive``; HealthBench
+asks the grader again until it answers), up to ``reask.times`` times; what stays unreadable is stored with
+``met = NULL``: counted as unparsed and as an error of the stage, never as met or not met, and asked again by
+the next run (``reask.on_rerun``). Scores are computed when read (``pipeline.read.rubric`` over
 ``pipeline.analysis.rubric``): an item with an unparsed criterion has no score.
 
 Prompts: ``prompts/rubric_grader_{system,user}.txt`` (the dataset's own first). The conversation comes
@@ -141,7 +142,7 @@ async def step_rubric(ctx: RunContext) -> None:
     items = [it for it in responses_to_score(ctx) if it.query.rubric]
     calls = grade_calls(items, max_tokens=gc.max_tokens, temperature=gc.temperature, prompts=ctx.dataset.prompt_text)
     done = finished(ctx, "rubric_grades", ("query_id", "model_id", "criterion_index"), where={"grader_id": gc.id},
-                    also=("criterion", "points", "tags"))
+                    also=("criterion", "points", "tags"), unparsed="met IS NULL")
 
     def is_current(call: GradeCall, d: tuple) -> bool:
         response_hash, criterion, points, tags = d
@@ -164,4 +165,4 @@ async def step_rubric(ctx: RunContext) -> None:
             cached=completion.cached)]
 
     await ctx.drive("rubric", ctx.model(gc), [c.request for c in todo], to_rows, label=f"rubric grader {gc.id}",
-                    skipped=skipped)
+                    skipped=skipped, unparsed=lambda c: parse_grade(c.text)[0] is None)

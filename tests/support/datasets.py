@@ -12,8 +12,9 @@ TOPICS = ("eye drops", "bathing", "reading", "driving", "sleeping on my side", "
           "watching TV", "bending to pick things up", "travelling by bus")
 
 
-def write_closed_book(folder: Path, n: int, *, prefix: str = "q") -> Path:
-    """A closed-book dataset (``queries.jsonl`` only) of ``n`` distinct English queries; returns the folder."""
+def write_closed_book(folder: Path, n: int, *, prefix: str = "q", rubric: list[dict[str, Any]] | None = None) -> Path:
+    """A closed-book dataset (``queries.jsonl`` only) of ``n`` distinct English queries, each with ``rubric``
+    (HealthBench criteria: criterion, points, tags) when given; returns the folder."""
     folder.mkdir(parents=True, exist_ok=True)
     with (folder / "queries.jsonl").open("w", encoding="utf-8") as fh:
         for i in range(n):
@@ -23,7 +24,7 @@ def write_closed_book(folder: Path, n: int, *, prefix: str = "q") -> Path:
                 "query": f"Question {i}: after my cataract operation, when can I start {topic} again?",
                 "query_en": None,
                 "gt_response": f"You can usually resume {topic} within a week; ask your doctor at the follow-up.",
-                "themes": [], "kb_refs": [], "update_sensitive": False,
+                "themes": [], "kb_refs": [], "update_sensitive": False, **({"rubric": rubric} if rubric else {}),
             }) + "\n")
     return folder
 

@@ -1,12 +1,14 @@
 """A fixture server speaking OpenAI's chat-completions protocol, for load and fault injection.
 
 It is not a model: it answers after a fixed latency with a deterministic echo of the request
-(with ``usage``), and injects faults — 429 (some with ``Retry-After``), 500, requests held past
-the client's timeout, malformed bodies (truncated JSON, no ``choices``), and 500s whose body
-echoes the request headers (a misbehaving proxy) — in configured shares. The fault a request
-gets is drawn from ``hash(seed, request content, how often that content was seen)``, so every
-item's fate is the same whatever order concurrent requests arrive in. It counts requests per
-outcome (``GET /stats``); ``POST /admin/faults`` changes the shares while it runs.
+(with ``usage``; a request with a JSON schema in ``response_format`` gets the schema's first allowed value for
+each field instead, like a grader that answers), can answer each prompt badly the first N times it is asked
+(``unparsable_first``: prose without a verdict where JSON is asked for, else an empty answer), and injects
+faults — 429 (some with ``Retry-After``), 500, requests held past the client's timeout, malformed bodies
+(truncated JSON, no ``choices``), and 500s whose body echoes the request headers (a misbehaving proxy) — in
+configured shares. The fault a request gets is drawn from ``hash(seed, request content, how often that content
+was seen)``, so every item's fate is the same whatever order concurrent requests arrive in. It counts requests
+per outcome (``GET /stats``); ``POST /admin/faults`` changes the shares while it runs.
 
 It runs in its own process (uvicorn + starlette) so that it does not share the GIL with the
 client it is measuring. Start it with :class:`FixtureServer` (a context manager)::
@@ -50,6 +52,7 @@ class Faults:
     retry_after_share: float = 0.5  # of the 429s, the share that carries a Retry-After header
     retry_after_s: float = 1.0
     hang_s: float = 30.0
+    unparsable_first: int = 0  # the first N asks of each prompt get an answer that cannot be parsed
 
     def draw(self, u: float) -> str:
         """The outcome for a uniform draw ``u`` in [0, 1)."""
@@ -67,8 +70,36 @@ def _unit(*parts: object) -> float:
     return int.from_bytes(digest[:8], "big") / 2**64
 
 
-def completion_text(body: dict[str, Any]) -> str:
-    """The deterministic answer to a request: a digest of its messages and the last user turn."""
+UNPARSABLE = "I would rather not commit to a verdict on this one."
+
+
+def _schema(body: dict[str, Any]) -> dict[str, Any] | None:
+    """The JSON schema a request asks for (OpenAI's ``json_schema`` or llama.cpp's ``json_object`` style)."""
+    fmt = body.get("response_format") or {}
+    return (fmt.get("json_schema") or {}).get("schema") or fmt.get("schema")
+
+
+def schema_answer(schema: dict[str, Any]) -> str:
+    """A JSON object that fits ``schema``: each property's first enum value, else true / 0 / a short string."""
+    out: dict[str, Any] = {}
+    for name, prop in (schema.get("properties") or {}).items():
+        if prop.get("enum"):
+            out[name] = prop["enum"][0]
+        else:
+            kind = prop.get("type")
+            out[name] = {"boolean": True, "integer": 0, "number": 0.0}.get(kind, "fixture answer"[:prop.get(
+                "maxLength", 64)])
+    return json.dumps(out)
+
+
+def completion_text(body: dict[str, Any], attempt: int = 0, unparsable_first: int = 0) -> str:
+    """The deterministic answer to a request: a digest of its messages and the last user turn; an object fitting
+    the requested JSON schema; or, for the first ``unparsable_first`` asks of a prompt, an unparsable answer."""
+    schema = _schema(body)
+    if attempt < unparsable_first:
+        return UNPARSABLE if schema else ""
+    if schema:
+        return schema_answer(schema)
     messages = body.get("messages") or []
     digest = hashlib.sha256(json.dumps(messages, sort_keys=True).encode()).hexdigest()[:12]
     last = next((m.get("content", "") for m in reversed(messages) if m.get("role") == "user"), "")
@@ -128,7 +159,7 @@ def build_app(latency_s: float, faults: Faults, seed: int, api_key: str | None):
             return error(500, f"upstream failed for request with headers {echoed}", "server_error")
         if outcome == "timeout":
             await asyncio.sleep(f.hang_s)
-        text = completion_text(body)
+        text = completion_text(body, attempt, f.unparsable_first)
         prompt_tokens = sum(len(str(m.get("content", "")).split()) for m in body.get("messages") or [])
         payload: dict[str, Any] = {
             "id": f"chatcmpl-{content_key[:16]}-{attempt}", "object": "chat.completion", "created": 0,
