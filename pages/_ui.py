@@ -22,6 +22,7 @@ import streamlit as st
 from pages import _data as data
 from pipeline.dataset import LANGUAGES, THEMES
 from pipeline.metrics import LABELS, METRICS
+from pipeline.read.csv_cells import frame_to_csv
 
 AGG_LABEL = "Aggregate (weighted)"
 FILL_COMMAND = "python -m pipeline run --config configs/default.yaml"
@@ -316,9 +317,10 @@ def _arrow_ready(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def table_bytes(frame: pd.DataFrame, fmt: str) -> bytes:
-    """A table as a CSV (UTF-8) or Parquet (pyarrow) file's bytes, its columns and rows as given."""
+    """A table as a CSV (UTF-8) or Parquet (pyarrow) file's bytes, its columns and rows as given; in CSV, text a
+    spreadsheet would run as a formula gets a leading apostrophe (``frame_to_csv``), Parquet keeps the raw text."""
     if fmt == "csv":
-        return frame.to_csv(index=False).encode("utf-8")
+        return frame_to_csv(frame).encode("utf-8")
     if fmt == "parquet":
         buffer = io.BytesIO()
         _arrow_ready(frame).to_parquet(buffer, index=False, engine="pyarrow")

@@ -3,6 +3,7 @@ row counts, provenance joined in, a manifest and a README; bad input is one line
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import json
 import subprocess
@@ -172,3 +173,15 @@ def test_force_keeps_what_the_user_added_to_an_earlier_export(tmp_path):
         export(db, out, tables=["responses"], force=True)
     assert sorted(p.name for p in out.iterdir()) == before and (out / "responses.parquet").read_bytes() == b"mine"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["export", "r.duckdb"]
+
+
+def test_csv_cells_a_spreadsheet_would_run_are_neutralised_parquet_keeps_them(tmp_path):
+    db = _small_db(tmp_path / "r.duckdb", "-model")
+    export(db, tmp_path / "csv", fmt="csv", tables=["responses"])
+    with (tmp_path / "csv" / "responses.csv").open(encoding="utf-8", newline="") as fh:
+        row = next(csv.DictReader(fh))
+    assert row["text"] == "'=HYPERLINK(\"http://example.invalid\")" and row["model_id"] == "'-model"
+    assert row["query_id"] == "q1" and float(row["latency_s"]) == 0.1  # other cells and numbers as they are
+    export(db, tmp_path / "parquet", tables=["responses"])
+    frame = pd.read_parquet(tmp_path / "parquet" / "responses.parquet")
+    assert frame.text.tolist() == ["=HYPERLINK(\"http://example.invalid\")"] and frame.model_id.tolist() == ["-model"]

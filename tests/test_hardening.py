@@ -3,12 +3,14 @@ or handled, and nothing the user owns is overwritten or deleted."""
 
 from __future__ import annotations
 
+import csv
 import io
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from rich.console import Console
 
@@ -111,3 +113,18 @@ def test_a_link_out_of_the_dataset_folder_is_refused(tmp_path):
     (outside / "queries.jsonl").rename(dataset / "kept.jsonl")
     (dataset / "queries.jsonl").symlink_to(dataset / "kept.jsonl")
     assert len(load_dataset(dataset).queries) == 2
+
+
+# -- the dashboard's CSV downloads: no formula a spreadsheet would run ---------------------------------------------
+def test_dashboard_csv_download_neutralises_formulas_parquet_keeps_raw_text():
+    from pages._ui import table_bytes
+
+    cells = ["=cmd|' /C calc'!A0", "+1+2", "-2+3", "@SUM(A1)", "\tx", "\rx", "fine - not a formula", "a\r=1+2", None]
+    frame = pd.DataFrame({"text": cells, "score": [-0.5] * len(cells), "=col": ["a"] * len(cells)})
+    header, *rows = csv.reader(io.StringIO(table_bytes(frame, "csv").decode("utf-8"), newline=""))
+    assert header == ["text", "score", "'=col"]
+    assert [r[0] for r in rows] == ["'=cmd|' /C calc'!A0", "'+1+2", "'-2+3", "'@SUM(A1)", "'\tx", "'\rx",
+                                    "fine - not a formula", "a\r=1+2", ""]  # a carriage return inside: quoted
+    assert {r[1] for r in rows} == {"-0.5"}  # numbers are not text: written as they are
+    raw = pd.read_parquet(io.BytesIO(table_bytes(frame, "parquet")))
+    assert raw.text.tolist()[:-1] == cells[:-1] and list(raw.columns) == ["text", "score", "=col"]

@@ -8,7 +8,8 @@ database. Tables that record a ``run_id`` gain the run's provenance (``run_confi
 weights file, sha256, endpoint, engine; ``<role>_sha256``: the weights file's hash where there is one);
 scores of a response gain ``response_prompt_hash``: the prompt hash of the generation they scored (NULL when
 the response has been regenerated since). Beside the files: ``manifest.json`` (per table its file, rows,
-columns with types, provenance columns and the file's sha256) and ``README.txt`` (what each file is).
+columns with types, provenance columns and the file's sha256) and ``README.txt`` (what each file is). In CSV
+files, text cells a spreadsheet would run as formulas get a leading apostrophe (``pipeline.read.csv_cells``).
 
 Everything is written into a temporary folder beside ``out`` and renamed into place at the end, so an
 interrupted export leaves no half-written folder. ``force`` replaces an earlier export in ``out``: only the files
@@ -30,6 +31,8 @@ from typing import Any
 import duckdb
 
 from pipeline.errors import UserError
+from pipeline.read.csv_cells import SQL_FUNCTION
+from pipeline.read.csv_cells import register as register_csv_cell
 from pipeline.store import TABLES, open_connection
 from pipeline.store.rows import ROWS
 
@@ -169,6 +172,8 @@ def export(db: str | Path, out: str | Path, *, fmt: str = "parquet", tables: lis
 def _write(db: Path, work: Path, fmt: str, tables: list[str] | None, with_cache: bool) -> dict[str, Any]:
     try:
         with open_connection(db, read_only=True) as con:
+            if fmt == "csv":
+                register_csv_cell(con)
             have = _columns(con)
             missing = [t for t in tables or () if t not in have]
             if missing:
@@ -196,10 +201,16 @@ def _copy(con: duckdb.DuckDBPyConnection, table: str, have: dict[str, list[str]]
     """COPY one table (with its provenance) to its file; its manifest entry."""
     select, provenance = _select(table, have)
     file = work / f"{table}.{fmt}"
-    options = "FORMAT PARQUET, COMPRESSION ZSTD" if fmt == "parquet" else "FORMAT CSV, HEADER"
+    columns = [{"name": c[0], "type": c[1]} for c in con.execute(f"DESCRIBE {select}").fetchall()]
+    options = "FORMAT PARQUET, COMPRESSION ZSTD"
+    if fmt == "csv":  # text cells a spreadsheet would run as formulas are neutralised; Parquet keeps the raw text
+        options = "FORMAT CSV, HEADER"
+        text = [c["name"] for c in columns if c["type"] in ("VARCHAR", "JSON")]
+        if text:
+            replace = ", ".join(f'{SQL_FUNCTION}("{name}") AS "{name}"' for name in text)
+            select = f"SELECT * REPLACE ({replace}) FROM ({select})"
     target = str(file).replace("'", "''")
     rows = con.execute(f"COPY ({select}) TO '{target}' ({options})").fetchone()[0]
-    columns = [{"name": c[0], "type": c[1]} for c in con.execute(f"DESCRIBE {select}").fetchall()]
     return {"file": file.name, "rows": int(rows), "columns": columns, "provenance_columns": provenance,
             "sha256": _sha256(file)}
 
