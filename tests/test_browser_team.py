@@ -9,7 +9,6 @@ app refuses team mode in one line.
 
 from __future__ import annotations
 
-import io
 import json
 import subprocess
 import sys
@@ -21,15 +20,11 @@ from pathlib import Path
 import httpx
 import psutil
 import pytest
-from rich.console import Console
 from streamlit.testing.v1 import AppTest
 
-from pipeline.config import load_config
-from pipeline.runner import run
 from pipeline.store import open_connection
 from tests.support.browser import BROWSER, REPO, free_port, main_text, no_exception, serve_app, settle
-from tests.support.datasets import write_closed_book, write_config
-from tests.support.openai_fixture import FixtureServer
+from tests.support.datasets import answered_db
 
 pytestmark = BROWSER
 USER = {"sub": "dr-rao", "email": "dr.rao@eyecare.example", "name": "Dr Rao"}
@@ -38,14 +33,7 @@ USER = {"sub": "dr-rao", "email": "dr.rao@eyecare.example", "name": "Dr Rao"}
 @pytest.fixture(scope="module")
 def small_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Three answers of an OpenAI-compatible endpoint (the fixture server), stored by the pipeline."""
-    folder = tmp_path_factory.mktemp("team")
-    dataset = write_closed_book(folder / "qa", 3)
-    db = folder / "results.duckdb"
-    with FixtureServer(latency_s=0.01) as server:
-        config = write_config(folder / "run.yaml", dataset=dataset, db=db, models=[
-            {"id": "openai-compatible/fixture", "base_url": server.base_url, "timeout": 5.0, "max_retries": 0}])
-        run(load_config(config), stages="generate", console=Console(file=io.StringIO()))
-    return db
+    return answered_db(tmp_path_factory.mktemp("team"))
 
 
 @contextmanager

@@ -19,7 +19,7 @@ from pipeline.dataset import load_dataset
 from pipeline.errors import UserError
 from pipeline.runner import run
 from pipeline.store import open_connection
-from tests.support.datasets import write_closed_book, write_config
+from tests.support.datasets import answered_db, write_closed_book, write_config
 
 REPO = Path(__file__).resolve().parent.parent
 QA_FIXTURES = REPO / "tests" / "fixtures" / "qa"
@@ -128,3 +128,41 @@ def test_dashboard_csv_download_neutralises_formulas_parquet_keeps_raw_text():
     assert {r[1] for r in rows} == {"-0.5"}  # numbers are not text: written as they are
     raw = pd.read_parquet(io.BytesIO(table_bytes(frame, "parquet")))
     assert raw.text.tolist()[:-1] == cells[:-1] and list(raw.columns) == ["text", "score", "=col"]
+
+
+# -- Compare runs opens only result databases of the results folder ------------------------------------------------
+def test_compare_runs_opens_only_files_of_the_results_folder(tmp_path, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+
+    from pages import _data as data
+
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    a_db = answered_db(runs, name="a.duckdb")
+    shutil.copy(a_db, runs / "b.duckdb")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    shutil.copy(a_db, elsewhere / "private.duckdb")
+    (runs / "linked.duckdb").symlink_to(elsewhere / "private.duckdb")  # a link out of the folder is not offered
+    data.clear_caches()
+    monkeypatch.setenv("PARIKSHA_DB", str(a_db))
+
+    def page(**params: str) -> AppTest:
+        at = AppTest.from_file(str(REPO / "app.py"), default_timeout=120)
+        at.query_params.update(params)
+        at.run()
+        at.switch_page("pages/9_compare_runs.py")
+        at.run()
+        assert not at.exception, [e.value for e in at.exception]
+        return at
+
+    for hostile in ("/etc/passwd", str(elsewhere / "private.duckdb"), "../elsewhere/private.duckdb",
+                    "linked.duckdb", "missing.duckdb"):
+        at = page(cr_b_path=hostile, cr_b_db=hostile)
+        assert at.selectbox(key="cr_b_db").options == ["b.duckdb"] and at.selectbox(key="cr_b_db").value == "b.duckdb"
+        assert not at.text_input  # no path box: B is chosen from the list
+        shown = " ".join(str(e.value) for e in (*at.caption, *at.error, *at.info, *at.markdown))
+        assert "passwd" not in shown and "elsewhere" not in shown and "missing" not in shown
+        assert f"B: {runs / 'b.duckdb'}" in shown.replace("\\", "")
+    monkeypatch.setenv("PARIKSHA_RESULTS_DIR", str(elsewhere))  # another results folder, named explicitly
+    assert page(cr_b_db="private.duckdb").selectbox(key="cr_b_db").value == "private.duckdb"
