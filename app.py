@@ -178,6 +178,7 @@ PAGE_TEXT = [
 ]
 
 navigation = st.navigation(list(PAGES.values()))
+ui.require_login()  # serving a team: nothing but a login until the user has one
 with data.held(data.db_path()):  # the render's reads share one DuckDB instance
     st.session_state["_ctx"] = ui.sidebar()
     navigation.run()

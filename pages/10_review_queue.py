@@ -30,8 +30,7 @@ with st.expander("How severity is computed"):
                "critique, one judge, no rubric) adds nothing.")
 
 c1, c2, c3 = st.columns([2, 1, 1])
-annotator = c1.text_input("Your name", key="rq_annotator", bind="query-params", max_chars=60,
-                          placeholder="e.g. dr-rao")
+annotator = ui.annotator("rq_annotator", c1, bind=True)
 metric = c2.selectbox("Verdict on", list(METRICS), index=METRICS.index("FC") if "FC" in METRICS else 0,
                       key="rq_metric", bind="query-params", help=ui.metric_help())
 hide = c3.toggle("Hide reviewed", value=True, key="rq_hide", help="Answers you already labelled on this metric.")

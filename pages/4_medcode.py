@@ -226,12 +226,11 @@ def annotate_view() -> None:
         return
     options = [f"{k}: {b}" for k, b in zip(sources.kind, sources.author, strict=True)]
     c1, c2 = st.columns([1, 2])
-    annotator = c1.text_input("Your name", key="mc_annotator", max_chars=60, placeholder="e.g. dr-rao")
+    annotator = ui.annotator("mc_annotator", c1)
     pick = c2.selectbox("Critiques of", options, key="mc_source")
-    if not annotator or not annotator.strip():
+    if not annotator:
         st.info("Enter your name to get a queue of critiques to check.")
         return
-    annotator = annotator.strip()
     kind, author = sources.iloc[options.index(pick)][["kind", "author"]]
     skipped = tuple(st.session_state.setdefault("mc_skipped", []))
     done, total, queue = data.critique_queue(ctx.db, scope, annotator, kind, author, skipped)

@@ -125,18 +125,16 @@ def annotate_view() -> None:
                "update. Items come in a fixed shuffled order, " + ("the items of the plan." if plan is not None
                                                                     else "filtered by the sidebar."))
     c1, c2 = st.columns([2, 1])
-    annotator = c1.text_input("Your name", key="hv_annotator", bind="query-params", max_chars=60,
-                              placeholder="e.g. dr-rao")
+    annotator = ui.annotator("hv_annotator", c1, bind=True)
     if plan is not None:
         metric = plan.metric
         c2.caption(ui.md_escape(f"Metric to score: {metric} ({ui.metric_label(metric)}), the plan's."))
     else:
         metric = c2.selectbox("Metric to score", list(METRICS), index=DEFAULT_METRIC, key="hv_ann_metric",
                               bind="query-params", help=ui.metric_help())
-    if not annotator or not annotator.strip():
+    if not annotator:
         st.info("Enter your name to get a queue of unlabelled items.")
         return
-    annotator = annotator.strip()
     skipped = tuple(st.session_state.setdefault("hv_skipped", []))
     done, total, queue = data.annotation_state(ctx.db, ctx.filters, annotator, metric, skipped,
                                                None if plan is None else plan.plan_id)

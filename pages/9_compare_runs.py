@@ -3,8 +3,6 @@ per metric with 95 % CIs, the items that changed most, and which provenance diff
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import altair as alt
 import streamlit as st
 
@@ -27,14 +25,6 @@ mode = st.segmented_control("Compare", list(MODES), format_func=MODES.get, key="
                             default=FILES) or FILES
 
 
-def candidates() -> list[str]:
-    """Result databases beside this one and in data/ (not this one)."""
-    here = Path(ctx.db).resolve()
-    found = {p.resolve() for folder in (here.parent, Path("data")) if folder.is_dir()
-             for p in folder.glob("*.duckdb")}
-    return [str(p) for p in sorted(found - {here})]
-
-
 def pick(options: list[str], key: str, label: str, default: str | None, **kw) -> str:
     if st.session_state.get(key) not in (None, *options):
         del st.session_state[key]
@@ -44,22 +34,17 @@ def pick(options: list[str], key: str, label: str, default: str | None, **kw) ->
 
 b_db = ctx.db
 if mode == FILES:
-    files = candidates()
-    typed = st.text_input("B: another result database (path)", key="cr_b_path", bind="query-params",
-                          placeholder="e.g. data/results-separate.duckdb",
-                          help="Any DuckDB file the pipeline wrote; opened read-only.")
-    if typed.strip():
-        b_db = str(Path(typed.strip()).expanduser())
-    elif files:
-        b_db = pick(files, "cr_b_db", "B: result database", None,
-                    help="Result databases beside this one and in data/.")
-    else:
-        st.info("No other result database beside this one. Run the second configuration into its own file "
-                "(`python -m pipeline run --config … --db data/other.duckdb`) and pick it here.")
+    folder = data.results_dir(ctx.db)
+    files = data.result_files(ctx.db)
+    if not files:
+        st.info(ui.md_escape(f"No other result database in {folder}. Run the second configuration into its own "
+                             f"file there (python -m pipeline run --config … --db {folder / 'other.duckdb'}) and "
+                             f"pick it here; {data.RESULTS_DIR_ENV} names another folder."))
         st.stop()
-    if not data.db_exists(b_db):
-        st.error(ui.md_escape(f"No result database at {b_db}."))
-        st.stop()
+    b_name = pick(files, "cr_b_db", "B: result database", None,
+                  help=f"The other result databases in {folder} (the results folder; set {data.RESULTS_DIR_ENV} "
+                       "to use another). Opened read-only.")
+    b_db = str(folder / b_name)
     st.caption(ui.md_escape(f"A: {ctx.db} (this database) · B: {b_db}"))
 
 try:

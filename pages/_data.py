@@ -215,6 +215,8 @@ review_item = cached(review_read.review_item)
 REVIEW_RULES, REVIEW_SOURCE = review_read.RULES, review_read.REVIEW_SOURCE
 Side = compare_read.Side
 MIN_ITEMS_FOR_RANKS = compare_read.MIN_ITEMS
+results_dir, result_files, RESULTS_DIR_ENV = compare_read.results_dir, compare_read.result_files, \
+    compare_read.RESULTS_DIR_ENV
 
 
 @st.cache_data(ttl=CACHE_TTL_S, max_entries=16, show_spinner=False)

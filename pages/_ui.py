@@ -8,6 +8,7 @@ No SQL here: data comes from ``pages/_data.py`` (the cached read models). Model 
 from __future__ import annotations
 
 import io
+import os
 import re
 import sys
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ import streamlit as st
 from pages import _data as data
 from pipeline.dataset import LANGUAGES, THEMES
 from pipeline.metrics import LABELS, METRICS
+from pipeline.read.csv_cells import frame_to_csv
 
 AGG_LABEL = "Aggregate (weighted)"
 FILL_COMMAND = "python -m pipeline run --config configs/default.yaml"
@@ -65,11 +67,68 @@ def _sanitise(key: str, options: list[str], *, multi: bool) -> None:
         del st.session_state[key]
 
 
+# -- serving a team: OpenID Connect login, and the identity labels are saved under ---------------------------------
+TEAM_ENV = "PARIKSHA_TEAM"  # 1: serve a team (login required), whatever the address
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+AUTH_KEYS = ("redirect_uri", "cookie_secret", "client_id", "client_secret", "server_metadata_url")
+
+
+def team_mode() -> bool:
+    """True when the dashboard serves a team: ``PARIKSHA_TEAM=1``, or a server address beyond this machine (an empty
+    ``server.address`` listens on every interface). Then every page needs a login."""
+    address = st.get_option("server.address") or ""
+    return os.environ.get(TEAM_ENV, "").strip() == "1" or address not in LOOPBACK
+
+
+def _missing_auth() -> list[str]:
+    """The ``[auth]`` settings of ``.streamlit/secrets.toml`` that Streamlit's OpenID Connect login lacks."""
+    try:
+        auth = st.secrets.get("auth") if st.secrets.load_if_toml_exists() else None
+    except Exception:  # an unreadable secrets.toml is as good as none
+        auth = None
+    return [k for k in AUTH_KEYS if not auth or not auth.get(k)]
+
+
+def require_login() -> None:
+    """In team mode: refuse to serve without ``[auth]`` (one line), else show only a login until the user has one."""
+    if not team_mode():
+        return
+    missing = _missing_auth()
+    if missing:
+        st.error(f"Serving a team needs an OpenID Connect login: .streamlit/secrets.toml [auth] lacks "
+                 f"{', '.join(missing)} (docs/security.md); or serve on 127.0.0.1 without {TEAM_ENV}=1.")
+        st.stop()
+    if not st.user.is_logged_in:
+        st.title("Pariksha Studio")
+        st.button("Log in", on_click=st.login, type="primary", icon=":material/login:")
+        st.stop()
+
+
+def identity() -> str:
+    """The logged-in user as labels record them: the OpenID Connect email, else the subject."""
+    return str(st.user.get("email") or st.user.get("sub") or "")
+
+
+def annotator(key: str, where: Any = st, *, bind: bool = False) -> str:
+    """The name a label, vote or review is saved under ('' until there is one): in team mode the logged-in
+    identity (``st.user``), otherwise what the user types in a "Your name" box (``key``; ``bind`` to the URL)."""
+    if team_mode():
+        name = identity()
+        where.caption(md_escape(f"Saved as {name} (logged in)"))
+        return name
+    typed = where.text_input("Your name", key=key, max_chars=60, placeholder="e.g. dr-rao",
+                             **({"bind": "query-params"} if bind else {}))
+    return (typed or "").strip()
+
+
 def sidebar() -> Context:
     """Draw the shared filters (kept in session state and bound to the URL) and return the context."""
     db = str(data.db_path())
     exists = data.db_exists(db)
     st.sidebar.title("Pariksha Studio")
+    if team_mode() and st.user.is_logged_in:
+        st.sidebar.caption(md_escape(f"Logged in as {identity()}"))
+        st.sidebar.button("Log out", on_click=st.logout, icon=":material/logout:")
     if not exists:
         st.sidebar.warning("No results database yet.")
         st.sidebar.caption(f"Database: {md_escape(db)}")
@@ -258,9 +317,10 @@ def _arrow_ready(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def table_bytes(frame: pd.DataFrame, fmt: str) -> bytes:
-    """A table as a CSV (UTF-8) or Parquet (pyarrow) file's bytes, its columns and rows as given."""
+    """A table as a CSV (UTF-8) or Parquet (pyarrow) file's bytes, its columns and rows as given; in CSV, text a
+    spreadsheet would run as a formula gets a leading apostrophe (``frame_to_csv``), Parquet keeps the raw text."""
     if fmt == "csv":
-        return frame.to_csv(index=False).encode("utf-8")
+        return frame_to_csv(frame).encode("utf-8")
     if fmt == "parquet":
         buffer = io.BytesIO()
         _arrow_ready(frame).to_parquet(buffer, index=False, engine="pyarrow")

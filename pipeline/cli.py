@@ -151,11 +151,13 @@ def import_qa(
     contexts: Annotated[bool, typer.Option("--contexts", help="PubMedQA: keep the abstracts as KB chunks")] = False,
     cop_base: Annotated[int, typer.Option(help="MedMCQA: 1 = original files (cop 1-4), 0 = Hugging Face copy")] = 1,
     limit: Annotated[int | None, typer.Option(help="import only the first N items")] = None,
+    force: Annotated[bool, typer.Option("--force", help="replace the queries.jsonl/kb.jsonl OUT_DIR holds")] = False,
 ):
     """Import a public medical QA set (MedQA, MedMCQA, PubMedQA, MMLU, HealthBench) as a dataset folder."""
     from pipeline.dataset.importers import import_qa_command
 
-    raise typer.Exit(import_qa_command(fmt, file, out_dir, contexts=contexts, cop_base=cop_base, limit=limit))
+    raise typer.Exit(import_qa_command(fmt, file, out_dir, contexts=contexts, cop_base=cop_base, limit=limit,
+                                       force=force))
 
 
 human_eval_app = typer.Typer(no_args_is_help=True, help="Human evaluation designed as Health-Pariksha's (3.5.2).")

@@ -199,6 +199,13 @@ class RunConfig(_Frozen):
                              f"uses: {', '.join(sorted(known))})")
         return v
 
+    @field_validator("db")
+    @classmethod
+    def _db_is_a_file(cls, v: str) -> str:
+        if Path(v).is_dir():
+            raise ValueError(f"{v} is a folder; give the DuckDB file to write, e.g. {Path(v) / 'results.duckdb'}")
+        return v
+
     @field_validator("models", mode="before")
     @classmethod
     def _ids_or_dicts(cls, v):

@@ -244,7 +244,7 @@ def test_compare_page_on_two_databases(review_db: Path, tmp_path: Path, monkeypa
     shutil.copy(review_db, a_db)
     changed = _second_run(review_db, b_db, "openai/gpt-4o", 4)
     at = open_app(a_db, monkeypatch, "pages/9_compare_runs.py",
-                  {"cr_model_a": "openai/gpt-4o", "cr_model_b": "openai/gpt-4o", "cr_b_db": str(b_db.resolve())})
+                  {"cr_model_a": "openai/gpt-4o", "cr_model_b": "openai/gpt-4o", "cr_b_db": b_db.name})
     metrics = at.dataframe[0].value
     assert {"FC", "AGG"} <= set(metrics.metric) and {"ci_lo", "ci_hi", "differs"} <= set(metrics.columns)
     shown = at.dataframe[1].value

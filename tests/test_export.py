@@ -3,6 +3,7 @@ row counts, provenance joined in, a manifest and a README; bad input is one line
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import json
 import subprocess
@@ -14,7 +15,8 @@ import pytest
 
 from pipeline.errors import UserError
 from pipeline.read.export import export
-from pipeline.store import TABLES, open_connection
+from pipeline.store import TABLES, Store, open_connection
+from pipeline.store.rows import ResponseRow
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -129,3 +131,57 @@ def test_export_reads_while_another_reader_holds_the_file(synthetic_db, tmp_path
         con.execute("SELECT count(*) FROM responses").fetchone()
         manifest = export(synthetic_db, tmp_path / "export", tables=["responses"])
     assert manifest["tables"]["responses"]["rows"] == db_counts(synthetic_db)["responses"]
+
+
+def _small_db(path: Path, model_id: str = "openai-compatible/fixture") -> Path:
+    """A results database with one run and one response of ``model_id`` (its provenance recorded by the run)."""
+    store = Store(path)
+    run_id = store.start_run(name="small", kind="pipeline", dataset="d", config_json="{}", config_hash="h",
+                             code_revision="r", model_files={})
+    store.update_run(run_id, model_files=json.dumps({model_id: {"base_url": "http://127.0.0.1:9/v1",
+                                                                "sha256": "f00d"}}))
+    store.write([ResponseRow(dataset="d", query_id="q1", model_id=model_id, run_id=run_id, prompt_hash="p",
+                             text="=HYPERLINK(\"http://example.invalid\")", error=None, latency_s=0.1)])
+    return path
+
+
+@pytest.mark.parametrize("model_id", ['openai-compatible/dr "rao"', "openai-compatible/back\\slash"])
+def test_a_model_id_with_quotes_exports_with_its_provenance(tmp_path, model_id):
+    db = _small_db(tmp_path / "r.duckdb", model_id)
+    export(db, tmp_path / "out")
+    frame = pd.read_parquet(tmp_path / "out" / "responses.parquet")
+    assert frame.model_id.tolist() == [model_id] and frame.model_sha256.tolist() == ["f00d"]
+    assert json.loads(frame.model_provenance[0]) == {"base_url": "http://127.0.0.1:9/v1", "sha256": "f00d"}
+
+
+def test_force_keeps_what_the_user_added_to_an_earlier_export(tmp_path):
+    db = _small_db(tmp_path / "r.duckdb")
+    out = tmp_path / "export"
+    export(db, out, tables=["responses"])
+    (out / "notes.md").write_text("my reading of the numbers", encoding="utf-8")
+    (out / "figures").mkdir()
+    (out / "figures" / "bars.png").write_bytes(b"png")
+    export(db, out, tables=["runs"], force=True)
+    assert sorted(p.name for p in out.iterdir()) == ["README.txt", "figures", "manifest.json", "notes.md",
+                                                     "runs.parquet"]
+    assert (out / "notes.md").read_text(encoding="utf-8") == "my reading of the numbers"
+    assert (out / "figures" / "bars.png").read_bytes() == b"png"
+    # a file of the user's that the new export would overwrite: refused, the folder as it was
+    (out / "responses.parquet").write_bytes(b"mine")
+    before = sorted(p.name for p in out.iterdir())
+    with pytest.raises(UserError, match=r"responses\.parquet was not written by the earlier export"):
+        export(db, out, tables=["responses"], force=True)
+    assert sorted(p.name for p in out.iterdir()) == before and (out / "responses.parquet").read_bytes() == b"mine"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["export", "r.duckdb"]
+
+
+def test_csv_cells_a_spreadsheet_would_run_are_neutralised_parquet_keeps_them(tmp_path):
+    db = _small_db(tmp_path / "r.duckdb", "-model")
+    export(db, tmp_path / "csv", fmt="csv", tables=["responses"])
+    with (tmp_path / "csv" / "responses.csv").open(encoding="utf-8", newline="") as fh:
+        row = next(csv.DictReader(fh))
+    assert row["text"] == "'=HYPERLINK(\"http://example.invalid\")" and row["model_id"] == "'-model"
+    assert row["query_id"] == "q1" and float(row["latency_s"]) == 0.1  # other cells and numbers as they are
+    export(db, tmp_path / "parquet", tables=["responses"])
+    frame = pd.read_parquet(tmp_path / "parquet" / "responses.parquet")
+    assert frame.text.tolist() == ["=HYPERLINK(\"http://example.invalid\")"] and frame.model_id.tolist() == ["-model"]

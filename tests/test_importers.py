@@ -57,7 +57,7 @@ def test_each_fixture_imports_to_a_valid_closed_book_dataset(tmp_path, fmt):
 def test_query_ids_and_output_are_stable(tmp_path, fmt):
     import_qa(fmt, FIXTURES / FILES[fmt], tmp_path / "a")
     import_qa(fmt, FIXTURES / FILES[fmt], tmp_path / "b")
-    import_qa(fmt, FIXTURES / FILES[fmt], tmp_path / "a")  # re-import over itself
+    import_qa(fmt, FIXTURES / FILES[fmt], tmp_path / "a", force=True)  # re-import over itself
     assert (tmp_path / "a" / "queries.jsonl").read_bytes() == (tmp_path / "b" / "queries.jsonl").read_bytes()
 
 

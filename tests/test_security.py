@@ -17,6 +17,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from pipeline.config import ModelConfig
+from pipeline.models import create_backend
+from pipeline.models.base import ChatRequest, Model
 from pipeline.store import TABLES, open_connection
 from tests.support.datasets import write_closed_book, write_config
 from tests.support.openai_fixture import Faults, FixtureServer
@@ -100,3 +103,32 @@ def test_api_key_never_stored_logged_or_recorded(tmp_path, server, canary):
     assert db in files
     for path in files:
         assert canary.encode() not in path.read_bytes(), path
+
+
+def test_key_echoed_in_an_answer_is_masked_where_it_is_stored_and_streamed(tmp_path, server, canary, monkeypatch):
+    """An endpoint that quotes the request's key in a successful answer: the answer is stored (responses,
+    llm_cache) and streamed (the playground) with the key masked, however the stream splits it."""
+    server.set_faults(echo_headers=0, rate_limit=0, server_error=0, echo_key=1.0)
+    dataset = write_closed_book(tmp_path / "qa", 4)
+    db = tmp_path / "results.duckdb"
+    model = {"id": "openai-compatible/fixture", "base_url": server.base_url, "api_key_env": KEY_ENV,
+             "timeout": 5.0, "max_retries": 0}
+    config = write_config(tmp_path / "echo.yaml", dataset=dataset, db=db, models=[model])
+    proc = subprocess.run([sys.executable, "-m", "pipeline", "run", "--config", str(config), "--stages", "generate"],
+                          cwd=REPO, env={**os.environ, KEY_ENV: canary}, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert server.stats()["outcomes"]["echo_key"] == 4
+    with open_connection(db, read_only=True) as con:
+        answers = [t for (t,) in con.execute("SELECT text FROM responses").fetchall()]
+        cached = [t for (t,) in con.execute("SELECT text FROM llm_cache").fetchall()]
+    assert len(answers) == len(cached) == 4
+    assert all(t.endswith("; sent with key [redacted]") for t in answers + cached), answers
+    assert not [v for v in all_text(db) if canary in v]
+    assert canary.encode() not in db.read_bytes()
+
+    monkeypatch.setenv(KEY_ENV, canary)
+    live = Model(create_backend(ModelConfig(**model)))
+    request = ChatRequest(messages=({"role": "user", "content": "is it safe to rub my eye?"},))
+    pieces = list(live.stream(request))
+    assert len(pieces) > 3 and "".join(pieces).endswith("; sent with key [redacted]")
+    assert canary not in "".join(pieces)

@@ -18,6 +18,7 @@ import numpy as np
 
 from pipeline.errors import UserError
 from pipeline.metrics import METRICS
+from pipeline.read.csv_cells import csv_cell
 from pipeline.store import Store
 from pipeline.store.rows import PlanRow
 
@@ -90,8 +91,8 @@ def plan_command(*, db: Path, models: list[str], english: int = 100, metric: str
         writer.writerow(CSV_COLUMNS)
         for q, m, lang, _, query, query_en, gt, text in items:
             for k in range(1, annotators + 1):
-                writer.writerow([plan_id, dataset, q, m, metric, f"annotator-{k}", "", "", lang, query,
-                                 query_en or "", gt, text])
+                writer.writerow([plan_id, dataset, q, m, metric, f"annotator-{k}", "", "", lang,
+                                 *map(csv_cell, (query, query_en or "", gt, text))])
     tmp.replace(out)
     n_en = sum(1 for q in chosen if by_query[q][0] == "en")
     Console().print(f"plan {plan_id}: {len(chosen)} queries ({len(indic)} Indic, {n_en} English) x "

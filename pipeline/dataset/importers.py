@@ -32,7 +32,8 @@ Layouts, as their sources publish them:
   to it (``EXAMPLE_TAG_THEMES``). The ground truth is the ideal completion, or ``NO_IDEAL`` when
   there is none. Query ids: ``healthbench-<prompt_id>``.
 
-Every query is English (``language`` en). A bad input file stops the import with one line naming
+Every query is English (``language`` en). An ``OUT_DIR`` that already holds a dataset file is refused unless
+``--force``. A bad input file stops the import with one line naming
 file, line and problem, and nothing is written: the files are built in a temporary folder beside
 ``OUT_DIR``, validated, then renamed into place.
 """
@@ -314,8 +315,11 @@ def _write_jsonl(path: Path, records: list[tuple[int, dict[str, Any]]]) -> None:
             fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
 
 
-def import_qa(fmt: str, path: str | Path, out_dir: str | Path, opts: Options | None = None) -> tuple[Path, int, int]:
-    """Import ``path`` (format ``fmt``) into ``out_dir``; (queries file, queries, chunks). UserError on bad input."""
+def import_qa(fmt: str, path: str | Path, out_dir: str | Path, opts: Options | None = None, *,
+              force: bool = False) -> tuple[Path, int, int]:
+    """Import ``path`` (format ``fmt``) into ``out_dir``; (queries file, queries, chunks). UserError on bad input,
+    and when ``out_dir`` already holds a dataset file unless ``force`` (then its ``queries.jsonl``/``kb.jsonl``
+    are replaced)."""
     path, out_dir, opts = Path(path), Path(out_dir), opts or Options()
     if fmt not in IMPORTERS:
         raise UserError(f"unknown format {fmt!r}; known: {', '.join(IMPORTERS)}")
@@ -334,11 +338,15 @@ def import_qa(fmt: str, path: str | Path, out_dir: str | Path, opts: Options | N
         _check_records(path, imported)
     except BadInput as exc:
         raise UserError(f"{path}:{exc.line}: {exc}" if exc.line is not None else f"{path}: {exc}") from None
-    stale = [p.name for stem in ("queries", "kb") for p in out_dir.glob(f"{stem}.*")
-             if p.suffix in (".csv", ".parquet") or (stem == "kb" and not imported.chunks)]
+    existing = sorted(p.name for stem in ("queries", "kb", "rubrics") for p in out_dir.glob(f"{stem}.*"))
+    stale = [name for name in existing if name not in ("queries.jsonl", "kb.jsonl")
+             or (name == "kb.jsonl" and not imported.chunks)]
     if stale:
         raise UserError(f"{out_dir}: already holds {', '.join(stale)}, which this import would not replace; "
                         "remove it or choose another folder")
+    if existing and not force:
+        raise UserError(f"{out_dir}: already holds {', '.join(existing)}; choose a new folder, or --force to "
+                        "replace it")
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.import-", dir=out_dir.parent))
     try:
@@ -359,11 +367,12 @@ def import_qa(fmt: str, path: str | Path, out_dir: str | Path, opts: Options | N
 
 
 def import_qa_command(fmt: str, path: Path, out_dir: Path, *, contexts: bool = False, cop_base: int = 1,
-                      limit: int | None = None) -> int:
+                      limit: int | None = None, force: bool = False) -> int:
     """CLI: import, then say what was written and how it validates."""
     from pipeline.dataset.loader import validate_command
 
-    queries_file, n_queries, n_chunks = import_qa(fmt, path, out_dir, Options(contexts, cop_base, limit))
+    queries_file, n_queries, n_chunks = import_qa(fmt, path, out_dir, Options(contexts, cop_base, limit),
+                                                   force=force)
     kb = f" and {n_chunks} KB chunks to {out_dir / 'kb.jsonl'}" if n_chunks else " (closed-book)"
     print(f"imported {n_queries} {fmt} items to {queries_file}{kb}")
     return validate_command(out_dir)

@@ -316,6 +316,30 @@ def _merge_rubrics(folder: Path | None, queries: list[tuple[int, Query]], query_
             for line, q in queries]
 
 
+def _outside(folder: Path, path: Path, issues: list[Issue]) -> bool:
+    """True (and an error) when ``path`` is a link that leads out of the dataset ``folder``: a dataset reads only its
+    own files, never what a link points at (a local file would be sent to a model endpoint and cached)."""
+    target = path.resolve()
+    if target.is_relative_to(folder.resolve()):
+        return False
+    issues.append(Issue(str(path), None, None, f"a link to {target}, outside the dataset folder; copy the file into "
+                        f"{folder} instead"))
+    return True
+
+
+def _check_links(folder: Path | None, files: list[Path | None], issues: list[Issue]) -> bool:
+    """True when every file the dataset reads (``files``, ``rubrics.*``, ``prompts/``) resolves inside ``folder``."""
+    if folder is None:
+        return True
+    paths = [p for p in (*files, find_file(folder, "rubrics", [], required=False)) if p is not None]
+    prompts = folder / PROMPTS_SUBDIR
+    if prompts.exists():
+        paths.append(prompts)
+        if prompts.is_dir():
+            paths += sorted(prompts.iterdir())
+    return not [p for p in paths if _outside(folder, p, issues)]
+
+
 def _check_prompts(folder: Path | None, issues: list[Issue]) -> None:
     """A dataset's ``prompts/`` files: names the studio reads, and only the slots the studio's version fills."""
     prompts = folder / PROMPTS_SUBDIR if folder is not None else None
@@ -354,6 +378,8 @@ def validate(path: str | Path) -> tuple[Dataset | None, list[Issue]]:
     issues: list[Issue] = []
     queries_file, kb_file, name = find_dataset_files(path, issues)
     folder = dataset_folder(path) if path.exists() else None
+    if not _check_links(folder, [queries_file, kb_file], issues):
+        return None, issues
     chunks: list[tuple[int, Chunk]] = []
     chunk_recs: dict[str, dict] = {}
     if kb_file is not None:

@@ -31,6 +31,7 @@ from pipeline.config import ModelConfig
 from pipeline.store.rows import CacheRow
 
 Message = dict[str, str]
+REDACTED = "[redacted]"
 
 
 @dataclass(frozen=True)
@@ -146,8 +147,14 @@ class Backend(ABC):
         """Recorded with the run: weights file and hash, endpoint, engine settings."""
         return {"base_url": self.config.base_url} if self.config.base_url else {}
 
+    def secrets(self) -> tuple[str, ...]:
+        """Values that must never be stored or shown (the API key): :meth:`redact` masks them."""
+        return ()
+
     def redact(self, text: str) -> str:
-        """``text`` (an error message about to be stored or shown) with this backend's secrets masked."""
+        """``text`` (an answer or error message about to be stored or shown) with this backend's secrets masked."""
+        for secret in self.secrets():
+            text = text.replace(secret, REDACTED)
         return text
 
     def close(self) -> None:  # noqa: B027 - optional hook
@@ -264,6 +271,7 @@ class Model:
                 on_result(i, results[i])
 
         def finish(i: int, completion: Completion) -> None:
+            completion.text = self.backend.redact(completion.text)  # an endpoint may echo the key in an answer
             results[i] = completion
             if completion.ok:
                 self._remember(keys[i], requests[i], completion)
@@ -381,8 +389,19 @@ class Model:
         return rows
 
     def stream(self, request: ChatRequest) -> Iterator[str]:
-        """Stream a response live (playground); streamed calls are not cached."""
-        return self.backend.stream(request)
+        """Stream a response live (playground), secrets masked; streamed calls are not cached.
+
+        A secret may arrive split over pieces: the last ``len(secret)`` characters are held back until the next
+        piece (or the end) shows whether they begin one."""
+        hold = max(map(len, self.backend.secrets()), default=0)
+        pending = ""
+        for piece in self.backend.stream(request):
+            pending = self.backend.redact(pending + piece)
+            if len(pending) > hold:
+                yield pending[:len(pending) - hold]
+                pending = pending[len(pending) - hold:]
+        if pending:
+            yield self.backend.redact(pending)
 
     async def aclose(self) -> None:
         await self.backend.aclose()

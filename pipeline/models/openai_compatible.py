@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from pipeline.config import ModelConfig
-from pipeline.models.base import Backend, ChatRequest, Completion
+from pipeline.models.base import REDACTED, Backend, ChatRequest, Completion
 
 DEFAULT_KEY_ENV = {"openai": "OPENAI_API_KEY"}
 # A bearer token in an error body (some proxies and servers echo the request's headers).
@@ -159,11 +159,12 @@ class OpenAICompatibleBackend(Backend):
             return seconds / 1000 if name == "retry-after-ms" else seconds
         return None
 
+    def secrets(self) -> tuple[str, ...]:
+        return (self._api_key,) if self._api_key else ()
+
     def redact(self, text: str) -> str:
-        """Mask the API key (and any bearer token) that an error message may carry."""
-        if self._api_key:
-            text = text.replace(self._api_key, "[redacted]")
-        return _BEARER.sub(r"\1[redacted]", text)
+        """Mask the API key (and any bearer token) that an answer or error message may carry."""
+        return _BEARER.sub(rf"\1{REDACTED}", super().redact(text))
 
     async def aclose(self) -> None:
         """Close the running loop's client (its connection pool dies with the loop)."""

@@ -20,6 +20,7 @@ AGG uses the weights given (the page passes the run's).
 from __future__ import annotations
 
 import json
+import os
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +47,22 @@ METRIC_COLUMNS = ["metric", "n", "mean_a", "mean_b", "diff", "ci_lo", "ci_hi", "
 CHANGED_COLUMNS = ["query_id", "model_id", "language", "query", "query_en", "gt_response", "text_a", "text_b",
                    "score_a", "score_b", "diff", "text_changed", "chunks_a", "chunks_b"]
 PROVENANCE_COLUMNS = ["what", "A", "B", "differs"]
+RESULTS_DIR_ENV = "PARIKSHA_RESULTS_DIR"
+
+
+def results_dir(db: str | Path) -> Path:
+    """The folder whose result databases may be compared: ``$PARIKSHA_RESULTS_DIR``, else the folder of ``db`` (the
+    database the dashboard serves)."""
+    env = os.environ.get(RESULTS_DIR_ENV, "").strip()
+    return Path(env).expanduser().resolve() if env else Path(db).resolve().parent
+
+
+def result_files(db: str | Path) -> list[str]:
+    """The names of the other result databases (``*.duckdb``) in :func:`results_dir`: the only files the page may
+    open as B (a link leading out of the folder is not one of them). Nothing else of the server's is reachable."""
+    folder, here = results_dir(db), Path(db).resolve()
+    return sorted(p.name for p in folder.glob("*.duckdb")
+                  if p.is_file() and p.resolve().parent == folder and p.resolve() != here)
 
 
 @dataclass(frozen=True)

@@ -8,10 +8,12 @@ database. Tables that record a ``run_id`` gain the run's provenance (``run_confi
 weights file, sha256, endpoint, engine; ``<role>_sha256``: the weights file's hash where there is one);
 scores of a response gain ``response_prompt_hash``: the prompt hash of the generation they scored (NULL when
 the response has been regenerated since). Beside the files: ``manifest.json`` (per table its file, rows,
-columns with types, provenance columns and the file's sha256) and ``README.txt`` (what each file is).
+columns with types, provenance columns and the file's sha256) and ``README.txt`` (what each file is). In CSV
+files, text cells a spreadsheet would run as formulas get a leading apostrophe (``pipeline.read.csv_cells``).
 
 Everything is written into a temporary folder beside ``out`` and renamed into place at the end, so an
-interrupted export leaves no half-written folder. A run writing to the same database waits while the
+interrupted export leaves no half-written folder. ``force`` replaces an earlier export in ``out``: only the files
+its manifest lists; anything the user added to the folder stays. A run writing to the same database waits while the
 export holds its read-only connection (up to a minute): export a finished database.
 """
 
@@ -29,6 +31,8 @@ from typing import Any
 import duckdb
 
 from pipeline.errors import UserError
+from pipeline.read.csv_cells import SQL_FUNCTION
+from pipeline.read.csv_cells import register as register_csv_cell
 from pipeline.store import TABLES, open_connection
 from pipeline.store.rows import ROWS
 
@@ -88,7 +92,7 @@ def _provenance(table: str, have: dict[str, list[str]]) -> tuple[list[str], list
         items += [("run_config_hash", "r.config_hash"), ("run_code_revision", "r.code_revision")]
         model_col, role = ROLES.get(table, (None, None))
         if model_col in cols and "model_files" in runs:
-            path = f"'$.\"' || t.{model_col} || '\"'"
+            path = f"'$.' || to_json(t.{model_col})"  # a quoted key, quotes and backslashes in the id escaped
             items += [(f"{role}_provenance", f"json_extract(r.model_files, {path})::VARCHAR"),
                       (f"{role}_sha256", f"json_extract_string(r.model_files, {path} || '.sha256')")]
     scored = {*RESPONSE_KEY, "response_hash"}
@@ -133,8 +137,7 @@ def _check_out(out: Path, force: bool) -> None:
         if not force:
             raise UserError(f"--out {out}: already exists and is not empty; choose a new folder, or --force to "
                             "replace an earlier export")
-        if not (out / "manifest.json").is_file():
-            raise UserError(f"--out {out}: not an earlier export (no manifest.json); refusing to replace it")
+        _written_by_export(out)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -169,6 +172,8 @@ def export(db: str | Path, out: str | Path, *, fmt: str = "parquet", tables: lis
 def _write(db: Path, work: Path, fmt: str, tables: list[str] | None, with_cache: bool) -> dict[str, Any]:
     try:
         with open_connection(db, read_only=True) as con:
+            if fmt == "csv":
+                register_csv_cell(con)
             have = _columns(con)
             missing = [t for t in tables or () if t not in have]
             if missing:
@@ -196,18 +201,43 @@ def _copy(con: duckdb.DuckDBPyConnection, table: str, have: dict[str, list[str]]
     """COPY one table (with its provenance) to its file; its manifest entry."""
     select, provenance = _select(table, have)
     file = work / f"{table}.{fmt}"
-    options = "FORMAT PARQUET, COMPRESSION ZSTD" if fmt == "parquet" else "FORMAT CSV, HEADER"
+    columns = [{"name": c[0], "type": c[1]} for c in con.execute(f"DESCRIBE {select}").fetchall()]
+    options = "FORMAT PARQUET, COMPRESSION ZSTD"
+    if fmt == "csv":  # text cells a spreadsheet would run as formulas are neutralised; Parquet keeps the raw text
+        options = "FORMAT CSV, HEADER"
+        text = [c["name"] for c in columns if c["type"] in ("VARCHAR", "JSON")]
+        if text:
+            replace = ", ".join(f'{SQL_FUNCTION}("{name}") AS "{name}"' for name in text)
+            select = f"SELECT * REPLACE ({replace}) FROM ({select})"
     target = str(file).replace("'", "''")
     rows = con.execute(f"COPY ({select}) TO '{target}' ({options})").fetchone()[0]
-    columns = [{"name": c[0], "type": c[1]} for c in con.execute(f"DESCRIBE {select}").fetchall()]
     return {"file": file.name, "rows": int(rows), "columns": columns, "provenance_columns": provenance,
             "sha256": _sha256(file)}
 
 
+def _written_by_export(out: Path) -> set[str]:
+    """The names an earlier export wrote into ``out``: the files its manifest lists, manifest.json and README.txt."""
+    if not (out / "manifest.json").is_file():
+        raise UserError(f"--out {out}: not an earlier export (no manifest.json); refusing to replace it")
+    try:
+        manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+        return {entry["file"] for entry in manifest["tables"].values()} | {"manifest.json", "README.txt"}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        raise UserError(f"--out {out}: its manifest.json is not an export's manifest; refusing to replace the "
+                        "folder") from None
+
+
 def _move_into_place(work: Path, out: Path) -> None:
-    """Rename the finished folder to ``out`` (an earlier export there is replaced only after that succeeds)."""
-    old = None
+    """Rename the finished folder to ``out``. An earlier export there is replaced only after that succeeds, and only
+    what it wrote (its manifest's files): anything else the folder holds is moved into the new export."""
+    old, kept = None, []
     if out.exists() and any(out.iterdir()):
+        written = _written_by_export(out)
+        kept = sorted(p.name for p in out.iterdir() if p.name not in written)
+        clash = [name for name in kept if (work / name).exists()]
+        if clash:
+            raise UserError(f"--out {out}: {clash[0]} was not written by the earlier export and this export writes a "
+                            "file of that name; move it out of the folder first")
         old = out.with_name(f".{out.name}.replaced-{os.getpid()}")
         os.replace(out, old)
     elif out.exists():
@@ -217,6 +247,8 @@ def _move_into_place(work: Path, out: Path) -> None:
     os.umask(umask)
     os.chmod(out, 0o777 & ~umask)  # mkdtemp made it private
     if old is not None:
+        for name in kept:
+            os.replace(old / name, out / name)
         shutil.rmtree(old, ignore_errors=True)
 
 

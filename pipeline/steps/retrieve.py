@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +38,13 @@ def index_dir_for(db_path: str | Path) -> Path:
     return db_path.with_name(db_path.stem + ".lancedb")
 
 
+def table_name(dataset: Dataset) -> str:
+    """The LanceDB table of a dataset's KB: ``kb_<name>_<content hash>``, the name cut to the letters LanceDB allows
+    in a table name (a folder called ``cataract v2`` or ``o'brien set`` is a valid dataset)."""
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", dataset.name).strip("-.") or "dataset"
+    return f"kb_{slug[:60]}_{dataset.content_hash()[:12]}"
+
+
 class KBIndex:
     """The LanceDB table of one dataset's KB; rebuilt only when the KB's content changes."""
 
@@ -48,7 +56,7 @@ class KBIndex:
 
         self.dataset = dataset
         self.chunks = {c.chunk_id: c for c in dataset.chunks}
-        self.table_name = f"kb_{dataset.name}_{dataset.content_hash()[:12]}"
+        self.table_name = table_name(dataset)
         self._db = lancedb.connect(str(index_dir))
         if self.table_name in self._db.list_tables().tables:
             self.table = self._db.open_table(self.table_name)

@@ -34,15 +34,22 @@ def free_port() -> int:
 
 
 @contextmanager
-def serve_app(db: Path, *, env: dict[str, str] | None = None, timeout_s: float = 90) -> Iterator[str]:
-    """The dashboard served on ``db`` (``PARIKSHA_DB``; more variables in ``env``): its URL, until the block ends."""
-    port = free_port()
+def serve_app(db: Path, *, env: dict[str, str] | None = None, timeout_s: float = 90, port: int | None = None,
+              address: str | None = "127.0.0.1", args: tuple[str, ...] = (), pid: list[int] | None = None,
+              ) -> Iterator[str]:
+    """The dashboard served on ``db`` (``PARIKSHA_DB``; more variables in ``env``, more ``streamlit run`` options in
+    ``args``): its URL, until the block ends. ``address`` None: the project's config decides where it listens;
+    ``pid`` gets the server's process id."""
+    port = port or free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port), "--server.address",
-         "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false"],
+        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
+         *(("--server.address", address) if address else ()), "--server.headless", "true",
+         "--browser.gatherUsageStats", "false", *args],
         cwd=REPO, env={**os.environ, "PARIKSHA_DB": str(db), **(env or {})},
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
+    if pid is not None:
+        pid.append(proc.pid)
     try:
         _wait_healthy(url, proc, timeout_s)
         yield url

@@ -34,3 +34,23 @@ def write_config(path: Path, *, dataset: Path, db: Path, models: list[dict[str, 
     config = {"name": path.stem, "dataset": str(dataset), "db": str(db), "models": models, **fields}
     path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
     return path
+
+
+def answered_db(folder: Path, n: int = 3, *, name: str = "results.duckdb") -> Path:
+    """A results database in ``folder`` with ``n`` answers of an OpenAI-compatible endpoint (the fixture server)
+    to a closed-book dataset ``qa``, stored by the pipeline's generate stage."""
+    import io
+
+    from rich.console import Console
+
+    from pipeline.config import load_config
+    from pipeline.runner import run
+    from tests.support.openai_fixture import FixtureServer
+
+    dataset = write_closed_book(folder / "qa", n)
+    db = folder / name
+    with FixtureServer(latency_s=0.01) as server:
+        config = write_config(folder / "run.yaml", dataset=dataset, db=db, models=[
+            {"id": "openai-compatible/fixture", "base_url": server.base_url, "timeout": 5.0, "max_retries": 0}])
+        run(load_config(config), stages="generate", console=Console(file=io.StringIO()))
+    return db

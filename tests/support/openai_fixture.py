@@ -5,10 +5,11 @@ It is not a model: it answers after a fixed latency with a deterministic echo of
 each field instead, like a grader that answers), can answer each prompt badly the first N times it is asked
 (``unparsable_first``: prose without a verdict where JSON is asked for, else an empty answer), and injects
 faults — 429 (some with ``Retry-After``), 500, requests held past the client's timeout, malformed bodies
-(truncated JSON, no ``choices``), and 500s whose body echoes the request headers (a misbehaving proxy) — in
-configured shares. The fault a request gets is drawn from ``hash(seed, request content, how often that content
-was seen)``, so every item's fate is the same whatever order concurrent requests arrive in. It counts requests
-per outcome (``GET /stats``); ``POST /admin/faults`` changes the shares while it runs.
+(truncated JSON, no ``choices``), 500s whose body echoes the request headers (a misbehaving proxy), and answers
+that quote the request's API key — in configured shares; ``stream: true`` is answered as server-sent events.
+The fault a request gets is drawn from ``hash(seed, request content, how often that content was seen)``, so
+every item's fate is the same whatever order concurrent requests arrive in. It counts requests per outcome
+(``GET /stats``); ``POST /admin/faults`` changes the shares while it runs.
 
 It runs in its own process (uvicorn + starlette) so that it does not share the GIL with the
 client it is measuring. Start it with :class:`FixtureServer` (a context manager)::
@@ -32,12 +33,13 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 import httpx
 
-OUTCOMES = ("ok", "rate_limit", "server_error", "timeout", "malformed", "echo_headers")
+OUTCOMES = ("ok", "rate_limit", "server_error", "timeout", "malformed", "echo_headers", "echo_key")
 
 
 @dataclass
@@ -49,6 +51,7 @@ class Faults:
     timeout: float = 0.0  # held for hang_s (longer than the client's timeout), then answered
     malformed: float = 0.0  # 200 with truncated JSON or a body without `choices` (half each)
     echo_headers: float = 0.0  # 500 whose error body echoes the request's headers
+    echo_key: float = 0.0  # 200 whose answer quotes the API key the request carried
     retry_after_share: float = 0.5  # of the 429s, the share that carries a Retry-After header
     retry_after_s: float = 1.0
     hang_s: float = 30.0
@@ -106,11 +109,20 @@ def completion_text(body: dict[str, Any], attempt: int = 0, unparsable_first: in
     return f"echo {digest}: {str(last)[-80:]}"
 
 
+def _sse(model: str, text: str, piece: int = 5) -> Iterator[str]:
+    """A chat completion streamed as ``chat.completion.chunk`` events of ``piece`` characters, then [DONE]."""
+    for start in range(0, len(text), piece):
+        chunk = {"id": "chatcmpl-stream", "object": "chat.completion.chunk", "created": 0, "model": model,
+                 "choices": [{"index": 0, "delta": {"content": text[start:start + piece]}, "finish_reason": None}]}
+        yield f"data: {json.dumps(chunk)}\n\n"
+    yield "data: [DONE]\n\n"
+
+
 def build_app(latency_s: float, faults: Faults, seed: int, api_key: str | None):
     """The starlette app (imported only in the server process)."""
     from starlette.applications import Starlette
     from starlette.requests import Request
-    from starlette.responses import JSONResponse, Response
+    from starlette.responses import JSONResponse, Response, StreamingResponse
     from starlette.routing import Route
 
     state = {"faults": faults}
@@ -160,6 +172,10 @@ def build_app(latency_s: float, faults: Faults, seed: int, api_key: str | None):
         if outcome == "timeout":
             await asyncio.sleep(f.hang_s)
         text = completion_text(body, attempt, f.unparsable_first)
+        if outcome == "echo_key":
+            text += f"; sent with key {(request.headers.get('authorization') or '').removeprefix('Bearer ')}"
+        if body.get("stream"):  # server-sent events, a few characters a chunk, as the OpenAI API streams
+            return StreamingResponse(_sse(body.get("model", "fixture"), text), media_type="text/event-stream")
         prompt_tokens = sum(len(str(m.get("content", "")).split()) for m in body.get("messages") or [])
         payload: dict[str, Any] = {
             "id": f"chatcmpl-{content_key[:16]}-{attempt}", "object": "chat.completion", "created": 0,
