@@ -233,6 +233,8 @@ def truthy(value: Any, where: str) -> bool:
 
 def _qa_chunks(path: Path, cols: tuple[str, str, str], updated: date | None) -> list[dict[str, Any]]:
     """Update chunks from approved Q&A rows (``question, answer, approved_on``; only ``add_to_kb`` rows if present)."""
+    from pipeline.dataset.pii import mask
+
     records, issues = read_records(path)
     if issues:
         raise UserError(str(issues[0]))
@@ -246,7 +248,7 @@ def _qa_chunks(path: Path, cols: tuple[str, str, str], updated: date | None) -> 
             raise UserError(f"{path}:{line}: no {' or '.join(missing)} column (columns: {', '.join(rec)})")
         if "add_to_kb" in rec and not truthy(rec["add_to_kb"], f"{path}:{line}: field add_to_kb"):
             continue
-        question, answer = str(rec[q_col] or "").strip(), str(rec[a_col] or "").strip()
+        question, answer = mask(str(rec[q_col] or "").strip()), mask(str(rec[a_col] or "").strip())
         day = rec.get(d_col) or updated
         if not question or not answer:
             raise UserError(f"{path}:{line}: field {q_col if not question else a_col}: empty")
