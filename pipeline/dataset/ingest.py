@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import re
 from bisect import bisect_right
 from collections.abc import Iterable
@@ -90,10 +91,25 @@ def _bad(path: Path, reason: str) -> UserError:
     return UserError(f"{path}: {reason}")
 
 
+class _Collected(logging.Handler):
+    """Log records of a library, kept as messages for the report."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
 def _read_pdf(path: Path, report: FileReport) -> list[Section]:
     from pypdf import PdfReader
     from pypdf.errors import PyPdfError
 
+    warnings = _Collected()
+    logger = logging.getLogger("pypdf")
+    logger.addHandler(warnings)
+    logger.propagate = False  # pypdf's repair notes go to the report, not to the console
     try:
         reader = PdfReader(path)
         if reader.is_encrypted:
@@ -103,6 +119,10 @@ def _read_pdf(path: Path, report: FileReport) -> list[Section]:
         raise
     except (PyPdfError, OSError, ValueError, KeyError, TypeError) as exc:
         raise _bad(path, f"unreadable PDF ({type(exc).__name__}: {exc})") from None
+    finally:
+        logger.removeHandler(warnings)
+        logger.propagate = True
+    report.flags.extend(f"pypdf: {m}" for m in dict.fromkeys(warnings.messages))
     report.pages = len(pages)
     text, starts = "", []
     for number, page_text in enumerate(pages, 1):
