@@ -108,6 +108,9 @@ def curate(log: Path, out_dir: Path, *, text_col: str = "message", time_col: str
         if text_col not in rec:
             raise UserError(f"{log}:{line}: no {text_col!r} field (columns: {', '.join(map(str, rec))}); "
                             "name the message column with --text-col")
+    checked = {line: (_asked_on(rec.get(time_col), f"{log}:{line}: field {time_col}"),
+                      approved_col in rec and truthy(rec[approved_col], f"{log}:{line}: field {approved_col}"))
+               for line, rec in records}  # every row's date and approval read before any work
     tagger = ThemeTagger(_kb_texts(out_dir))
     kept: list[dict[str, Any]] = []
     without_gt: list[dict[str, Any]] = []
@@ -117,7 +120,7 @@ def curate(log: Path, out_dir: Path, *, text_col: str = "message", time_col: str
         text = html.unescape("" if rec[text_col] is None else str(rec[text_col]))
         found = find_pii(text)
         masked = mask(text, found)
-        asked_on = _asked_on(rec.get(time_col), f"{log}:{line}: field {time_col}")
+        asked_on, approved = checked[line]
         base = {"row": line, "asked_on": asked_on.isoformat() if asked_on else None, "text": masked}
         reason = not_health(text)
         if reason is None and found and pii == "exclude":
@@ -139,7 +142,6 @@ def curate(log: Path, out_dir: Path, *, text_col: str = "message", time_col: str
         if asked_on:
             record["asked_on"] = asked_on.isoformat()
         answer = str(rec.get(answer_col) or "").strip()
-        approved = approved_col in rec and truthy(rec[approved_col], f"{log}:{line}: field {approved_col}")
         if answer and approved:
             record["gt_response"] = mask(answer)
             try:

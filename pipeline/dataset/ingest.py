@@ -387,7 +387,8 @@ def ingest(paths: list[Path], out_dir: Path, *, max_tokens: int = 1000, overlap:
     for c in new_chunks:
         key = _normal(c["text"])
         if key in seen:
-            by_file[c["provenance"]["source_file"]].duplicates.append({"chunk": c["chunk_id"], "same_text_as": seen[key]})
+            duplicate = {"chunk": c["chunk_id"], "same_text_as": seen[key]}
+            by_file[c["provenance"]["source_file"]].duplicates.append(duplicate)
             continue
         seen[key] = c["chunk_id"]
         stored.append(c)

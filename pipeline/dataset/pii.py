@@ -150,7 +150,8 @@ def measure(labelled: list[dict]):
 
     finds = [find_pii(item["text"]) for item in labelled]
     report = theme_report([[p["kind"] for p in item.get("pii", [])] for item in labelled],
-                          [[f.kind for f in found] for found in finds], themes=PII_KINDS).rename(columns={"theme": "kind"})
+                          [[f.kind for f in found] for found in finds], themes=PII_KINDS)
+    report = report.rename(columns={"theme": "kind"})
     gone = {k: [0, 0] for k in PII_KINDS}
     for item, found in zip(labelled, finds, strict=True):
         masked = mask(item["text"], found)

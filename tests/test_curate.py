@@ -1,0 +1,167 @@
+"""curate-queries: every planted duplicate, identifier, greeting and media placeholder is excluded (or masked)
+with its reason, identifiers never reach queries.jsonl or the database, bad logs are one line with nothing
+written; PII detection measured on the labelled set; the worked example builds and runs end to end."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from pipeline.dataset import validate
+from pipeline.dataset.curate import curate
+from pipeline.dataset.ingest import ingest
+from pipeline.dataset.pii import PII_KINDS, measure
+
+REPO = Path(__file__).resolve().parent.parent
+PII = {  # planted identifier -> its kind
+    "+91 98765 43210": "PHONE", "9840012345": "PHONE", "98450 12345": "PHONE", "sunita.rao72@gmail.com": "EMAIL",
+    "4821 7730 1296": "AADHAAR", "BKTPM4821K": "PAN", "Ravi Shankar": "NAME", "Lakshmi Devi": "NAME",
+}
+ROWS = [  # (message, answer, approved, expected: reason/detail of exclusion, or "kept"/"no_gt")
+    ("Can I take my BP tablet on the morning of surgery?", "Yes, with a sip of water.", "yes", "kept"),
+    ("Hi", "", "", "greeting"),
+    ("<Media omitted>", "", "", "media"),
+    ("🙏🙏 👍", "", "", "emoji-only"),
+    ("", "", "", "empty"),
+    ("Thank you doctor", "", "", "greeting"),
+    ("can i take my BP  tablet on the morning of surgery?", "Yes.", "yes", "duplicate"),
+    ("I can&apos;t see clearly after surgery. Is it normal?", "It improves over weeks.", "TRUE", "kept"),
+    ("I can't see clearly after surgery. Is it normal?", "", "", "duplicate"),
+    ("my number is +91 98765 43210 please call me", "", "", "PHONE"),
+    ("call me 9840012345 urgent eye pain", "", "", "PHONE"),
+    ("son's whatsapp 98450 12345, when is review", "", "", "PHONE"),
+    ("Please send report to sunita.rao72@gmail.com for my mother", "", "", "EMAIL"),
+    ("aadhaar 4821 7730 1296 is it needed for free surgery", "", "", "AADHAAR"),
+    ("PAN card BKTPM4821K is required for insurance claim?", "", "", "PAN"),
+    ("My name is Ravi Shankar, can I get surgery under the scheme?", "", "", "NAME"),
+    ("patient Lakshmi Devi bed 12 has pain in the operated eye", "", "", "NAME"),
+    ("When will I get new glasses after cataract operation?", "After four to six weeks.", "0", "no_gt"),
+    ("Operation ke baad kitne din tak aankh mein paani nahi dalna hai?", "Two weeks.", "1", "kept"),
+]
+
+
+def write_log(path: Path, rows=ROWS) -> Path:
+    with path.open("w", encoding="utf-8", newline="") as fh:
+        out = csv.writer(fh)
+        out.writerow(["timestamp", "message", "answer", "approved"])
+        for i, (message, answer, approved, _) in enumerate(rows):
+            out.writerow([f"2024-01-{i + 1:02d} 09:{i:02d}", message, answer, approved])
+    return path
+
+
+def jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def test_planted_noise_is_excluded_with_its_reason_and_pii_never_in_clear(tmp_path):
+    out = tmp_path / "ds"
+    report = curate(write_log(tmp_path / "log.csv"), out)
+    excluded = {e["row"]: e for e in jsonl(out / "excluded.jsonl")}
+    queries = {q["query_id"]: q for q in jsonl(out / "queries.jsonl")}
+    without = {q["query_id"]: q for q in jsonl(out / "queries_without_gt.jsonl")}
+    for i, (_, _, _, expected) in enumerate(ROWS):
+        row, qid = i + 2, f"log-{i + 2:05d}"
+        if expected == "kept":
+            assert qid in queries and queries[qid]["gt_response"], row
+        elif expected == "no_gt":
+            assert qid in without and "gt_response" not in without[qid]
+        else:
+            assert row in excluded, (row, expected)
+            e = excluded[row]
+            assert e["detail"] == expected, e
+            assert e["reason"] == ("pii" if expected in PII_KINDS else
+                                   "duplicate" if expected == "duplicate" else "not_health")
+    assert excluded[8]["duplicate_of"] == "log-00002" and excluded[10]["duplicate_of"] == "log-00009"
+    assert queries["log-00009"]["query"] == "I can't see clearly after surgery. Is it normal?"  # entity decoded
+    assert queries["log-00009"]["asked_on"] == "2024-01-08"
+    assert queries["log-00020"]["language"] == "hi" and queries["log-00020"]["script"] == "latin"
+    assert report["queries"] == 3 and report["without_ground_truth"] == 1
+    for name in ("queries.jsonl", "queries_without_gt.jsonl", "excluded.jsonl", "curate_report.json"):
+        text = (out / name).read_text(encoding="utf-8")
+        for value in PII:
+            assert value not in text, (name, value)
+    assert "<PHONE>" in (out / "excluded.jsonl").read_text()
+    dataset, issues = validate(out)
+    assert dataset is not None, [str(i) for i in issues if i.severity == "error"]
+
+
+def test_mask_keeps_the_question_with_placeholders(tmp_path):
+    out = tmp_path / "ds"
+    curate(write_log(tmp_path / "log.csv"), out, pii="mask")
+    kept = jsonl(out / "queries.jsonl") + jsonl(out / "queries_without_gt.jsonl")
+    texts = " ".join(q["query"] for q in kept)
+    for tag in ("<PHONE>", "<EMAIL>", "<AADHAAR>", "<PAN>", "<NAME>"):
+        assert tag in texts
+    for value in PII:
+        assert value not in texts
+    assert not [e for e in jsonl(out / "excluded.jsonl") if e["reason"] == "pii"]
+
+
+@pytest.mark.parametrize(("content", "args", "expected"), [
+    ("timestamp,msg\n2024-01-01,hello\n", [], "log.csv:2: no 'message' field"),
+    ("timestamp,message,answer,approved\n2024-01-01,Can I bathe?,No,maybe\n", [], "log.csv:2: field approved"),
+    ("timestamp,message\nlast tuesday,Can I bathe?\n", [], "log.csv:2: field timestamp"),
+])
+def test_bad_log_is_one_line_naming_file_and_row(tmp_path, content, args, expected):
+    log = tmp_path / "log.csv"
+    log.write_text(content, encoding="utf-8")
+    out = tmp_path / "ds"
+    result = subprocess.run([sys.executable, "-m", "pipeline", "curate-queries", str(log), "--out", str(out), *args],
+                            cwd=REPO, capture_output=True, text=True, timeout=300)
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.returncode == 1 and len(lines) == 1, result.stderr
+    assert expected in lines[0]
+    assert not out.exists()
+
+
+def test_pii_precision_recall_on_the_labelled_set():
+    """The numbers docs/ingest.md reports (70 project-written messages, tests/fixtures/pii_labelled.jsonl)."""
+    items = jsonl(REPO / "tests" / "fixtures" / "pii_labelled.jsonl")
+    assert len(items) >= 60
+    report = measure(items).set_index("kind")
+    for kind in ("PHONE", "EMAIL", "AADHAAR", "PAN"):
+        assert report.loc[kind, "precision"] == 1.0 and report.loc[kind, "recall"] == 1.0, kind
+        assert report.loc[kind, "masked"] == 1.0
+    assert report.loc["NAME", "precision"] >= 0.9 and report.loc["NAME", "recall"] >= 0.8
+
+
+def test_worked_example_builds_validates_and_runs_without_identifiers_in_the_database(tmp_path):
+    example, out, db = REPO / "data" / "raw-example", tmp_path / "eyecare-ingested", tmp_path / "r.duckdb"
+
+    def cli(*args: str) -> None:
+        result = subprocess.run([sys.executable, "-m", "pipeline", *args], cwd=REPO, capture_output=True, text=True,
+                                timeout=600)
+        assert result.returncode == 0, result.stderr
+
+    ingest([example / "sources"], out)  # as docs/ingest.md's commands do (in-process: faster)
+    ingest([example / "chatbot_log.csv"], out, kind="update", qa_cols=("message", "answer", "timestamp"))
+    curate(example / "chatbot_log.csv", out)
+    committed = REPO / "data" / "eyecare-ingested"
+    for name in ("kb.jsonl", "queries.jsonl", "excluded.jsonl"):  # the committed dataset is what the commands build
+        assert (out / name).read_bytes() == (committed / name).read_bytes(), name
+    config = tmp_path / "config.yaml"
+    config.write_text((REPO / "configs" / "eyecare-ingested.yaml").read_text().replace(
+        "dataset: data/eyecare-ingested", f"dataset: {out}"))
+    cli("run", "--config", str(config), "--db", str(db), "--models", "extractive/top-sentences",
+        "--stages", "retrieve,generate", "--limit", "4")
+    log = (example / "chatbot_log.csv").read_text(encoding="utf-8")
+    planted = ["+91 98765 43210", "9840012345", "sunita.rao72@gmail.com", "4821 7730 1296", "BKTPM4821K",
+               "Ravi Shankar", "Lakshmi Devi"]
+    assert all(value in log for value in planted)
+    with duckdb.connect(str(db), read_only=True) as con:
+        responses = "SELECT count(*) FROM responses WHERE model_id = 'extractive/top-sentences'"
+        assert con.execute(responses).fetchone()[0] == 4
+        assert con.execute("SELECT count(*) FROM queries").fetchone()[0] >= 4
+        columns = con.execute("SELECT table_name, column_name FROM information_schema.columns "
+                              "WHERE data_type = 'VARCHAR'").fetchall()
+        for table, column in columns:
+            for value in planted:
+                hits = con.execute(f'SELECT count(*) FROM "{table}" WHERE "{column}" LIKE ?',  # names from the catalog
+                                   [f"%{value}%"]).fetchone()[0]
+                assert hits == 0, (table, column, value)
