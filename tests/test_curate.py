@@ -17,12 +17,15 @@ from pipeline.dataset import validate
 from pipeline.dataset.curate import curate
 from pipeline.dataset.ingest import ingest
 from pipeline.dataset.pii import PII_KINDS, measure
+from tests.support.browser import ARTIFACTS, CHROMIUM, main_text, no_exception, serve_app, settle
 
 REPO = Path(__file__).resolve().parent.parent
 PII = {  # planted identifier -> its kind
     "+91 98765 43210": "PHONE", "9840012345": "PHONE", "98450 12345": "PHONE", "sunita.rao72@gmail.com": "EMAIL",
     "4821 7730 1296": "AADHAAR", "BKTPM4821K": "PAN", "Ravi Shankar": "NAME", "Lakshmi Devi": "NAME",
 }
+EXAMPLE_PII = ["+91 98765 43210", "9840012345", "sunita.rao72@gmail.com", "4821 7730 1296", "BKTPM4821K",
+               "Ravi Shankar", "Lakshmi Devi"]  # planted in data/raw-example/chatbot_log.csv
 ROWS = [  # (message, answer, approved, expected: reason/detail of exclusion, or "kept"/"no_gt")
     ("Can I take my BP tablet on the morning of surgery?", "Yes, with a sip of water.", "yes", "kept"),
     ("Hi", "", "", "greeting"),
@@ -131,29 +134,33 @@ def test_pii_precision_recall_on_the_labelled_set():
     assert report.loc["NAME", "precision"] >= 0.9 and report.loc["NAME", "recall"] >= 0.8
 
 
-def test_worked_example_builds_validates_and_runs_without_identifiers_in_the_database(tmp_path):
-    example, out, db = REPO / "data" / "raw-example", tmp_path / "eyecare-ingested", tmp_path / "r.duckdb"
-
-    def cli(*args: str) -> None:
-        result = subprocess.run([sys.executable, "-m", "pipeline", *args], cwd=REPO, capture_output=True, text=True,
-                                timeout=600)
-        assert result.returncode == 0, result.stderr
-
-    ingest([example / "sources"], out)  # as docs/ingest.md's commands do (in-process: faster)
+@pytest.fixture(scope="module")
+def built_example(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The worked example built as docs/ingest.md says (in-process: faster), and a run of the extractive baseline
+    on it: (dataset folder, database)."""
+    example = REPO / "data" / "raw-example"
+    tmp = tmp_path_factory.mktemp("example")
+    out, db = tmp / "eyecare-ingested", tmp / "r.duckdb"
+    ingest([example / "sources"], out)
     ingest([example / "chatbot_log.csv"], out, kind="update", qa_cols=("message", "answer", "timestamp"))
     curate(example / "chatbot_log.csv", out)
+    config = tmp / "config.yaml"
+    config.write_text((REPO / "configs" / "eyecare-ingested.yaml").read_text().replace(
+        "dataset: data/eyecare-ingested", f"dataset: {out}"))
+    result = subprocess.run([sys.executable, "-m", "pipeline", "run", "--config", str(config), "--db", str(db),
+                             "--models", "extractive/top-sentences", "--stages", "retrieve,generate", "--limit", "4"],
+                            cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    return out, db
+
+
+def test_worked_example_builds_validates_and_runs_without_identifiers_in_the_database(built_example):
+    out, db = built_example
     committed = REPO / "data" / "eyecare-ingested"
     for name in ("kb.jsonl", "queries.jsonl", "excluded.jsonl"):  # the committed dataset is what the commands build
         assert (out / name).read_bytes() == (committed / name).read_bytes(), name
-    config = tmp_path / "config.yaml"
-    config.write_text((REPO / "configs" / "eyecare-ingested.yaml").read_text().replace(
-        "dataset: data/eyecare-ingested", f"dataset: {out}"))
-    cli("run", "--config", str(config), "--db", str(db), "--models", "extractive/top-sentences",
-        "--stages", "retrieve,generate", "--limit", "4")
-    log = (example / "chatbot_log.csv").read_text(encoding="utf-8")
-    planted = ["+91 98765 43210", "9840012345", "sunita.rao72@gmail.com", "4821 7730 1296", "BKTPM4821K",
-               "Ravi Shankar", "Lakshmi Devi"]
-    assert all(value in log for value in planted)
+    log = (REPO / "data" / "raw-example" / "chatbot_log.csv").read_text(encoding="utf-8")
+    assert all(value in log for value in EXAMPLE_PII)
     with duckdb.connect(str(db), read_only=True) as con:
         responses = "SELECT count(*) FROM responses WHERE model_id = 'extractive/top-sentences'"
         assert con.execute(responses).fetchone()[0] == 4
@@ -161,7 +168,32 @@ def test_worked_example_builds_validates_and_runs_without_identifiers_in_the_dat
         columns = con.execute("SELECT table_name, column_name FROM information_schema.columns "
                               "WHERE data_type = 'VARCHAR'").fetchall()
         for table, column in columns:
-            for value in planted:
+            for value in EXAMPLE_PII:
                 hits = con.execute(f'SELECT count(*) FROM "{table}" WHERE "{column}" LIKE ?',  # names from the catalog
                                    [f"%{value}%"]).fetchone()[0]
                 assert hits == 0, (table, column, value)
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="apt-get install chromium chromium-driver")
+def test_dataset_page_shows_sources_and_masked_exclusions(built_example, page):
+    _, db = built_example
+    with serve_app(db) as url:
+        page.goto(f"{url}/dataset")
+        settle(page)
+        page.get_by_text("insurance-and-costs.md").first.wait_for(timeout=60_000)  # tables draw after the script
+        no_exception(page)
+        text = main_text(page)
+        for name in ("preop-sop.pdf", "postop-care.docx", "eye-drops-faq.html", "insurance-and-costs.md"):
+            assert name in text, text[:3000]
+        assert "not_health" in text and "pii" in text and "duplicate" in text
+        page.goto(f"{url}/dataset?ds_reason=pii")  # the reason picker is bound to the URL
+        settle(page)
+        page.get_by_text("<PHONE>").first.wait_for(timeout=60_000)
+        no_exception(page)
+        text = main_text(page)
+        assert "<PHONE>" in text and "<NAME>" in text and "<EMAIL>" in text
+        for value in EXAMPLE_PII:
+            assert value not in text
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "dataset.png"), full_page=True)
