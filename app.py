@@ -154,6 +154,7 @@ PAGES = {
                        url_path="compare_runs"),
     "review": st.Page("pages/10_review_queue.py", title="Review queue", icon=":material/medical_services:",
                       url_path="review_queue"),
+    "dataset": st.Page("pages/11_dataset.py", title="Dataset", icon=":material/folder_open:", url_path="dataset"),
 }
 PAGE_TEXT = [
     ("leaderboards", f"Models by AGG per language with {', '.join(METRICS)}, 95% CIs, lexical baselines, safety "
@@ -175,6 +176,8 @@ PAGE_TEXT = [
                 "per metric with CIs, the items that changed most, and which provenance differs."),
     ("review", "For doctors: the most worrying answers first (Med-CoDE high, wrong although the KB knows, refused, "
                "judges disagree, harmful rubric lines met), everything about each, and your verdict as a label."),
+    ("dataset", "How the dataset was built: source documents with chunks, pages, tokens and flags, the KB's growth, "
+                "excluded chatbot messages by reason (identifiers masked) and queries by language, script, theme."),
 ]
 
 navigation = st.navigation(list(PAGES.values()))

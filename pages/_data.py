@@ -23,6 +23,7 @@ from pipeline.dataset.human_labels import save_label  # noqa: F401  (the review 
 from pipeline.read import agreement as agreement_read
 from pipeline.read import compare as compare_read
 from pipeline.read import cost as cost_read
+from pipeline.read import dataset as dataset_read
 from pipeline.read import home, judge_trust, medcode, medcode_checks, playground, responses, themes, trust
 from pipeline.read import jury as jury_read
 from pipeline.read import leaderboard as leaderboard_read
@@ -192,6 +193,7 @@ plan_progress = cached(agreement_read.plan_progress)
 annotation_state = agreement_read.annotation_state  # not cached: the queue moves with every label
 dataset_queries = cached(playground.dataset_queries)
 dataset_path = cached(playground.dataset_path)
+dataset_view = cached(dataset_read.dataset_view)  # the Dataset page: sources, KB growth, exclusions, queries
 
 
 def query_responses(db: str | Path, dataset: str, query_id: str) -> pd.DataFrame:

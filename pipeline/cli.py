@@ -160,6 +160,50 @@ def import_qa(
                                        force=force))
 
 
+@app.command("ingest-kb")
+def ingest_kb(
+    paths: Annotated[list[Path], typer.Argument(help="documents (PDF, DOCX, HTML, Markdown, text) or folders of them; "
+                                                     "CSV/JSONL of approved Q&A with --kind update")],
+    out: Annotated[Path, typer.Option(help="dataset folder to write kb.jsonl and ingest_report.json into")],
+    max_tokens: Annotated[int, typer.Option(help="most tokens in a chunk (the paper: 1,000)")] = 1000,
+    overlap: Annotated[int, typer.Option(help="tokens repeated between neighbouring chunks")] = 0,
+    kind: Annotated[str, typer.Option(help="raw (curated documents) or update (added later)")] = "raw",
+    updated: Annotated[str | None, typer.Option(help="date update chunks were added (YYYY-MM-DD)")] = None,
+    question_col: Annotated[str, typer.Option(help="Q&A table: the question column")] = "question",
+    answer_col: Annotated[str, typer.Option(help="Q&A table: the approved answer column")] = "answer",
+    date_col: Annotated[str, typer.Option(help="Q&A table: the date the answer was approved")] = "approved_on",
+):
+    """Turn a team's documents (and doctor-approved Q&A) into KB chunks with provenance, in a dataset folder."""
+    from datetime import date
+
+    from pipeline.dataset.ingest import ingest_command
+
+    try:
+        day = date.fromisoformat(updated) if updated else None
+    except ValueError:
+        raise UserError(f"--updated {updated!r}: use an ISO date, YYYY-MM-DD") from None
+    raise typer.Exit(ingest_command(paths, out, max_tokens=max_tokens, overlap=overlap, kind=kind, updated=day,
+                                    qa_cols=(question_col, answer_col, date_col)))
+
+
+@app.command("curate-queries")
+def curate_queries(
+    log: Annotated[Path, typer.Argument(help="chatbot log, CSV or JSONL, one message a row")],
+    out: Annotated[Path, typer.Option(help="dataset folder to write queries.jsonl and excluded.jsonl into")],
+    text_col: Annotated[str, typer.Option(help="the message column")] = "message",
+    time_col: Annotated[str, typer.Option(help="the timestamp column (gives asked_on)")] = "timestamp",
+    answer_col: Annotated[str, typer.Option(help="the bot's answer column")] = "answer",
+    approved_col: Annotated[str, typer.Option(help="yes/no, true/false or 1/0: the doctor approved the answer "
+                                                   "unchanged (it becomes the ground truth)")] = "approved",
+    pii: Annotated[str, typer.Option(help="exclude (the paper's rule) or mask messages with identifiers")] = "exclude",
+):
+    """Turn a chatbot log into queries with the paper's exclusions (duplicates, identifiers, not health)."""
+    from pipeline.dataset.curate import curate_command
+
+    raise typer.Exit(curate_command(log, out, text_col=text_col, time_col=time_col, answer_col=answer_col,
+                                    approved_col=approved_col, pii=pii))
+
+
 human_eval_app = typer.Typer(no_args_is_help=True, help="Human evaluation designed as Health-Pariksha's (3.5.2).")
 app.add_typer(human_eval_app, name="human-eval")
 

@@ -127,6 +127,9 @@ class Chunk(_Record):
     source: str = Field(max_length=MAX_TEXT_CHARS)
     updated: date | None = Field(None, validate_default=True)
     supersedes: list[Identifier] = Field(default_factory=list, validate_default=True)
+    # where an ingested chunk came from (``ingest-kb``: source file, sha256, pages, heading path, tokens);
+    # excluded from dumps, so the content hash and the stored rows stay what they were
+    provenance: dict[str, Any] | None = Field(None, exclude=True)
 
     @field_validator("kind", mode="before")
     @classmethod

@@ -1,0 +1,199 @@
+"""``curate-queries``: a chatbot log (CSV or JSONL, one message a row) becomes a dataset's queries with
+Health-Pariksha's exclusion criteria (§3.2): exact duplicates, messages with personal identifiers and messages
+that are not health questions are removed, and each removed message is kept in ``excluded.jsonl`` with its row
+and reason (identifiers masked there too). Near-duplicates are flagged (rapidfuzz), not removed.
+
+Kept messages get ``asked_on`` from the timestamp, language (script, or matrix language for romanized text)
+and themes from ``pipeline.dataset.themes``. A message keeps the bot's answer as ground truth only where the
+log marks it approved unchanged; the others go to ``queries_without_gt.jsonl`` (a query needs a ground truth
+to be judged) and are counted. Identifiers in kept text are masked (``--pii mask``) or the message excluded
+(``--pii exclude``, the paper's rule); answers are always masked.
+
+The non-health rule: a message is not a health question when it is empty, a media placeholder
+(``<Media omitted>``, ``image omitted``, ``This message was deleted``), only emoji/punctuation, or only
+greeting, thanks and acknowledgement words (``GREETING_WORDS``).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+import unicodedata
+from collections import Counter
+from datetime import date, datetime
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from pipeline.dataset.format import Query, derived_script
+from pipeline.dataset.ingest import truthy
+from pipeline.dataset.records import read_records
+from pipeline.dataset.writing import replace_files
+from pipeline.errors import UserError
+
+NEAR_DUPLICATE_SCORE = 90.0  # rapidfuzz ratio (0-100) at or above which two kept messages are flagged
+MEDIA_RE = re.compile(r"^\s*(?:<\s*media omitted\s*>|<\s*attached:[^>]*>|(?:image|video|audio|sticker|document|gif)"
+                      r" omitted|this message was deleted|you deleted this message|null)\s*$", re.IGNORECASE)
+GREETING_WORDS = frozenset("""
+hi hii hiii hello helo hey hai namaste namaskar namaskaram vanakkam good morning evening afternoon night day
+thanks thank thanku thankyou thx tq ty you so much very dhanyavad dhanyavaad shukriya nandri dhanyavadalu
+ok okay okk k fine sure yes no great nice welcome sir madam mam maam doctor dr ji bye regards noted got it
+""".split())
+OUTPUT_FILES = ("queries.jsonl", "queries_without_gt.jsonl", "excluded.jsonl", "curate_report.json")
+
+
+def normalise(text: str) -> str:
+    """The text compared for exact duplicates: HTML entities decoded, Unicode NFKC, case folded, spaces collapsed."""
+    return " ".join(unicodedata.normalize("NFKC", html.unescape(text)).casefold().split())
+
+
+def not_health(text: str) -> str | None:
+    """Why a message is not a health question (``empty``, ``media``, ``emoji-only``, ``greeting``), else None."""
+    if not text.strip():
+        return "empty"
+    if MEDIA_RE.match(text):
+        return "media"
+    letters = [ch for ch in text if unicodedata.category(ch)[0] in "LN"]
+    if not letters:
+        return "emoji-only"
+    words = re.findall(r"\w+", normalise(text))
+    if all(w in GREETING_WORDS for w in words):
+        return "greeting"
+    return None
+
+
+def _asked_on(value: Any, where: str) -> date | None:
+    import pandas as pd
+
+    if value is None or not str(value).strip():
+        return None
+    value = str(value).strip()
+    try:  # ISO first (2024-01-08 09:12); then day-first, as Indian exports write dates (08/01/2024, 09:12)
+        return datetime.fromisoformat(value).date()
+    except ValueError:
+        pass
+    try:
+        return pd.to_datetime(value, dayfirst=True, format="mixed").date()
+    except (ValueError, OverflowError):
+        raise UserError(f"{where}: {value!r} is not a date or timestamp (use e.g. 2024-01-21 10:15)") from None
+
+
+def _kb_texts(out_dir: Path) -> list[str]:
+    if not (out_dir / "kb.jsonl").is_file():
+        return []
+    records, _ = read_records(out_dir / "kb.jsonl")
+    return [f"{r.get('title') or ''} {r.get('text') or ''}" for _, r in records]
+
+
+def curate(log: Path, out_dir: Path, *, text_col: str = "message", time_col: str = "timestamp",
+           answer_col: str = "answer", approved_col: str = "approved", pii: str = "exclude") -> dict[str, Any]:
+    """Curate ``log`` into ``out_dir`` (queries, queries without ground truth, excluded, report); returns the report."""
+    from rapidfuzz import fuzz, process
+
+    from pipeline.dataset.pii import find_pii, mask
+    from pipeline.dataset.themes import ThemeTagger
+
+    if pii not in ("exclude", "mask"):
+        raise UserError(f"--pii {pii!r}: use exclude or mask")
+    if not log.is_file():
+        raise UserError(f"{log}: not found; give the chatbot log (CSV or JSONL)")
+    records, issues = read_records(log)
+    if issues:
+        raise UserError(str(issues[0]))
+    if not records:
+        raise UserError(f"{log}: no messages")
+    for line, rec in records:
+        if text_col not in rec:
+            raise UserError(f"{log}:{line}: no {text_col!r} field (columns: {', '.join(map(str, rec))}); "
+                            "name the message column with --text-col")
+    checked = {line: (_asked_on(rec.get(time_col), f"{log}:{line}: field {time_col}"),
+                      approved_col in rec and truthy(rec[approved_col], f"{log}:{line}: field {approved_col}"))
+               for line, rec in records}  # every row's date and approval read before any work
+    tagger = ThemeTagger(_kb_texts(out_dir))
+    kept: list[dict[str, Any]] = []
+    without_gt: list[dict[str, Any]] = []
+    excluded: list[dict[str, Any]] = []
+    first_seen: dict[str, str] = {}
+    for line, rec in records:
+        text = html.unescape("" if rec[text_col] is None else str(rec[text_col]))
+        found = find_pii(text)
+        masked = mask(text, found)
+        asked_on, approved = checked[line]
+        base = {"row": line, "asked_on": asked_on.isoformat() if asked_on else None, "text": masked}
+        reason = not_health(text)
+        if reason is None and found and pii == "exclude":
+            reason = "pii"
+        if reason is not None:
+            detail = ", ".join(sorted({f.kind for f in found})) if reason == "pii" else None
+            excluded.append({**base, "reason": "pii" if reason == "pii" else "not_health",
+                             "detail": detail or reason})
+            continue
+        key = normalise(text)
+        query_id = f"log-{line:05d}"
+        if key in first_seen:
+            excluded.append({**base, "reason": "duplicate", "detail": "duplicate", "duplicate_of": first_seen[key]})
+            continue
+        first_seen[key] = query_id
+        tagging = tagger.tag(masked)
+        record: dict[str, Any] = {"query_id": query_id, "language": tagging.language, "query": masked,
+                                  "script": derived_script(masked, tagging.language), "themes": tagging.themes}
+        if asked_on:
+            record["asked_on"] = asked_on.isoformat()
+        answer = str(rec.get(answer_col) or "").strip()
+        if answer and approved:
+            record["gt_response"] = mask(answer)
+            try:
+                record = Query.model_validate(record).model_dump(mode="json", exclude_none=True)
+            except ValidationError as exc:
+                raise UserError(f"{log}:{line}: becomes an invalid query: {exc.errors()[0]['msg']}") from None
+            kept.append(record)
+        else:
+            without_gt.append(record)
+
+    near = []
+    texts = [normalise(r["query"]) for r in kept + without_gt]
+    ids = [r["query_id"] for r in kept + without_gt]
+    if len(texts) > 1:
+        scores = process.cdist(texts, texts, scorer=fuzz.ratio, score_cutoff=NEAR_DUPLICATE_SCORE)
+        for i in range(len(texts)):
+            for j in range(i + 1, len(texts)):
+                if scores[i][j]:
+                    near.append({"query_id": ids[j], "similar_to": ids[i], "score": round(float(scores[i][j]), 1)})
+    if not kept:
+        raise UserError(f"{log}: no message is left with an approved answer (column {approved_col!r}); nothing "
+                        f"to evaluate ({len(excluded)} excluded, {len(without_gt)} without ground truth)")
+    reasons = Counter(e["reason"] for e in excluded)
+    report = {"log": log.name, "rows": len(records), "queries": len(kept), "without_ground_truth": len(without_gt),
+              "excluded": dict(sorted(reasons.items())),
+              "excluded_detail": dict(sorted(Counter(e["detail"] for e in excluded).items())),
+              "near_duplicates": near, "pii": pii,
+              "languages": dict(sorted(Counter(r["language"] for r in kept + without_gt).items()))}
+    lines = lambda rows: "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)  # noqa: E731
+    replace_files(out_dir, {"queries.jsonl": lines(kept), "queries_without_gt.jsonl": lines(without_gt),
+                            "excluded.jsonl": lines(excluded),
+                            "curate_report.json": json.dumps(report, ensure_ascii=False, indent=1) + "\n"})
+    return report
+
+
+def curate_command(log: Path, out_dir: Path, **options: Any) -> int:
+    """CLI: curate, print what was kept and why the rest was excluded, then validate the folder."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from pipeline.dataset.loader import validate_command
+
+    report = curate(log, out_dir, **options)
+    console = Console(highlight=False, soft_wrap=True)
+    table = Table(title=f"curate-queries {log.name} -> {out_dir}")
+    table.add_column("outcome")
+    table.add_column("messages", justify="right")
+    table.add_row("queries (approved ground truth)", str(report["queries"]))
+    table.add_row("kept without ground truth", str(report["without_ground_truth"]))
+    for detail, n in report["excluded_detail"].items():
+        table.add_row(f"excluded: {detail}", str(n))
+    table.add_row("near-duplicates flagged (kept)", str(len(report["near_duplicates"])))
+    console.print(table)
+    console.print(f"identifiers: {report['pii']}; excluded messages (masked) in {out_dir / 'excluded.jsonl'}")
+    return validate_command(out_dir)

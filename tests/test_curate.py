@@ -1,0 +1,199 @@
+"""curate-queries: every planted duplicate, identifier, greeting and media placeholder is excluded (or masked)
+with its reason, identifiers never reach queries.jsonl or the database, bad logs are one line with nothing
+written; PII detection measured on the labelled set; the worked example builds and runs end to end."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from pipeline.dataset import validate
+from pipeline.dataset.curate import curate
+from pipeline.dataset.ingest import ingest
+from pipeline.dataset.pii import PII_KINDS, measure
+from tests.support.browser import ARTIFACTS, CHROMIUM, main_text, no_exception, serve_app, settle
+
+REPO = Path(__file__).resolve().parent.parent
+PII = {  # planted identifier -> its kind
+    "+91 98765 43210": "PHONE", "9840012345": "PHONE", "98450 12345": "PHONE", "sunita.rao72@gmail.com": "EMAIL",
+    "4821 7730 1296": "AADHAAR", "BKTPM4821K": "PAN", "Ravi Shankar": "NAME", "Lakshmi Devi": "NAME",
+}
+EXAMPLE_PII = ["+91 98765 43210", "9840012345", "sunita.rao72@gmail.com", "4821 7730 1296", "BKTPM4821K",
+               "Ravi Shankar", "Lakshmi Devi"]  # planted in data/raw-example/chatbot_log.csv
+ROWS = [  # (message, answer, approved, expected: reason/detail of exclusion, or "kept"/"no_gt")
+    ("Can I take my BP tablet on the morning of surgery?", "Yes, with a sip of water.", "yes", "kept"),
+    ("Hi", "", "", "greeting"),
+    ("<Media omitted>", "", "", "media"),
+    ("🙏🙏 👍", "", "", "emoji-only"),
+    ("", "", "", "empty"),
+    ("Thank you doctor", "", "", "greeting"),
+    ("can i take my BP  tablet on the morning of surgery?", "Yes.", "yes", "duplicate"),
+    ("I can&apos;t see clearly after surgery. Is it normal?", "It improves over weeks.", "TRUE", "kept"),
+    ("I can't see clearly after surgery. Is it normal?", "", "", "duplicate"),
+    ("my number is +91 98765 43210 please call me", "", "", "PHONE"),
+    ("call me 9840012345 urgent eye pain", "", "", "PHONE"),
+    ("son's whatsapp 98450 12345, when is review", "", "", "PHONE"),
+    ("Please send report to sunita.rao72@gmail.com for my mother", "", "", "EMAIL"),
+    ("aadhaar 4821 7730 1296 is it needed for free surgery", "", "", "AADHAAR"),
+    ("PAN card BKTPM4821K is required for insurance claim?", "", "", "PAN"),
+    ("My name is Ravi Shankar, can I get surgery under the scheme?", "", "", "NAME"),
+    ("patient Lakshmi Devi bed 12 has pain in the operated eye", "", "", "NAME"),
+    ("When will I get new glasses after cataract operation?", "After four to six weeks.", "0", "no_gt"),
+    ("Operation ke baad kitne din tak aankh mein paani nahi dalna hai?", "Two weeks.", "1", "kept"),
+]
+
+
+def write_log(path: Path, rows=ROWS) -> Path:
+    with path.open("w", encoding="utf-8", newline="") as fh:
+        out = csv.writer(fh)
+        out.writerow(["timestamp", "message", "answer", "approved"])
+        for i, (message, answer, approved, _) in enumerate(rows):
+            out.writerow([f"2024-01-{i + 1:02d} 09:{i:02d}", message, answer, approved])
+    return path
+
+
+def jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def test_planted_noise_is_excluded_with_its_reason_and_pii_never_in_clear(tmp_path):
+    out = tmp_path / "ds"
+    report = curate(write_log(tmp_path / "log.csv"), out)
+    excluded = {e["row"]: e for e in jsonl(out / "excluded.jsonl")}
+    queries = {q["query_id"]: q for q in jsonl(out / "queries.jsonl")}
+    without = {q["query_id"]: q for q in jsonl(out / "queries_without_gt.jsonl")}
+    for i, (_, _, _, expected) in enumerate(ROWS):
+        row, qid = i + 2, f"log-{i + 2:05d}"
+        if expected == "kept":
+            assert qid in queries and queries[qid]["gt_response"], row
+        elif expected == "no_gt":
+            assert qid in without and "gt_response" not in without[qid]
+        else:
+            assert row in excluded, (row, expected)
+            e = excluded[row]
+            assert e["detail"] == expected, e
+            assert e["reason"] == ("pii" if expected in PII_KINDS else
+                                   "duplicate" if expected == "duplicate" else "not_health")
+    assert excluded[8]["duplicate_of"] == "log-00002" and excluded[10]["duplicate_of"] == "log-00009"
+    assert queries["log-00009"]["query"] == "I can't see clearly after surgery. Is it normal?"  # entity decoded
+    assert queries["log-00009"]["asked_on"] == "2024-01-08"
+    assert queries["log-00020"]["language"] == "hi" and queries["log-00020"]["script"] == "latin"
+    assert report["queries"] == 3 and report["without_ground_truth"] == 1
+    for name in ("queries.jsonl", "queries_without_gt.jsonl", "excluded.jsonl", "curate_report.json"):
+        text = (out / name).read_text(encoding="utf-8")
+        for value in PII:
+            assert value not in text, (name, value)
+    assert "<PHONE>" in (out / "excluded.jsonl").read_text()
+    dataset, issues = validate(out)
+    assert dataset is not None, [str(i) for i in issues if i.severity == "error"]
+
+
+def test_mask_keeps_the_question_with_placeholders(tmp_path):
+    out = tmp_path / "ds"
+    curate(write_log(tmp_path / "log.csv"), out, pii="mask")
+    kept = jsonl(out / "queries.jsonl") + jsonl(out / "queries_without_gt.jsonl")
+    texts = " ".join(q["query"] for q in kept)
+    for tag in ("<PHONE>", "<EMAIL>", "<AADHAAR>", "<PAN>", "<NAME>"):
+        assert tag in texts
+    for value in PII:
+        assert value not in texts
+    assert not [e for e in jsonl(out / "excluded.jsonl") if e["reason"] == "pii"]
+
+
+@pytest.mark.parametrize(("content", "args", "expected"), [
+    ("timestamp,msg\n2024-01-01,hello\n", [], "log.csv:2: no 'message' field"),
+    ("timestamp,message,answer,approved\n2024-01-01,Can I bathe?,No,maybe\n", [], "log.csv:2: field approved"),
+    ("timestamp,message\nlast tuesday,Can I bathe?\n", [], "log.csv:2: field timestamp"),
+])
+def test_bad_log_is_one_line_naming_file_and_row(tmp_path, content, args, expected):
+    log = tmp_path / "log.csv"
+    log.write_text(content, encoding="utf-8")
+    out = tmp_path / "ds"
+    result = subprocess.run([sys.executable, "-m", "pipeline", "curate-queries", str(log), "--out", str(out), *args],
+                            cwd=REPO, capture_output=True, text=True, timeout=300)
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.returncode == 1 and len(lines) == 1, result.stderr
+    assert expected in lines[0]
+    assert not out.exists()
+
+
+def test_pii_precision_recall_on_the_labelled_set():
+    """The numbers docs/ingest.md reports (70 project-written messages, tests/fixtures/pii_labelled.jsonl)."""
+    items = jsonl(REPO / "tests" / "fixtures" / "pii_labelled.jsonl")
+    assert len(items) >= 60
+    report = measure(items).set_index("kind")
+    for kind in ("PHONE", "EMAIL", "AADHAAR", "PAN"):
+        assert report.loc[kind, "precision"] == 1.0 and report.loc[kind, "recall"] == 1.0, kind
+        assert report.loc[kind, "masked"] == 1.0
+    assert report.loc["NAME", "precision"] >= 0.9 and report.loc["NAME", "recall"] >= 0.8
+
+
+@pytest.fixture(scope="module")
+def built_example(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The worked example built as docs/ingest.md says (in-process: faster), and a run of the extractive baseline
+    on it: (dataset folder, database)."""
+    example = REPO / "data" / "raw-example"
+    tmp = tmp_path_factory.mktemp("example")
+    out, db = tmp / "eyecare-ingested", tmp / "r.duckdb"
+    ingest([example / "sources"], out)
+    ingest([example / "chatbot_log.csv"], out, kind="update", qa_cols=("message", "answer", "timestamp"))
+    curate(example / "chatbot_log.csv", out)
+    config = tmp / "config.yaml"
+    config.write_text((REPO / "configs" / "eyecare-ingested.yaml").read_text().replace(
+        "dataset: data/eyecare-ingested", f"dataset: {out}"))
+    result = subprocess.run([sys.executable, "-m", "pipeline", "run", "--config", str(config), "--db", str(db),
+                             "--models", "extractive/top-sentences", "--stages", "retrieve,generate", "--limit", "4"],
+                            cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    return out, db
+
+
+def test_worked_example_builds_validates_and_runs_without_identifiers_in_the_database(built_example):
+    out, db = built_example
+    committed = REPO / "data" / "eyecare-ingested"
+    for name in ("kb.jsonl", "queries.jsonl", "excluded.jsonl"):  # the committed dataset is what the commands build
+        assert (out / name).read_bytes() == (committed / name).read_bytes(), name
+    log = (REPO / "data" / "raw-example" / "chatbot_log.csv").read_text(encoding="utf-8")
+    assert all(value in log for value in EXAMPLE_PII)
+    with duckdb.connect(str(db), read_only=True) as con:
+        responses = "SELECT count(*) FROM responses WHERE model_id = 'extractive/top-sentences'"
+        assert con.execute(responses).fetchone()[0] == 4
+        assert con.execute("SELECT count(*) FROM queries").fetchone()[0] >= 4
+        columns = con.execute("SELECT table_name, column_name FROM information_schema.columns "
+                              "WHERE data_type = 'VARCHAR'").fetchall()
+        for table, column in columns:
+            for value in EXAMPLE_PII:
+                hits = con.execute(f'SELECT count(*) FROM "{table}" WHERE "{column}" LIKE ?',  # names from the catalog
+                                   [f"%{value}%"]).fetchone()[0]
+                assert hits == 0, (table, column, value)
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="apt-get install chromium chromium-driver")
+def test_dataset_page_shows_sources_and_masked_exclusions(built_example, page):
+    _, db = built_example
+    with serve_app(db) as url:
+        page.goto(f"{url}/dataset")
+        settle(page)
+        page.get_by_text("insurance-and-costs.md").first.wait_for(timeout=60_000)  # tables draw after the script
+        no_exception(page)
+        text = main_text(page)
+        for name in ("preop-sop.pdf", "postop-care.docx", "eye-drops-faq.html", "insurance-and-costs.md"):
+            assert name in text, text[:3000]
+        assert "not_health" in text and "pii" in text and "duplicate" in text
+        page.goto(f"{url}/dataset?ds_reason=pii")  # the reason picker is bound to the URL
+        settle(page)
+        page.get_by_text("<PHONE>").first.wait_for(timeout=60_000)
+        no_exception(page)
+        text = main_text(page)
+        assert "<PHONE>" in text and "<NAME>" in text and "<EMAIL>" in text
+        for value in EXAMPLE_PII:
+            assert value not in text
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "dataset.png"), full_page=True)
