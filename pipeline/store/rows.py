@@ -474,3 +474,73 @@ ROW_CLASSES: tuple[type[Row], ...] = (
     CacheRow, MetaRow, RubricGradeRow, CriterionLabelRow, LabelledCritiqueRow, CritiqueLabelRow,
 )
 ROWS: dict[str, type[Row]] = {c.TABLE: c for c in ROW_CLASSES}
+
+
+# -- the doctors' arena (issue 28): pairwise votes and the pairwise judge's verdicts ---------------------------
+ARENA_WINNERS = ("a", "b", "tie", "both_bad")  # a vote's outcome for (model_a, model_b); both_bad counts as a tie
+
+
+@dataclass(slots=True)
+class ArenaVoteRow(Row):
+    """A clinician's pairwise preference between two models' responses to one query (the arena page, or
+    ``arena import-votes``). ``model_a`` < ``model_b`` (``of`` orders them and turns ``winner`` with them);
+    ``shown_left`` is the model shown on the left (None when not known, e.g. an imported vote); ``response_hash_a``
+    and ``_b`` are the texts compared: a regenerated response no longer counts."""
+
+    TABLE: ClassVar[str] = "arena_votes"
+    KEY: ClassVar[tuple[str, ...]] = ("dataset", "query_id", "model_a", "model_b", "annotator")
+    dataset: str
+    query_id: str
+    model_a: str
+    model_b: str
+    annotator: str
+    winner: str
+    shown_left: str | None
+    tags: list[str]
+    response_hash_a: str
+    response_hash_b: str
+    source: str
+    voted_at: datetime = field(default_factory=now)
+
+    @classmethod
+    def of(cls, *, model_a: str, model_b: str, winner: str, response_hash_a: str, response_hash_b: str,
+           **fields: Any) -> ArenaVoteRow:
+        """The vote with its two models in canonical order (``winner`` and the hashes follow them)."""
+        if winner not in ARENA_WINNERS:
+            raise ValueError(f"winner {winner!r} is not one of {', '.join(ARENA_WINNERS)}")
+        if model_a == model_b:
+            raise ValueError("a vote compares two different models")
+        if model_a > model_b:
+            model_a, model_b = model_b, model_a
+            response_hash_a, response_hash_b = response_hash_b, response_hash_a
+            winner = {"a": "b", "b": "a"}.get(winner, winner)
+        return cls(model_a=model_a, model_b=model_b, winner=winner, response_hash_a=response_hash_a,
+                   response_hash_b=response_hash_b, **fields)
+
+
+@dataclass(slots=True)
+class PairwiseVerdictRow(Row):
+    """One pairwise judge call (stage ``pairwise``): ``judge_id`` compared the responses of ``model_a`` < ``model_b``
+    with ``first`` shown first. ``verdict`` ('a', 'b', 'tie') is in terms of model_a / model_b, None when the output
+    could not be read (``parse_ok`` False, ``raw_output`` kept). Both orders of a pair are two rows."""
+
+    TABLE: ClassVar[str] = "pairwise_verdicts"
+    KEY: ClassVar[tuple[str, ...]] = ("dataset", "query_id", "judge_id", "model_a", "model_b", "first")
+    dataset: str
+    query_id: str
+    judge_id: str
+    model_a: str
+    model_b: str
+    first: str
+    verdict: str | None
+    parse_ok: bool
+    raw_output: str
+    response_hash_a: str
+    response_hash_b: str
+    run_id: str | None
+    cached: bool = False
+    created_at: datetime = field(default_factory=now)
+
+
+ROW_CLASSES = (*ROW_CLASSES, ArenaVoteRow, PairwiseVerdictRow)
+ROWS.update({c.TABLE: c for c in (ArenaVoteRow, PairwiseVerdictRow)})

@@ -1,0 +1,216 @@
+"""The doctors' arena: Bradley–Terry from known strengths (order, interval coverage, the reference implementation),
+style control on length-only preferences, the CLI against the read model, and import-votes' bad rows."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from pipeline.analysis.arena import BASE, INIT, SCALE, bradley_terry, votes_to_separate, win_rates
+from pipeline.cli import app
+from pipeline.read import arena
+from pipeline.store import Store
+from pipeline.store.rows import ArenaVoteRow, DatasetRow, QueryRow, ResponseRow
+
+MODELS = [f"org/model-{i}" for i in range(6)]
+TRUE = np.array([-240.0, -140.0, -50.0, 40.0, 130.0, 230.0])  # Elo-scale strengths, mean 0
+
+
+def draw_votes(rng: np.random.Generator, n: int, strengths: np.ndarray = TRUE, ties: float = 0.0) -> pd.DataFrame:
+    """``n`` comparisons of random pairs under Bradley–Terry with ``strengths``: a tie with share ``ties``, else a
+    win drawn from the BT probability; grouped as (model_a, model_b, outcome, n)."""
+    i = rng.integers(0, len(strengths), n)
+    j = (i + rng.integers(1, len(strengths), n)) % len(strengths)
+    a, b = np.minimum(i, j), np.maximum(i, j)
+    p = 1 / (1 + BASE ** ((strengths[b] - strengths[a]) / SCALE))
+    u = rng.random(n)
+    outcome = np.where(u < ties, "tie", np.where(rng.random(n) < p, "a", "b"))
+    votes = pd.DataFrame({"model_a": np.array(MODELS)[a], "model_b": np.array(MODELS)[b], "outcome": outcome})
+    return votes.value_counts().rename("n").reset_index()
+
+
+def test_bradley_terry_recovers_known_strengths_and_agrees_with_choix():
+    import choix
+
+    rows = draw_votes(np.random.default_rng(7), 3000, ties=0.1)
+    fit = bradley_terry(rows, rounds=200, seed=1)
+    assert list(fit.table.model) == MODELS[::-1]  # best first: the true order
+    assert fit.table.votes.sum() == 2 * 3000
+    assert (fit.table.lower < fit.table.strength).all() and (fit.table.strength < fit.table.upper).all()
+    # choix's maximum-likelihood BT on the same comparisons (a win twice its winner's, a tie once each way, as
+    # Chatbot Arena counts them): the same strengths, in its units (natural log-strengths, mean 0)
+    index = {m: k for k, m in enumerate(MODELS)}
+    data = []
+    for r in rows.itertuples():
+        a, b = index[r.model_a], index[r.model_b]
+        wins = {"a": [(a, b)] * 2, "b": [(b, a)] * 2, "tie": [(a, b), (b, a)]}[r.outcome]
+        data += wins * int(r.n)
+    reference = choix.opt_pairwise(len(MODELS), data, alpha=0.0)
+    ours = fit.table.set_index("model").strength.reindex(MODELS).to_numpy()
+    ours = (ours - INIT) * np.log(BASE) / SCALE
+    np.testing.assert_allclose(ours, reference - reference.mean(), atol=2e-3)
+
+
+def test_bootstrap_intervals_cover_the_true_strengths_near_the_nominal_rate():
+    rng = np.random.default_rng(11)
+    covered, total = 0, 0
+    for draw in range(40):
+        fit = bradley_terry(draw_votes(rng, 3000), rounds=60, seed=draw).table.set_index("model").reindex(MODELS)
+        truth = pd.Series(TRUE + INIT, index=MODELS)
+        covered += int(((fit.lower <= truth) & (truth <= fit.upper)).sum())
+        total += len(MODELS)
+    assert 0.86 <= covered / total <= 1.0, f"coverage {covered / total:.3f} of 240 intervals (nominal 0.95)"
+
+
+def test_win_rates_and_votes_to_separate():
+    rows = pd.DataFrame({"model_a": ["x", "x", "x"], "model_b": ["y", "y", "y"], "outcome": ["a", "b", "both_bad"],
+                         "n": [3, 1, 2]})
+    matrix = win_rates(rows)
+    assert matrix.loc["x", "y"] == pytest.approx((3 + 1) / 6) and matrix.loc["y", "x"] == pytest.approx(2 / 6)
+    assert votes_to_separate(0.0, 10) is None
+    assert votes_to_separate(100.0, 0) > votes_to_separate(200.0, 0) > 0
+    assert votes_to_separate(100.0, 10_000) == 0
+
+
+# -- a real results database ------------------------------------------------------------------------------
+def build_db(path: Path, *, lengths: dict[str, tuple[int, int]] | None = None, queries: int = 40,
+             languages: tuple[str, ...] = ("hi", "ta"), seed: int = 0) -> Path:
+    """A results database with ``queries`` queries per language and a response of every model to each (length
+    drawn from ``lengths[model]`` = (low, high) characters)."""
+    rng = np.random.default_rng(seed)
+    store = Store(path)
+    rows: list = [DatasetRow(name="ds", path="data/ds", closed_book=True, n_queries=queries * len(languages),
+                             n_chunks=0, content_hash=None)]
+    for lang in languages:
+        for k in range(queries):
+            qid = f"{lang}-{k:03d}"
+            rows.append(QueryRow(dataset="ds", query_id=qid, language=lang, query=f"patient question {qid}",
+                                 query_en=None, gt_response=f"doctor answer {qid}", themes=[], kb_refs=[],
+                                 update_sensitive=False))
+            for m in MODELS:
+                low, high = (lengths or {}).get(m, (80, 120))
+                text = f"{m} answers {qid}. " + "Drink water and rest. " * int(rng.integers(low, high + 1) // 22)
+                rows.append(ResponseRow(dataset="ds", query_id=qid, model_id=m, run_id=None, prompt_hash=None,
+                                        text=text, error=None))
+    store.write(rows)
+    return path
+
+
+def current_hashes(db: Path) -> dict[tuple[str, str], tuple[str, int]]:
+    return {(q, m): (h, n) for q, m, h, n in Store(db).fetch(
+        "SELECT query_id, model_id, response_hash, length(text) FROM responses")}
+
+
+def test_style_control_removes_a_length_only_preference(tmp_path: Path):
+    # models differ only in how long they write; doctors prefer the longer answer, by the length difference alone
+    lengths = {m: (100 + 100 * i, 600 + 100 * i) for i, m in enumerate(MODELS[:4])}
+    db = build_db(tmp_path / "style.duckdb", lengths=lengths, queries=150, languages=("hi",))
+    hashes = current_hashes(db)
+    rng = np.random.default_rng(3)
+    votes = []
+    qids = sorted({q for q, _ in hashes})
+    for annotator in ("dr-a", "dr-b", "dr-c", "dr-d"):
+        for qid in qids:
+            a, b = sorted(rng.choice(MODELS[:4], 2, replace=False))
+            (ha, la), (hb, lb) = hashes[(qid, a)], hashes[(qid, b)]
+            p = 1 / (1 + np.exp(-6 * (la - lb) / (la + lb)))
+            votes.append(ArenaVoteRow.of(dataset="ds", query_id=qid, model_a=a, model_b=b,
+                                         winner="a" if rng.random() < p else "b", annotator=annotator,
+                                         shown_left=a, tags=[], response_hash_a=ha, response_hash_b=hb,
+                                         source="test"))
+    Store(db).write(votes)
+    raw = arena.fit(db, "ds", rounds=100)
+    styled = arena.fit(db, "ds", style_control=True, rounds=100)
+    longest, shortest = MODELS[3], MODELS[0]
+    raw_t = raw.table.set_index("model")
+    assert list(raw.table.model) == MODELS[:4][::-1]
+    assert raw_t.lower[longest] > raw_t.upper[shortest]  # raw: the longest writer is clearly first
+    diff = styled.boot[longest] - styled.boot[shortest]
+    assert diff.quantile(0.025) < 0 < diff.quantile(0.975)  # style-controlled: no difference left
+    coef = styled.style.set_index("feature")
+    assert coef.lower["length"] > 0  # the preference went to the length covariate
+
+
+@pytest.fixture
+def voted_db(tmp_path: Path) -> Path:
+    db = build_db(tmp_path / "votes.duckdb", queries=25)
+    hashes = current_hashes(db)
+    rng = np.random.default_rng(5)
+    votes = []
+    for qid in sorted({q for q, _ in hashes}):
+        for annotator in ("dr-rao", "dr-iyer"):
+            a, b = sorted(rng.choice(MODELS, 2, replace=False))
+            ia, ib = MODELS.index(a), MODELS.index(b)
+            p = 1 / (1 + BASE ** ((TRUE[ib] - TRUE[ia]) / SCALE))
+            votes.append(ArenaVoteRow.of(dataset="ds", query_id=qid, model_a=a, model_b=b,
+                                         winner="a" if rng.random() < p else "b", annotator=annotator,
+                                         shown_left=b, tags=["too long"], response_hash_a=hashes[(qid, a)][0],
+                                         response_hash_b=hashes[(qid, b)][0], source="app"))
+    Store(db).write(votes)
+    return db
+
+
+def test_cli_leaderboard_csv_is_the_read_model_and_export_round_trips(voted_db: Path, tmp_path: Path):
+    runner = CliRunner()
+    result = runner.invoke(app, ["arena", "leaderboard", "--db", str(voted_db), "--dataset", "ds", "--language",
+                                 "hi", "--format", "csv"])
+    assert result.exit_code == 0, result.output
+    printed = pd.read_csv(io.StringIO(result.stdout))
+    expected = arena.leaderboard(voted_db, "ds", "hi")[["model", "strength", "lower", "upper", "votes"]]
+    pd.testing.assert_frame_equal(printed, expected, check_exact=False, rtol=1e-9)
+    out = tmp_path / "votes.csv"
+    result = runner.invoke(app, ["arena", "export-votes", "--db", str(voted_db), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    exported = pd.read_csv(out)
+    assert len(exported) == 2 * 50 and set(exported.tags) == {"too long"}
+    # re-importing the export changes nothing (the same keys, the same winners)
+    before = arena.export_votes(voted_db)
+    result = runner.invoke(app, ["arena", "import-votes", str(out), "--db", str(voted_db)])
+    assert result.exit_code == 0, result.output
+    after = arena.export_votes(voted_db)
+    pd.testing.assert_frame_equal(before.drop(columns=["voted_at"]), after.drop(columns=["voted_at"]))
+
+
+def test_import_votes_rejects_a_bad_csv_naming_the_line_and_writes_nothing(voted_db: Path, tmp_path: Path):
+    before = len(arena.export_votes(voted_db))
+    bad = tmp_path / "bad.csv"
+    bad.write_text("dataset,query_id,model_a,model_b,winner,annotator\n"
+                   f"ds,hi-000,{MODELS[0]},{MODELS[1]},a,dr-new\n"
+                   f"ds,hi-001,{MODELS[0]},{MODELS[1]},left,dr-new\n", encoding="utf-8")
+    result = CliRunner().invoke(app, ["arena", "import-votes", str(bad), "--db", str(voted_db)])
+    assert result.exit_code == 1
+    assert f"{bad}:line 3: winner 'left' is not one of a, b, tie, both_bad" in result.output
+    assert len(arena.export_votes(voted_db)) == before
+
+
+def test_a_regenerated_response_no_longer_counts(voted_db: Path):
+    before = arena.leaderboard(voted_db, "ds", rounds=0).votes.sum()
+    (qid, model), = Store(voted_db).fetch("SELECT query_id, model_a FROM arena_votes ORDER BY query_id LIMIT 1")
+    Store(voted_db).write([ResponseRow(dataset="ds", query_id=qid, model_id=model, run_id=None, prompt_hash=None,
+                                       text="a regenerated answer", error=None)])
+    after = arena.leaderboard(voted_db, "ds", rounds=0).votes.sum()
+    stale = Store(voted_db).fetch("SELECT count(*) FROM arena_votes WHERE query_id = ? AND ? IN (model_a, model_b)",
+                                  [qid, model])[0][0]
+    assert before - after == 2 * stale and stale > 0
+
+
+def test_next_pair_never_repeats_a_query_and_pair_for_an_annotator(voted_db: Path):
+    hashes = current_hashes(voted_db)
+    seen = set()
+    for _ in range(12):
+        table = arena.leaderboard(voted_db, "ds", "ta", rounds=20)
+        item = arena.next_pair(voted_db, "ds", "ta", "dr-new", table=table)
+        key = (item["query_id"], item["model_a"], item["model_b"])
+        assert key not in seen and item["model_a"] < item["model_b"]
+        assert item["hash_a"] == hashes[(item["query_id"], item["model_a"])][0]
+        seen.add(key)
+        Store(voted_db).write([ArenaVoteRow.of(dataset="ds", query_id=item["query_id"], model_a=item["model_a"],
+                                               model_b=item["model_b"], winner="tie", annotator="dr-new",
+                                               shown_left=item["model_a"], tags=[], response_hash_a=item["hash_a"],
+                                               response_hash_b=item["hash_b"], source="app")])
+    assert arena.annotator_votes(voted_db, "ds", "dr-new") == 12
