@@ -57,7 +57,7 @@ def test_a_judge_that_always_prefers_the_first_position_flips_every_pair(tmp_pat
     verdicts = rows(db, "SELECT query_id, model_a, model_b, first, verdict, parse_ok FROM pairwise_verdicts")
     assert len(verdicts) == 5 * 3 * 2  # 5 queries x 3 pairs x both orders
     assert all(ok for *_, ok in verdicts)
-    for q, a, b, first, verdict, _ in verdicts:  # the verdict always names the model shown first
+    for _, a, _, first, verdict, _ in verdicts:  # the verdict always names the model shown first
         assert verdict == ("a" if first == a else "b")
     flips = arena.position_flips(db, "qa", "openai-compatible/fixture-judge")
     assert flips.comparisons.sum() == 15 and flips.flips.sum() == 15

@@ -23,7 +23,7 @@ from pipeline.config import PairwiseConfig
 from pipeline.dataset import Chunk, Query
 from pipeline.models.base import ChatRequest, Completion, GenerateParams, Message
 from pipeline.prompts import load_text
-from pipeline.steps.context import ResponseItem, RunContext, responses_to_score, stored_chunks, still_to_do
+from pipeline.steps.context import ResponseItem, RunContext, responses_to_score, still_to_do, stored_chunks
 from pipeline.steps.generate import format_chunks
 from pipeline.steps.judge import _balanced_objects, _find_key, _load_object
 from pipeline.store.rows import PairwiseVerdictRow
@@ -102,37 +102,41 @@ def pairs_to_judge(items: Sequence[ResponseItem], config: PairwiseConfig) -> lis
 async def step_pairwise(ctx: RunContext) -> None:
     """Every judge compares the chosen pairs of current responses in both orders, skipping what it has already
     judged for the same two texts."""
-    config = ctx.config.pairwise
     chunks = stored_chunks(ctx)
-    pairs = pairs_to_judge(responses_to_score(ctx), config)
-    schema = verdict_schema(config.max_tokens)
+    pairs = pairs_to_judge(responses_to_score(ctx), ctx.config.pairwise)
     for jc in ctx.config.judges:
-        judge = ctx.model(jc.id)
-        candidates = [(a, b, first) for a, b in pairs for first in (a, b)]
-        done = {(q, ma, mb, f): (ha, hb) for q, ma, mb, f, ha, hb in ctx.store.fetch(
-            "SELECT query_id, model_a, model_b, first, response_hash_a, response_hash_b FROM pairwise_verdicts "
-            "WHERE dataset = ? AND judge_id = ?", [ctx.dataset_name, jc.id])}
-        todo, skipped = still_to_do(
-            candidates, lambda t: (t[0].query.query_id, t[0].model_id, t[1].model_id, t[2].model_id), done,
-            lambda t, d: d == (t[0].response_hash, t[1].response_hash))
+        await _pairwise_with(ctx, jc.id, pairs, chunks)
 
-        def request(a: ResponseItem, b: ResponseItem, first: ResponseItem) -> ChatRequest:
-            second = b if first is a else a
-            messages = build_pairwise_messages(a.query, first.text, second.text, *chunks[a.query.query_id],
-                                               prompts=ctx.dataset.prompt_text)
-            return ChatRequest(messages=messages, params=GenerateParams(
-                max_tokens=config.max_tokens, temperature=0.0, json_schema=schema))
 
-        def to_rows(i: int, completion: Completion, judge_id: str = jc.id) -> list[PairwiseVerdictRow]:
-            if not completion.ok:  # a backend failure is not a verdict: not stored, retried next run
-                return []
-            a, b, first = todo[i]
-            verdict = in_model_terms(parse_verdict(completion.text), first.model_id, a.model_id, b.model_id)
-            return [PairwiseVerdictRow(
-                dataset=ctx.dataset_name, query_id=a.query.query_id, judge_id=judge_id, model_a=a.model_id,
-                model_b=b.model_id, first=first.model_id, verdict=verdict, parse_ok=verdict is not None,
-                raw_output=completion.text or "", response_hash_a=a.response_hash, response_hash_b=b.response_hash,
-                run_id=ctx.run_id, cached=completion.cached)]
+async def _pairwise_with(ctx: RunContext, judge_id: str, pairs: list[tuple[ResponseItem, ResponseItem]],
+                         chunks: dict[str, tuple[list[Chunk], list[Chunk]]]) -> None:
+    config = ctx.config.pairwise
+    schema = verdict_schema(config.max_tokens)
+    candidates = [(a, b, first) for a, b in pairs for first in (a, b)]
+    done = {(q, ma, mb, f): (ha, hb) for q, ma, mb, f, ha, hb in ctx.store.fetch(
+        "SELECT query_id, model_a, model_b, first, response_hash_a, response_hash_b FROM pairwise_verdicts "
+        "WHERE dataset = ? AND judge_id = ?", [ctx.dataset_name, judge_id])}
+    todo, skipped = still_to_do(
+        candidates, lambda t: (t[0].query.query_id, t[0].model_id, t[1].model_id, t[2].model_id), done,
+        lambda t, d: d == (t[0].response_hash, t[1].response_hash))
 
-        await ctx.drive("pairwise", judge, [request(*t) for t in todo], to_rows, label=f"pairwise {jc.id}",
-                        skipped=skipped)
+    def request(a: ResponseItem, b: ResponseItem, first: ResponseItem) -> ChatRequest:
+        second = b if first is a else a
+        messages = build_pairwise_messages(a.query, first.text, second.text, *chunks[a.query.query_id],
+                                           prompts=ctx.dataset.prompt_text)
+        return ChatRequest(messages=messages, params=GenerateParams(
+            max_tokens=config.max_tokens, temperature=0.0, json_schema=schema))
+
+    def to_rows(i: int, completion: Completion) -> list[PairwiseVerdictRow]:
+        if not completion.ok:  # a backend failure is not a verdict: not stored, retried next run
+            return []
+        a, b, first = todo[i]
+        verdict = in_model_terms(parse_verdict(completion.text), first.model_id, a.model_id, b.model_id)
+        return [PairwiseVerdictRow(
+            dataset=ctx.dataset_name, query_id=a.query.query_id, judge_id=judge_id, model_a=a.model_id,
+            model_b=b.model_id, first=first.model_id, verdict=verdict, parse_ok=verdict is not None,
+            raw_output=completion.text or "", response_hash_a=a.response_hash, response_hash_b=b.response_hash,
+            run_id=ctx.run_id, cached=completion.cached)]
+
+    await ctx.drive("pairwise", ctx.model(judge_id), [request(*t) for t in todo], to_rows,
+                    label=f"pairwise {judge_id}", skipped=skipped)
