@@ -154,6 +154,7 @@ PAGES = {
                        url_path="compare_runs"),
     "review": st.Page("pages/10_review_queue.py", title="Review queue", icon=":material/medical_services:",
                       url_path="review_queue"),
+    "arena": st.Page("pages/12_arena.py", title="Doctors' arena", icon=":material/compare:", url_path="arena"),
 }
 PAGE_TEXT = [
     ("leaderboards", f"Models by AGG per language with {', '.join(METRICS)}, 95% CIs, lexical baselines, safety "
@@ -175,6 +176,8 @@ PAGE_TEXT = [
                 "per metric with CIs, the items that changed most, and which provenance differs."),
     ("review", "For doctors: the most worrying answers first (Med-CoDE high, wrong although the KB knows, refused, "
                "judges disagree, harmful rubric lines met), everything about each, and your verdict as a label."),
+    ("arena", "For doctors: two anonymous answers to one patient question, pick the better; Bradley–Terry "
+              "leaderboards from doctors' votes and from the pairwise judge, with and without style control."),
 ]
 
 navigation = st.navigation(list(PAGES.values()))

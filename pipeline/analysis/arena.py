@@ -45,18 +45,18 @@ class BTFit:
 
 def _design(rows: pd.DataFrame, models: list[str], style: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray,
                                                                                      np.ndarray]:
-    """(X, y, row weights): every aggregated row twice, a win twice its winner's, a tie once each way."""
+    """(X, y, row weights): every aggregated row twice, so a win counts twice for its winner and a tie once each
+    way. The second copy is written from model_b's side (X negated, y = model_b did not lose), which is the same
+    likelihood and gives the regression both classes even when every vote went one way."""
     index = {m: i for i, m in enumerate(models)}
     n = len(rows)
-    x = np.zeros((2 * n, len(models) + len(style)))
-    a = rows.model_a.map(index).to_numpy()
-    b = rows.model_b.map(index).to_numpy()
-    for half in (0, n):
-        x[np.arange(n) + half, a] = math.log(BASE)
-        x[np.arange(n) + half, b] = -math.log(BASE)
-        for j, feature in enumerate(style):
-            x[half:half + n, len(models) + j] = rows[feature].to_numpy()
-    y = np.concatenate([(rows.outcome != "b").to_numpy(), (rows.outcome == "a").to_numpy()]).astype(float)
+    half = np.zeros((n, len(models) + len(style)))
+    half[np.arange(n), rows.model_a.map(index).to_numpy()] = math.log(BASE)
+    half[np.arange(n), rows.model_b.map(index).to_numpy()] = -math.log(BASE)
+    for j, feature in enumerate(style):
+        half[:, len(models) + j] = rows[feature].to_numpy()
+    x = np.vstack([half, -half])
+    y = np.concatenate([(rows.outcome != "b").to_numpy(), (rows.outcome != "a").to_numpy()]).astype(float)
     w = np.tile(rows.n.to_numpy(dtype=float), 2)
     return x, y, w
 

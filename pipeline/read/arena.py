@@ -37,6 +37,10 @@ EXPORT_COLUMNS = ["dataset", "query_id", "model_a", "model_b", "winner", "annota
                   "voted_at"]
 
 
+NO_VOTES = ("(SELECT * FROM (VALUES (" + ", ".join(["NULL::VARCHAR"] * 8) + ")) AS t(dataset, query_id, model_a, "
+            "model_b, annotator, winner, response_hash_a, response_hash_b) WHERE FALSE)")  # a file without arena_votes
+
+
 def has_arena(db: str | Path) -> bool:
     """Whether the file has the arena's tables (a database written before them has neither)."""
     with SHARED_READERS.cursor(db) as con:
@@ -66,15 +70,16 @@ def _current(alias: str) -> str:
         for s in ("a", "b"))
 
 
-def comparisons_cte(source: str, dataset: str | None, language: str | None,
-                    judge: str | None) -> tuple[str, list[Any]]:
+def comparisons_cte(source: str, dataset: str | None, language: str | None, judge: str | None,
+                    votes: str = "arena_votes") -> tuple[str, list[Any]]:
     """``q`` and ``c``: the current comparisons of ``source`` (one row each: dataset, query_id, language, script,
-    model_a, model_b, outcome 'a' / 'b' / 'tie', flipped (judge: the two orders disagreed), response hashes)."""
+    model_a, model_b, outcome 'a' / 'b' / 'tie', flipped (judge: the two orders disagreed), response hashes).
+    ``votes``: the votes' relation (``NO_VOTES`` for a file without the table)."""
     q, params = _queries(dataset, language)
     if source == "doctors":
         return (f"{q}, c AS (SELECT v.dataset, v.query_id, q.language, q.script, v.model_a, v.model_b, "
                 "CASE WHEN v.winner = 'both_bad' THEN 'tie' ELSE v.winner END AS outcome, FALSE AS flipped, "
-                f"v.response_hash_a, v.response_hash_b FROM arena_votes v JOIN q ON q.dataset = v.dataset "
+                f"v.response_hash_a, v.response_hash_b FROM {votes} v JOIN q ON q.dataset = v.dataset "
                 f"AND q.query_id = v.query_id {_current('v')})"), params
     if source != "judge":
         raise ValueError(f"source {source!r} is not one of {', '.join(SOURCES)}")
@@ -230,7 +235,7 @@ def self_preference(db: str | Path, dataset: str | None, judge: str) -> pd.DataF
 
 # -- which pair next -------------------------------------------------------------------------------------------
 def _pick_query(con: Any, dataset: str, language: str | None, annotator: str, a: str, b: str,
-                seed: str) -> str | None:
+                seed: str, votes: str) -> str | None:
     """A query both models answered (current, no error) that ``annotator`` has not voted on for this pair:
     the one with the fewest votes on this pair, then a seeded shuffle."""
     lang = " AND q.language = ?" if language is not None else ""
@@ -238,9 +243,9 @@ def _pick_query(con: Any, dataset: str, language: str | None, annotator: str, a:
         "SELECT q.query_id FROM queries q JOIN responses ra ON ra.dataset = q.dataset AND ra.query_id = q.query_id "
         "AND ra.model_id = ? AND ra.error IS NULL AND ra.text IS NOT NULL JOIN responses rb ON rb.dataset = q.dataset "
         "AND rb.query_id = q.query_id AND rb.model_id = ? AND rb.error IS NULL AND rb.text IS NOT NULL "
-        f"WHERE q.dataset = ?{lang} AND NOT EXISTS (SELECT 1 FROM arena_votes v WHERE v.dataset = q.dataset AND "
+        f"WHERE q.dataset = ?{lang} AND NOT EXISTS (SELECT 1 FROM {votes} v WHERE v.dataset = q.dataset AND "
         "v.query_id = q.query_id AND v.model_a = ? AND v.model_b = ? AND v.annotator = ?) "
-        "ORDER BY (SELECT count(*) FROM arena_votes v WHERE v.dataset = q.dataset AND v.query_id = q.query_id "
+        f"ORDER BY (SELECT count(*) FROM {votes} v WHERE v.dataset = q.dataset AND v.query_id = q.query_id "
         "AND v.model_a = ? AND v.model_b = ?), hash(q.query_id || ?) LIMIT 1",
         [a, b, dataset, *([language] if language is not None else []), a, b, annotator, a, b, seed]).fetchone()
     return None if row is None else row[0]
@@ -281,12 +286,14 @@ def next_pair(db: str | Path, dataset: str, language: str | None, annotator: str
             "SELECT DISTINCT r.model_id FROM responses r JOIN queries q ON q.dataset = r.dataset AND q.query_id = "
             f"r.query_id WHERE r.dataset = ?{lang} AND r.error IS NULL AND r.text IS NOT NULL ORDER BY 1",
             [dataset, *([language] if language is not None else [])]).fetchall()]
-        cte, params = comparisons_cte("doctors", dataset, language, None)
+        votes = "arena_votes" if con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = "
+                                             "'arena_votes'").fetchone()[0] else NO_VOTES
+        cte, params = comparisons_cte("doctors", dataset, language, None, votes)
         counts = {(a, b): n for a, b, n in con.execute(
             f"WITH {cte} SELECT model_a, model_b, count(*) FROM c GROUP BY ALL", params).fetchall()}
         table = table if table is not None else pd.DataFrame(columns=["model", "strength", "lower", "upper"])
         for a, b in pair_order(table, models, counts, adaptive=adaptive, seed=seed + annotator):
-            query_id = _pick_query(con, dataset, language, annotator, a, b, seed)
+            query_id = _pick_query(con, dataset, language, annotator, a, b, seed, votes)
             if query_id is not None:
                 return _item(con, dataset, query_id, a, b)
     return None
@@ -319,6 +326,8 @@ def separation(db: str | Path, dataset: str | None, language: str | None, table:
 
 def annotator_votes(db: str | Path, dataset: str, annotator: str) -> int:
     """How many votes ``annotator`` has given on ``dataset``."""
+    if not has_arena(db):
+        return 0
     return int(df(db, "SELECT count(*) AS n FROM arena_votes WHERE dataset = ? AND annotator = ?",
                   [dataset, annotator]).n.iloc[0])
 
