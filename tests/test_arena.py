@@ -92,9 +92,9 @@ def build_db(path: Path, *, lengths: dict[str, tuple[int, int]] | None = None, q
             rows.append(QueryRow(dataset="ds", query_id=qid, language=lang, query=f"patient question {qid}",
                                  query_en=None, gt_response=f"doctor answer {qid}", themes=[], kb_refs=[],
                                  update_sensitive=False))
-            for m in MODELS:
+            for number, m in enumerate(MODELS):  # the text never names the model (the arena hides names)
                 low, high = (lengths or {}).get(m, (80, 120))
-                text = f"{m} answers {qid}. " + "Drink water and rest. " * int(rng.integers(low, high + 1) // 22)
+                text = f"Reply {number} to {qid}. " + "Drink water and rest. " * int(rng.integers(low, high + 1) // 22)
                 rows.append(ResponseRow(dataset="ds", query_id=qid, model_id=m, run_id=None, prompt_hash=None,
                                         text=text, error=None))
     store.write(rows)
