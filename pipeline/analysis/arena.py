@@ -127,7 +127,8 @@ def bradley_terry(rows: pd.DataFrame, *, style: tuple[str, ...] = (), rounds: in
                        rows[["model_b", "n"]].rename(columns={"model_b": "model"})]).groupby("model").n.sum()
     table = pd.DataFrame({"model": models, "strength": est[:p], "lower": lower[:p], "upper": upper[:p],
                           "votes": votes.reindex(models).fillna(0).astype(int).to_numpy()})
-    table = table.sort_values("strength", ascending=False, ignore_index=True)
+    order = np.lexsort((table.model.to_numpy(), -np.round(table.strength.to_numpy(), 6)))  # equal: by name
+    table = table.iloc[order].reset_index(drop=True)
     table["rank"] = np.arange(1, p + 1)
     style_table = pd.DataFrame({"feature": list(style), "coef": est[p:], "lower": lower[p:], "upper": upper[p:]})
     return BTFit(table, style_table, pd.DataFrame(boot[:, :p], columns=models))
