@@ -245,6 +245,7 @@ arena_languages = cached(arena_read.languages)
 arena_position_flips = cached(arena_read.position_flips)
 arena_verbosity = cached(arena_read.verbosity)
 arena_self_preference = cached(arena_read.self_preference)
+arena_direct_verbosity = cached(arena_read.direct_verbosity)
 arena_votes_by = arena_read.annotator_votes  # not cached: moves with every vote
 arena_next_pair = arena_read.next_pair  # not cached: the queue moves with every vote
 ARENA_SOURCES = arena_read.SOURCES

@@ -14,10 +14,12 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from pipeline.analysis.arena import (
     STYLE_FEATURES,
+    Z95,
     BTFit,
     adjacent_pairs,
     bradley_terry,
@@ -231,6 +233,29 @@ def self_preference(db: str | Path, dataset: str | None, judge: str) -> pd.DataF
     table = pd.concat(out, ignore_index=True)
     table = table[table.comparisons > 0].reset_index(drop=True)
     return table.assign(self_judged=table.rater == judge)
+
+
+def direct_verbosity(db: str | Path, dataset: str | None, judge: str, metric: str) -> dict:
+    """For the direct judge's scores of ``metric``: how much its item score rises per doubling of the response's
+    length (``slope_judge``), and how much of that the doctors' labels do not explain (``slope_beyond``: the slope
+    of judge − doctor, with its 95 % interval), over the labelled items (the writer's ``label_pairs``); scipy's
+    least-squares line. NaN with fewer than 3 labelled items of different lengths."""
+    from scipy.stats import linregress
+
+    where, params = ("AND l.dataset = ?", [dataset]) if dataset is not None else ("", [])
+    rows = df(db, "SELECT l.llm, l.human, length(r.text) AS length FROM label_pairs l JOIN responses r ON "
+              "r.dataset = l.dataset AND r.query_id = l.query_id AND r.model_id = l.model_id WHERE l.judge_id = ? "
+              f"AND l.label_metric = ? AND l.llm IS NOT NULL AND l.human IS NOT NULL AND r.text <> '' {where}",
+              [judge, metric, *params])
+    nan = float("nan")
+    out = {"items": len(rows), "slope_judge": nan, "slope_beyond": nan, "beyond_lower": nan, "beyond_upper": nan}
+    if len(rows) < 3 or rows.length.nunique() < 2:
+        return out
+    doublings = np.log2(rows.length.to_numpy(dtype=float))
+    beyond = linregress(doublings, rows.llm - rows.human)
+    half = Z95 * beyond.stderr
+    return {**out, "slope_judge": float(linregress(doublings, rows.llm).slope), "slope_beyond": float(beyond.slope),
+            "beyond_lower": float(beyond.slope - half), "beyond_upper": float(beyond.slope + half)}
 
 
 # -- which pair next -------------------------------------------------------------------------------------------
