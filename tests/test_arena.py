@@ -11,11 +11,11 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from pipeline.analysis.arena import BASE, INIT, SCALE, bradley_terry, votes_to_separate, win_rates
+from pipeline.analysis.arena import BASE, INIT, SCALE, bradley_terry, style_counts, votes_to_separate, win_rates
 from pipeline.cli import app
 from pipeline.read import arena
 from pipeline.store import Store
-from pipeline.store.rows import ArenaVoteRow, DatasetRow, QueryRow, ResponseRow
+from pipeline.store.rows import ArenaVoteRow, DatasetRow, QueryRow, ResponseRow, text_hash
 
 MODELS = [f"org/model-{i}" for i in range(6)]
 TRUE = np.array([-240.0, -140.0, -50.0, 40.0, 130.0, 230.0])  # Elo-scale strengths, mean 0
@@ -67,6 +67,11 @@ def test_bootstrap_intervals_cover_the_true_strengths_near_the_nominal_rate():
     assert 0.86 <= covered / total <= 1.0, f"coverage {covered / total:.3f} of 240 intervals (nominal 0.95)"
 
 
+def test_style_counts():
+    text = "# Care\n\n- **Rest** for a week\n- wear the shield\n2. use drops\nplain line"
+    assert style_counts(text) == {"length": len(text), "headers": 1, "lists": 3, "bold": 1}
+
+
 def test_win_rates_and_votes_to_separate():
     rows = pd.DataFrame({"model_a": ["x", "x", "x"], "model_b": ["y", "y", "y"], "outcome": ["a", "b", "both_bad"],
                          "n": [3, 1, 2]})
@@ -101,28 +106,27 @@ def build_db(path: Path, *, lengths: dict[str, tuple[int, int]] | None = None, q
     return path
 
 
-def current_hashes(db: Path) -> dict[tuple[str, str], tuple[str, int]]:
-    return {(q, m): (h, n) for q, m, h, n in Store(db).fetch(
-        "SELECT query_id, model_id, response_hash, length(text) FROM responses")}
+def current_texts(db: Path) -> dict[tuple[str, str], str]:
+    return {(q, m): t for q, m, t in Store(db).fetch("SELECT query_id, model_id, text FROM responses")}
 
 
 def test_style_control_removes_a_length_only_preference(tmp_path: Path):
     # models differ only in how long they write; doctors prefer the longer answer, by the length difference alone
     lengths = {m: (100 + 100 * i, 600 + 100 * i) for i, m in enumerate(MODELS[:4])}
     db = build_db(tmp_path / "style.duckdb", lengths=lengths, queries=150, languages=("hi",))
-    hashes = current_hashes(db)
+    texts = current_texts(db)
     rng = np.random.default_rng(3)
     votes = []
-    qids = sorted({q for q, _ in hashes})
+    qids = sorted({q for q, _ in texts})
     for annotator in ("dr-a", "dr-b", "dr-c", "dr-d"):
         for qid in qids:
             a, b = sorted(rng.choice(MODELS[:4], 2, replace=False))
-            (ha, la), (hb, lb) = hashes[(qid, a)], hashes[(qid, b)]
+            ta, tb = texts[(qid, a)], texts[(qid, b)]
+            la, lb = len(ta), len(tb)
             p = 1 / (1 + np.exp(-6 * (la - lb) / (la + lb)))
             votes.append(ArenaVoteRow.of(dataset="ds", query_id=qid, model_a=a, model_b=b,
                                          winner="a" if rng.random() < p else "b", annotator=annotator,
-                                         shown_left=a, tags=[], response_hash_a=ha, response_hash_b=hb,
-                                         source="test"))
+                                         shown_left=a, tags=[], text_a=ta, text_b=tb, source="test"))
     Store(db).write(votes)
     raw = arena.fit(db, "ds", rounds=100)
     styled = arena.fit(db, "ds", style_control=True, rounds=100)
@@ -139,18 +143,18 @@ def test_style_control_removes_a_length_only_preference(tmp_path: Path):
 @pytest.fixture
 def voted_db(tmp_path: Path) -> Path:
     db = build_db(tmp_path / "votes.duckdb", queries=25)
-    hashes = current_hashes(db)
+    texts = current_texts(db)
     rng = np.random.default_rng(5)
     votes = []
-    for qid in sorted({q for q, _ in hashes}):
+    for qid in sorted({q for q, _ in texts}):
         for annotator in ("dr-rao", "dr-iyer"):
             a, b = sorted(rng.choice(MODELS, 2, replace=False))
             ia, ib = MODELS.index(a), MODELS.index(b)
             p = 1 / (1 + BASE ** ((TRUE[ib] - TRUE[ia]) / SCALE))
             votes.append(ArenaVoteRow.of(dataset="ds", query_id=qid, model_a=a, model_b=b,
                                          winner="a" if rng.random() < p else "b", annotator=annotator,
-                                         shown_left=b, tags=["too long"], response_hash_a=hashes[(qid, a)][0],
-                                         response_hash_b=hashes[(qid, b)][0], source="app"))
+                                         shown_left=b, tags=["too long"], text_a=texts[(qid, a)],
+                                         text_b=texts[(qid, b)], source="app"))
     Store(db).write(votes)
     return db
 
@@ -200,17 +204,18 @@ def test_a_regenerated_response_no_longer_counts(voted_db: Path):
 
 
 def test_next_pair_never_repeats_a_query_and_pair_for_an_annotator(voted_db: Path):
-    hashes = current_hashes(voted_db)
+    texts = current_texts(voted_db)
     seen = set()
     for _ in range(12):
         table = arena.leaderboard(voted_db, "ds", "ta", rounds=20)
         item = arena.next_pair(voted_db, "ds", "ta", "dr-new", table=table)
         key = (item["query_id"], item["model_a"], item["model_b"])
         assert key not in seen and item["model_a"] < item["model_b"]
-        assert item["hash_a"] == hashes[(item["query_id"], item["model_a"])][0]
+        assert item["text_a"] == texts[(item["query_id"], item["model_a"])]
+        assert item["hash_a"] == text_hash(item["text_a"])
         seen.add(key)
         Store(voted_db).write([ArenaVoteRow.of(dataset="ds", query_id=item["query_id"], model_a=item["model_a"],
                                                model_b=item["model_b"], winner="tie", annotator="dr-new",
-                                               shown_left=item["model_a"], tags=[], response_hash_a=item["hash_a"],
-                                               response_hash_b=item["hash_b"], source="app")])
+                                               shown_left=item["model_a"], tags=[], text_a=item["text_a"],
+                                               text_b=item["text_b"], source="app")])
     assert arena.annotator_votes(voted_db, "ds", "dr-new") == 12

@@ -18,6 +18,7 @@ Pure functions on frames; the rows come from ``pipeline.read.arena`` (SQL, group
 from __future__ import annotations
 
 import math
+import re
 import warnings
 from dataclasses import dataclass
 
@@ -27,10 +28,19 @@ import pandas as pd
 SCALE, BASE, INIT = 400.0, 10.0, 1000.0  # Chatbot Arena's Elo scale
 OUTCOMES = ("a", "b", "tie")  # a comparison's outcome for (model_a, model_b); 'both_bad' is read as 'tie'
 STYLE_FEATURES = ("length", "headers", "lists", "bold")  # FastChat's style elements (characters for tokens)
+_STYLE_PATTERNS = {"headers": re.compile(r"(?m)^#{1,6}\s"), "lists": re.compile(r"(?m)^\s*(?:[-*+]|\d+[.)])\s"),
+                   "bold": re.compile(r"\*\*[^*\n]+\*\*")}
 Z95 = 1.959963984540054
 Z80 = 0.8416212335729143  # power 80 %
 LEADERBOARD_COLUMNS = ["model", "strength", "lower", "upper", "votes", "rank"]
 SOLVER = "newton-cholesky"  # a few Newton steps on a few hundred grouped rows: milliseconds per fit
+
+
+def style_counts(text: str) -> dict[str, int]:
+    """A response's style elements (FastChat's ``add_markdown_info``): its length in characters (tokenisers differ
+    by script), markdown headers, list items and bold spans."""
+    text = text or ""
+    return {"length": len(text), **{k: len(p.findall(text)) for k, p in _STYLE_PATTERNS.items()}}
 
 
 @dataclass(frozen=True)

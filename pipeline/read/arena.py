@@ -39,8 +39,11 @@ EXPORT_COLUMNS = ["dataset", "query_id", "model_a", "model_b", "winner", "annota
                   "voted_at"]
 
 
-NO_VOTES = ("(SELECT * FROM (VALUES (" + ", ".join(["NULL::VARCHAR"] * 8) + ")) AS t(dataset, query_id, model_a, "
-            "model_b, annotator, winner, response_hash_a, response_hash_b) WHERE FALSE)")  # a file without arena_votes
+_VOTE_COLUMNS = ("dataset", "query_id", "model_a", "model_b", "annotator", "winner", "response_hash_a",
+                 "response_hash_b")
+NO_VOTES = ("(SELECT * FROM (VALUES (" + ", ".join(["NULL::VARCHAR"] * len(_VOTE_COLUMNS) + ["NULL::INTEGER"] * 8)
+            + ")) AS t(" + ", ".join([*_VOTE_COLUMNS, *(f"{f}_{x}" for f in STYLE_FEATURES for x in ("a", "b"))])
+            + ") WHERE FALSE)")  # arena_votes of a file written before the arena
 
 
 def has_arena(db: str | Path) -> bool:
@@ -81,34 +84,24 @@ def comparisons_cte(source: str, dataset: str | None, language: str | None, judg
     if source == "doctors":
         return (f"{q}, c AS (SELECT v.dataset, v.query_id, q.language, q.script, v.model_a, v.model_b, "
                 "CASE WHEN v.winner = 'both_bad' THEN 'tie' ELSE v.winner END AS outcome, FALSE AS flipped, "
-                f"v.response_hash_a, v.response_hash_b FROM {votes} v JOIN q ON q.dataset = v.dataset "
-                f"AND q.query_id = v.query_id {_current('v')})"), params
+                f"v.response_hash_a, v.response_hash_b, {_style_columns('v')} FROM {votes} v JOIN q ON "
+                f"q.dataset = v.dataset AND q.query_id = v.query_id {_current('v')})"), params
     if source != "judge":
         raise ValueError(f"source {source!r} is not one of {', '.join(SOURCES)}")
     return (f"{q}, orders AS (SELECT p.dataset, p.query_id, q.language, q.script, p.model_a, p.model_b, p.verdict, "
-            f"p.response_hash_a, p.response_hash_b FROM pairwise_verdicts p JOIN q ON q.dataset = p.dataset "
-            f"AND q.query_id = p.query_id {_current('p')} WHERE p.judge_id = ? AND p.parse_ok), "
+            f"p.response_hash_a, p.response_hash_b, {_style_columns('p')} FROM pairwise_verdicts p JOIN q ON "
+            f"q.dataset = p.dataset AND q.query_id = p.query_id {_current('p')} WHERE p.judge_id = ? AND p.parse_ok), "
             "c AS (SELECT dataset, query_id, language, script, model_a, model_b, "
             "CASE WHEN count(DISTINCT verdict) > 1 THEN 'tie' ELSE any_value(verdict) END AS outcome, "
-            "count(DISTINCT verdict) > 1 AS flipped, response_hash_a, response_hash_b FROM orders "
-            "GROUP BY dataset, query_id, language, script, model_a, model_b, response_hash_a, response_hash_b "
-            "HAVING count(*) = 2)"), [*params, judge]
+            "count(DISTINCT verdict) > 1 AS flipped, response_hash_a, response_hash_b, "
+            f"{_style_columns(None, 'any_value')} FROM orders GROUP BY dataset, query_id, language, script, model_a, "
+            "model_b, response_hash_a, response_hash_b HAVING count(*) = 2)"), [*params, judge]
 
 
-_STYLE_COUNTS = {  # per response: FastChat's style elements (length in characters: tokenisers differ by script)
-    "length": "length(text)",
-    "headers": r"len(regexp_extract_all(text, '(?m)^#{1,6}\s'))",
-    "lists": r"len(regexp_extract_all(text, '(?m)^\s*(?:[-*+]|\d+[.)])\s'))",
-    "bold": r"len(regexp_extract_all(text, '\*\*[^*\n]+\*\*'))",
-}
-
-
-def _style_cte() -> str:
-    """``s``: each response's style counts, for the responses the comparisons ``c`` made."""
-    return ("s AS (SELECT r.dataset, r.query_id, r.model_id, r.response_hash, "
-            + ", ".join(f"{sql} AS {name}" for name, sql in _STYLE_COUNTS.items())
-            + " FROM responses r WHERE (r.dataset, r.query_id, r.model_id) IN (SELECT dataset, query_id, model_a "
-              "FROM c UNION SELECT dataset, query_id, model_b FROM c))")
+def _style_columns(alias: str | None, aggregate: str | None = None) -> str:
+    """The style counts a comparison row stores (``pipeline.store.rows.compared_texts``), of both responses."""
+    names = [f"{f}_{side}" for f in STYLE_FEATURES for side in ("a", "b")]
+    return ", ".join(f"{aggregate}({n}) AS {n}" if aggregate else f"{alias}.{n}" for n in names)
 
 
 def grouped_sql(source: str, dataset: str | None, language: str | None, judge: str | None, *,
@@ -118,11 +111,9 @@ def grouped_sql(source: str, dataset: str | None, language: str | None, judge: s
     cte, params = comparisons_cte(source, dataset, language, judge)
     if not style:
         return f"WITH {cte} SELECT model_a, model_b, outcome, count(*) AS n FROM c GROUP BY ALL", params
-    diffs = ", ".join(f"round((sa.{f} - sb.{f}) / (sa.{f} + sb.{f} + 1) * {STYLE_BINS}) / {STYLE_BINS} AS {f}"
+    diffs = ", ".join(f"round(({f}_a - {f}_b) / ({f}_a + {f}_b + 1) * {STYLE_BINS}) / {STYLE_BINS} AS {f}"
                       for f in STYLE_FEATURES)
-    join = " ".join(f"JOIN s s{x} ON s{x}.dataset = c.dataset AND s{x}.query_id = c.query_id "
-                    f"AND s{x}.model_id = c.model_{x}" for x in ("a", "b"))
-    return (f"WITH {cte}, {_style_cte()}, d AS (SELECT c.model_a, c.model_b, c.outcome, {diffs} FROM c {join}) "
+    return (f"WITH {cte}, d AS (SELECT model_a, model_b, outcome, {diffs} FROM c) "
             "SELECT *, count(*) AS n FROM d GROUP BY ALL"), params
 
 
@@ -205,11 +196,8 @@ def verbosity(db: str | Path, dataset: str | None, source: str = "judge", judge:
     and the length coefficient of the style-controlled fit (Elo points per standard deviation of the normalised
     length difference, with its interval)."""
     cte, params = comparisons_cte(source, dataset, None, judge)
-    longer = df(db, f"WITH {cte}, {_style_cte()} SELECT avg(((sa.length > sb.length) = (c.outcome = 'a'))::INTEGER) "
-                "AS longer_wins, count(*) AS decided FROM c JOIN s sa ON sa.dataset = c.dataset AND sa.query_id = "
-                "c.query_id AND sa.model_id = c.model_a JOIN s sb ON sb.dataset = c.dataset AND sb.query_id = "
-                "c.query_id AND sb.model_id = c.model_b WHERE c.outcome <> 'tie' AND sa.length <> sb.length",
-                params).iloc[0]
+    longer = df(db, f"WITH {cte} SELECT avg(((length_a > length_b) = (outcome = 'a'))::INTEGER) AS longer_wins, "
+                "count(*) AS decided FROM c WHERE outcome <> 'tie' AND length_a <> length_b", params).iloc[0]
     styled = fit(db, dataset, None, source, judge, style_control=True, rounds=50).style
     length = styled[styled.feature == "length"]
     coef = length.iloc[0] if len(length) else None

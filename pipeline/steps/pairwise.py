@@ -132,11 +132,11 @@ async def _pairwise_with(ctx: RunContext, judge_id: str, pairs: list[tuple[Respo
             return []
         a, b, first = todo[i]
         verdict = in_model_terms(parse_verdict(completion.text), first.model_id, a.model_id, b.model_id)
-        return [PairwiseVerdictRow(
+        return [PairwiseVerdictRow.of(
             dataset=ctx.dataset_name, query_id=a.query.query_id, judge_id=judge_id, model_a=a.model_id,
-            model_b=b.model_id, first=first.model_id, verdict=verdict, parse_ok=verdict is not None,
-            raw_output=completion.text or "", response_hash_a=a.response_hash, response_hash_b=b.response_hash,
-            run_id=ctx.run_id, cached=completion.cached)]
+            model_b=b.model_id, text_a=a.text, text_b=b.text, first=first.model_id, verdict=verdict,
+            parse_ok=verdict is not None, raw_output=completion.text or "", run_id=ctx.run_id,
+            cached=completion.cached)]
 
     await ctx.drive("pairwise", ctx.model(judge_id), [request(*t) for t in todo], to_rows,
                     label=f"pairwise {judge_id}", skipped=skipped)
