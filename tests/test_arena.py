@@ -219,3 +219,48 @@ def test_next_pair_never_repeats_a_query_and_pair_for_an_annotator(voted_db: Pat
                                                shown_left=item["model_a"], tags=[], text_a=item["text_a"],
                                                text_b=item["text_b"], source="app")])
     assert arena.annotator_votes(voted_db, "ds", "dr-new") == 12
+
+
+def test_pages_show_the_arena_read_models(voted_db: Path, monkeypatch: pytest.MonkeyPatch):
+    from streamlit.testing.v1 import AppTest
+
+    from pages import _data as data
+    from pipeline.store.rows import JudgmentRow, PairwiseVerdictRow
+
+    judge = MODELS[5]  # a candidate that also judges: self-preference is shown
+    texts = current_texts(voted_db)
+    rows: list = []
+    for k, qid in enumerate(sorted({q for q, _ in texts})[:10]):
+        a, b = MODELS[k % 5], MODELS[5]
+        for first in (a, b):  # always prefers itself, except on even queries where it prefers the first shown
+            verdict = ("a" if first == a else "b") if k % 2 == 0 else "b"
+            rows.append(PairwiseVerdictRow.of(dataset="ds", query_id=qid, judge_id=judge, model_a=a, model_b=b,
+                                              text_a=texts[(qid, a)], text_b=texts[(qid, b)], first=first,
+                                              verdict=verdict, parse_ok=True, raw_output="{}", run_id=None))
+        rows += [JudgmentRow(dataset="ds", query_id=qid, model_id=m, judge_id=judge, metric="SS", sample=0, score=1,
+                             parse_ok=True, justification="", raw_output="", response_hash=text_hash(texts[(qid, m)]),
+                             run_id=None) for m in MODELS]
+    Store(voted_db).write(rows)
+    monkeypatch.setenv("PARIKSHA_DB", str(voted_db))
+    data.clear_caches()
+
+    def render(page: str, **params: str) -> AppTest:
+        at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "app.py"), default_timeout=180)
+        at.query_params.update(params)
+        at.run()
+        at.switch_page(page)
+        at.run()
+        assert not at.exception, [e.value for e in at.exception]
+        return at
+
+    at = render("pages/12_arena.py", ar_view="Leaderboard")
+    shown = at.dataframe[0].value
+    expected = arena.leaderboard(voted_db, "ds")
+    pd.testing.assert_frame_equal(shown.reset_index(drop=True), expected, check_exact=False, rtol=1e-9)
+    at = render("pages/7_judge_trust.py")
+    flips = next(f.value for f in at.dataframe if "flip_rate" in f.value.columns)
+    assert flips.comparisons.sum() == 10 and flips.flips.sum() == 5 and flips.flip_rate.iloc[0] == 0.5
+    selfish = next(f.value for f in at.dataframe if "self_judged" in f.value.columns)
+    assert selfish[selfish.self_judged].win_rate.iloc[0] == pytest.approx(0.75)  # 5 wins, 5 flips (ties)
+    at = render("pages/1_leaderboards.py")
+    assert any("Doctors' pairwise preferences" in s.value for s in at.subheader)
