@@ -155,6 +155,7 @@ PAGES = {
     "review": st.Page("pages/10_review_queue.py", title="Review queue", icon=":material/medical_services:",
                       url_path="review_queue"),
     "dataset": st.Page("pages/11_dataset.py", title="Dataset", icon=":material/folder_open:", url_path="dataset"),
+    "arena": st.Page("pages/12_arena.py", title="Doctors' arena", icon=":material/compare:", url_path="arena"),
 }
 PAGE_TEXT = [
     ("leaderboards", f"Models by AGG per language with {', '.join(METRICS)}, 95% CIs, lexical baselines, safety "
@@ -178,6 +179,8 @@ PAGE_TEXT = [
                "judges disagree, harmful rubric lines met), everything about each, and your verdict as a label."),
     ("dataset", "How the dataset was built: source documents with chunks, pages, tokens and flags, the KB's growth, "
                 "excluded chatbot messages by reason (identifiers masked) and queries by language, script, theme."),
+    ("arena", "For doctors: two anonymous answers to one patient question, pick the better; Bradley–Terry "
+              "leaderboards from doctors' votes and from the pairwise judge, with and without style control."),
 ]
 
 navigation = st.navigation(list(PAGES.values()))

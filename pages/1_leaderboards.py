@@ -287,3 +287,21 @@ with st.expander("Per-metric means across languages"):
     ui.dataframe(long.pivot_table(index=["model_id", "metric"], columns="language", values="mean").reset_index(),
                  hide_index=True)
     st.caption("Means per metric over each language's scored items.")
+
+# -- the doctors' arena (pages/12_arena.py) -----------------------------------------------------------------------
+if data.has_arena(ctx.db):
+    arena_lang = None if len(ctx.filters.languages) != 1 else ctx.filters.languages[0]
+    arena = data.arena_fit(ctx.db, ctx.filters.dataset, arena_lang, "doctors", rounds=100).table
+    if not arena.empty:
+        st.subheader("Doctors' pairwise preferences (Bradley–Terry)")
+        ui.dataframe(arena, hide_index=True, name="arena-doctors", column_config={
+            "strength": st.column_config.NumberColumn("strength", format="%.0f",
+                                                      help="Bradley–Terry strength on the Elo scale (mean 1000)"),
+            "lower": st.column_config.NumberColumn("95% low", format="%.0f"),
+            "upper": st.column_config.NumberColumn("95% high", format="%.0f"),
+            "votes": st.column_config.NumberColumn("comparisons")})
+        st.caption(ui.md_escape(
+            f"From doctors' votes on pairs of answers ({ui.lang_label(arena_lang) if arena_lang else 'all languages'}"
+            "), with bootstrap 95% intervals. The judge's pairwise ranking, style control, win rates and the "
+            "agreement between doctors and judge are on the arena page."))
+        st.page_link("pages/12_arena.py", label="Doctors' arena", icon=":material/compare:")

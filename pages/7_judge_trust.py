@@ -196,3 +196,62 @@ ui.dataframe(pd.DataFrame([
 ]), hide_index=True)
 st.caption("Prompt and rubric hashes are of the files as they are now (the dataset's own prompts/ first); the code "
            "revision of each run pins the studio's own files.")
+
+# -- the pairwise judge's biases (docs/arena.md) -----------------------------------------------------------------
+st.subheader("Judge biases: position, length, self-preference")
+pairwise_judges = data.arena_judges(ctx.db) if data.has_arena(ctx.db) else []
+verbose = data.arena_direct_verbosity(ctx.db, dataset, ctx.judge, data.PAPER_METRIC) if not data.is_jury(
+    ctx.judge) else None
+if verbose is not None and verbose["items"] >= 3:
+    st.caption(ui.md_escape(
+        f"Direct scores ({data.PAPER_METRIC}, {verbose['items']} items with doctors' labels): the judge's score "
+        f"changes by {verbose['slope_judge']:+.2f} per doubling of the answer's length; "
+        f"{verbose['slope_beyond']:+.2f} [{verbose['beyond_lower']:+.2f}, {verbose['beyond_upper']:+.2f}] of that "
+        "is beyond what the doctors' labels explain (judge − doctor against length; 0 = no verbosity bias)."))
+if not pairwise_judges:
+    st.caption("No pairwise verdicts yet: run the `pairwise` stage (`pairwise:` in the config) to measure how often "
+               "the judge's choice flips when two answers swap places, its preference for longer answers and for its "
+               "own answers.")
+else:
+    pw_judge = ctx.judge if ctx.judge in pairwise_judges else pairwise_judges[0]
+    if len(pairwise_judges) > 1:
+        pw_judge = st.selectbox("Pairwise judge", pairwise_judges, index=pairwise_judges.index(pw_judge),
+                                key="jt_pw_judge")
+    flips = data.arena_position_flips(ctx.db, dataset, pw_judge)
+    if flips.empty:
+        st.caption("No pair judged in both orders here yet.")
+    else:
+        flips = flips.assign(language=flips.language.map(ui.lang_label), script=flips.script.map(
+            lambda s: data.SCRIPT_LABELS.get(s, s)))
+        ui.dataframe(flips, hide_index=True, column_config={
+            "comparisons": st.column_config.NumberColumn("pairs judged in both orders"),
+            "flips": st.column_config.NumberColumn("verdict flipped"),
+            "flip_rate": st.column_config.NumberColumn("position-flip rate", format="percent"),
+            "first_wins": st.column_config.NumberColumn(
+                "first shown wins", format="percent", help="Of its decided single-order verdicts, the share that "
+                "chose the answer shown first (50% = no position bias)")})
+        st.caption("A pair whose verdict changes when the two answers swap places counts as a tie on the judge's "
+                   "leaderboard and as a position flip here (GPT-4 flipped 12.9% in FastChat's measurement).")
+        judged = data.arena_verbosity(ctx.db, dataset, "judge", pw_judge)
+        rows = [{"rater": f"judge {pw_judge}", **judged}]
+        if data.arena_fit(ctx.db, dataset, None, "doctors", rounds=0).table.votes.sum() > 0:
+            rows.append({"rater": "doctors", **data.arena_verbosity(ctx.db, dataset, "doctors")})
+        ui.dataframe(pd.DataFrame(rows), hide_index=True, column_config={
+            "longer_wins": st.column_config.NumberColumn("longer answer wins", format="percent",
+                                                         help="Of decided comparisons of answers of different length"),
+            "decided": st.column_config.NumberColumn("decided comparisons"),
+            "length_coef": st.column_config.NumberColumn("length effect", format="%+.0f",
+                                                         help="Elo points per typical length difference, from the "
+                                                              "style-controlled fit"),
+            "length_lower": st.column_config.NumberColumn("95% low", format="%+.0f"),
+            "length_upper": st.column_config.NumberColumn("95% high", format="%+.0f")})
+        st.caption("Verbosity: how often the longer answer wins, and the length covariate of the style-controlled "
+                   "Bradley–Terry fit (0 = length does not sway the verdict once the models are accounted for). "
+                   "Compare the judge with the doctors.")
+        selfish = data.arena_self_preference(ctx.db, dataset, pw_judge)
+        if not selfish.empty:
+            ui.dataframe(selfish, hide_index=True, column_config={
+                "win_rate": st.column_config.NumberColumn("its win rate", format="percent"),
+                "self_judged": st.column_config.CheckboxColumn("judged by itself")})
+            st.caption(ui.md_escape(f"Self-preference: {pw_judge} is also a candidate; its win rate as judged by "
+                                    "itself beside the doctors' and the other judges' view of it."))

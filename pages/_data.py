@@ -18,9 +18,11 @@ import streamlit as st
 
 from pipeline.analysis.medcode import CLAIM_RANGES  # noqa: F401
 from pipeline.analysis.stats import EXPANSION_MIN_N  # noqa: F401
+from pipeline.dataset.arena_votes import REASON_TAGS, save_vote  # noqa: F401  (the arena page's votes)
 from pipeline.dataset.critique_labels import save_critique_label  # noqa: F401  (the Med-CoDE page's queue)
 from pipeline.dataset.human_labels import save_label  # noqa: F401  (the review queue's verdicts)
 from pipeline.read import agreement as agreement_read
+from pipeline.read import arena as arena_read
 from pipeline.read import compare as compare_read
 from pipeline.read import cost as cost_read
 from pipeline.read import dataset as dataset_read
@@ -234,3 +236,20 @@ def compare_runs(a: compare_read.Side, b: compare_read.Side, weights: tuple[floa
                  n_changed: int = 10) -> dict[str, Any]:
     """``read.compare.compare``, cached by both databases' stamps (either side may be another file)."""
     return _compare_runs(a, b, weights, metric, n_changed, (db_stamp(a.db), db_stamp(b.db)))
+
+
+# -- the doctors' arena (pages/12_arena.py; sections of the leaderboards and judge trust pages) ----------------
+has_arena = cached(arena_read.has_arena)
+arena_fit = cached(arena_read.fit)
+arena_win_matrix = cached(arena_read.win_matrix)
+arena_separation = cached(arena_read.separation)
+arena_doctors_vs_judge = cached(arena_read.doctors_vs_judge)
+arena_judges = cached(arena_read.judges)
+arena_languages = cached(arena_read.languages)
+arena_position_flips = cached(arena_read.position_flips)
+arena_verbosity = cached(arena_read.verbosity)
+arena_self_preference = cached(arena_read.self_preference)
+arena_direct_verbosity = cached(arena_read.direct_verbosity)
+arena_votes_by = arena_read.annotator_votes  # not cached: moves with every vote
+arena_next_pair = arena_read.next_pair  # not cached: the queue moves with every vote
+ARENA_SOURCES = arena_read.SOURCES

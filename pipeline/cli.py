@@ -336,6 +336,79 @@ def medcode_export_critiques(
                   "regenerated responses", highlight=False)
 
 
+# -- the doctors' arena (docs/arena.md) ---------------------------------------------------------------------
+arena_app = typer.Typer(no_args_is_help=True, help="Doctors' pairwise votes and Bradley–Terry leaderboards.")
+app.add_typer(arena_app, name="arena")
+
+
+@arena_app.command("import-votes")
+def arena_import_votes(
+    csv: Annotated[Path, typer.Argument(help="CSV with dataset, query_id, model_a, model_b, winner (a/b/tie/both_bad), "
+                                             "annotator; optional shown_left, tags (';'-separated), voted_at")],
+    db: Annotated[Path, typer.Option(help="DuckDB file")] = Path("data/results.duckdb"),
+    dataset: Annotated[str | None, typer.Option(help="dataset name when the CSV has no dataset column")] = None,
+):
+    """Import pairwise votes given offline; a bad row is named by its line and nothing is written."""
+    from pipeline.dataset.arena_votes import import_votes_command
+
+    raise typer.Exit(import_votes_command(csv, db=db, dataset=dataset))
+
+
+@arena_app.command("export-votes")
+def arena_export_votes(
+    out: Annotated[Path, typer.Option(help="CSV to write (import-votes' columns)")],
+    db: Annotated[Path, typer.Option(help="DuckDB file")] = Path("data/results.duckdb"),
+    dataset: Annotated[str | None, typer.Option(help="only this dataset's votes")] = None,
+):
+    """Write every stored vote as CSV (the columns import-votes reads)."""
+    from pipeline.read.arena import export_votes
+
+    _arena_db(db)
+    frame = export_votes(db, dataset)
+    frame.to_csv(out, index=False)
+    console.print(f"wrote {len(frame)} vote(s) to {out}", highlight=False)
+
+
+@arena_app.command("leaderboard")
+def arena_leaderboard(
+    db: Annotated[Path, typer.Option(help="DuckDB file")] = Path("data/results.duckdb"),
+    dataset: Annotated[str | None, typer.Option(help="one dataset (default: all)")] = None,
+    language: Annotated[str | None, typer.Option(help="one query language (default: all)")] = None,
+    source: Annotated[str, typer.Option(help="doctors (votes, imported ones included) or judge (pairwise "
+                                             "verdicts)")] = "doctors",
+    judge: Annotated[str | None, typer.Option(help="the pairwise judge (source judge; default: the only one)")] = None,
+    style_control: Annotated[bool, typer.Option("--style-control", help="length and markdown as covariates")] = False,
+    fmt: Annotated[str, typer.Option("--format", help="csv or json")] = "csv",
+):
+    """Print the Bradley–Terry leaderboard: model, strength, lower, upper (bootstrap 95 %), votes."""
+    from pipeline.read.arena import SOURCES, judges, leaderboard
+
+    if source not in SOURCES:
+        raise UserError(f"--source: {source!r} is not one of {', '.join(SOURCES)}")
+    if fmt not in ("csv", "json"):
+        raise UserError(f"--format: {fmt!r} is not csv or json")
+    _arena_db(db)
+    if source == "judge" and judge is None:
+        known = judges(db)
+        if len(known) != 1:
+            raise UserError(f"--judge: give one of {', '.join(known)}" if known else
+                            f"{db}: no pairwise verdicts (run the `pairwise` stage)")
+        judge = known[0]
+    table = leaderboard(db, dataset, language, source, judge, style_control=style_control)
+    table = table[["model", "strength", "lower", "upper", "votes"]]
+    sys.stdout.write(table.to_csv(index=False) if fmt == "csv" else table.to_json(orient="records", indent=1) + "\n")
+
+
+def _arena_db(db: Path) -> None:
+    """A results database with the arena's tables, else UserError."""
+    from pipeline.read.arena import has_arena
+
+    _require_db(db)
+    if not has_arena(db):
+        raise UserError(f"{db}: no arena tables yet (vote on the Arena page, `arena import-votes`, or run the "
+                        "`pairwise` stage)")
+
+
 def _require_db(db: Path) -> None:
     if not db.is_file():
         raise UserError(f"{db}: no results database here (run `python -m pipeline run --config ...` first)")

@@ -14,8 +14,8 @@ from pipeline.errors import UserError
 from pipeline.metrics import DEFAULT_WEIGHTS, METRICS, WEIGHT_PRESETS
 
 SAFETY_CHECKS = ("refusal", "over_refusal", "update_adherence", "prompt_echo")  # pipeline/steps/safety.py
-STAGES = ("translate", "retrieve", "generate", "translate-responses", "judge", "rubric", "lexical", "medcode",
-          "medcode-label", "accuracy", "safety", "sanity")
+STAGES = ("translate", "retrieve", "generate", "translate-responses", "judge", "pairwise", "rubric", "lexical",
+          "medcode", "medcode-label", "accuracy", "safety", "sanity")
 OPT_IN_STAGES = ("medcode-label",)  # run only when named (`--stages`, `python -m pipeline medcode label`)
 
 
@@ -133,6 +133,17 @@ class MedcodeConfig(_Frozen):
 JUDGE_ONLY_FIELDS = {"metrics", "samples", "sanity_items"}
 
 
+class PairwiseConfig(_Frozen):
+    """The pairwise judge (stage ``pairwise``, docs/arena.md): every judge of ``judge:`` compares two models'
+    responses to the same query, seeing what the direct judge sees, in both orders."""
+
+    pairs: Literal["all", "sample"] = Field("all", description="all: every pair of models on every query; sample: "
+                                            "`per_language` (query, pair) comparisons per language, seeded")
+    per_language: int = Field(50, ge=1, le=1_000_000, description="comparisons per language with pairs: sample")
+    seed: int = 0
+    max_tokens: int = Field(200, gt=0)
+
+
 class Price(_Frozen):
     """A model's price in US dollars per million tokens (``pipeline.read.cost`` turns tokens into cost)."""
 
@@ -166,6 +177,9 @@ class RunConfig(_Frozen):
     weights: dict[str, float] = Field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
     weights_preset: str | None = Field(None, description="set when `weights:` names a preset (e.g. paper-fit)")
     medcode: MedcodeConfig | None = None
+    pairwise: PairwiseConfig | None = Field(
+        None, description="the pairwise judge (stage 'pairwise'): the judge compares the models' responses two by "
+        "two in both orders, for the arena's judge leaderboard and bias figures; needs `judge:`")
     llm_accuracy: ModelConfig | None = Field(
         None, description="Med-CoDE's LLM-Accuracy: this model decides whether each answer is correct against "
         "the ground truth (multiple-choice items are also checked by their parsed option)")

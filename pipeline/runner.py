@@ -31,6 +31,7 @@ from pipeline.steps import (
     lexical,
     medcode,
     medcode_label,
+    pairwise,
     retrieve,
     rubric,
     safety,
@@ -79,6 +80,7 @@ STEPS: dict[str, Callable[[RunContext], Awaitable[None]]] = {
     "generate": generate.step_generate,
     "translate-responses": translate.step_translate_responses,
     "judge": judge.step_judge,
+    "pairwise": pairwise.step_pairwise,
     "rubric": rubric.step_rubric,
     "lexical": lexical.step_lexical,
     "medcode": medcode.step_medcode,
@@ -93,6 +95,7 @@ def parse_stages(stages: str | None, config: RunConfig) -> list[str]:
     """Stages to run, in flow order. By default all whose section (judge, medcode) is configured, except the
     opt-in ones (``medcode-label``: the teacher's labelled critiques, training data, not an evaluation)."""
     needs = {"judge": config.judge, "sanity": config.judge, "medcode": config.medcode,
+             "pairwise": config.pairwise if config.judge is not None else None,
              "translate-responses": config.translator, "rubric": config.rubric_grader,
              "medcode-label": config.medcode.teacher if config.medcode is not None else None}
     if not stages:
@@ -103,6 +106,7 @@ def parse_stages(stages: str | None, config: RunConfig) -> list[str]:
             raise UserError(f"--stages: unknown stage {stage!r}; choose from {', '.join(STAGES)}")
         if needs.get(stage, True) is None:
             section = {"medcode": "medcode", "translate-responses": "translator", "rubric": "rubric_grader",
+                       "pairwise": "pairwise" if config.judge is not None else "judge",
                        "medcode-label": "medcode: {teacher: MODEL}"}.get(stage, "judge")
             raise UserError(f"--stages {stage}: the config has no `{section}:` section")
     return [s for s in STAGES if s in wanted]
@@ -110,7 +114,7 @@ def parse_stages(stages: str | None, config: RunConfig) -> list[str]:
 
 def _roles(config: RunConfig, stages: list[str]) -> list[tuple[str, ModelConfig]]:
     roles = [("generator", m) for m in config.models] if "generate" in stages else []
-    if {"judge", "sanity"} & set(stages):
+    if {"judge", "sanity", "pairwise"} & set(stages):
         roles += [("judge" if i == 0 else "jury judge", config.model_config_for(j.id))
                   for i, j in enumerate(config.judges)]
     if config.medcode is not None and "medcode" in stages:

@@ -118,8 +118,9 @@ def _sse(model: str, text: str, piece: int = 5) -> Iterator[str]:
     yield "data: [DONE]\n\n"
 
 
-def build_app(latency_s: float, faults: Faults, seed: int, api_key: str | None):
-    """The starlette app (imported only in the server process)."""
+def build_app(latency_s: float, faults: Faults, seed: int, api_key: str | None, reply: str | None = None):
+    """The starlette app (imported only in the server process); ``reply``: answer every request with this text
+    (a model with a fixed bias, e.g. a pairwise judge that always prefers the first response)."""
     from starlette.applications import Starlette
     from starlette.requests import Request
     from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -171,7 +172,7 @@ def build_app(latency_s: float, faults: Faults, seed: int, api_key: str | None):
             return error(500, f"upstream failed for request with headers {echoed}", "server_error")
         if outcome == "timeout":
             await asyncio.sleep(f.hang_s)
-        text = completion_text(body, attempt, f.unparsable_first)
+        text = completion_text(body, attempt, f.unparsable_first) if reply is None else reply
         if outcome == "echo_key":
             text += f"; sent with key {(request.headers.get('authorization') or '').removeprefix('Bearer ')}"
         if body.get("stream"):  # server-sent events, a few characters a chunk, as the OpenAI API streams
@@ -220,8 +221,8 @@ class FixtureServer:
     """Runs the fixture in a child process on 127.0.0.1 (a free port) for a ``with`` block."""
 
     def __init__(self, *, latency_s: float = 0.2, faults: Faults | None = None, seed: int = 0,
-                 api_key_env: str | None = None, env: dict[str, str] | None = None):
-        self.latency_s, self.faults, self.seed = latency_s, faults or Faults(), seed
+                 api_key_env: str | None = None, env: dict[str, str] | None = None, reply: str | None = None):
+        self.latency_s, self.faults, self.seed, self.reply = latency_s, faults or Faults(), seed, reply
         self.api_key_env, self.env = api_key_env, env
         self.process: subprocess.Popen | None = None
         self.port: int | None = None
@@ -240,6 +241,8 @@ class FixtureServer:
                "--faults", json.dumps(asdict(self.faults))]
         if self.api_key_env:
             cmd += ["--api-key-env", self.api_key_env]
+        if self.reply is not None:
+            cmd += ["--reply", self.reply]
         self.process = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True,
                                         env={**os.environ, **(self.env or {})})
         line = self.process.stdout.readline() if self.process.stdout else ""
@@ -289,11 +292,12 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--faults", default="{}", help="JSON object of Faults fields")
     parser.add_argument("--api-key-env", help="require `Authorization: Bearer $NAME`")
+    parser.add_argument("--reply", help="answer every request with this text")
     args = parser.parse_args()
     import uvicorn
 
     api_key = os.environ[args.api_key_env] if args.api_key_env else None
-    app = build_app(args.latency, Faults(**json.loads(args.faults)), args.seed, api_key)
+    app = build_app(args.latency, Faults(**json.loads(args.faults)), args.seed, api_key, args.reply)
     # proto=IPPROTO_TCP matters: asyncio sets TCP_NODELAY only on sockets whose proto says TCP, and
     # accepted sockets inherit it. Without it every keep-alive response (headers and body written
     # separately) waits ~40 ms for the client's delayed ACK.

@@ -1,0 +1,225 @@
+"""Doctors' arena: two anonymous answers to one patient question, the better one chosen; Bradley–Terry leaderboards
+from doctors' votes and from the pairwise judge (docs/arena.md).
+
+Model names are never on the page before a vote: the pair shown is kept in the session (server side), the two
+answers are "A" (left) and "B" (right) in a random order, and names are revealed only after the vote, on request.
+"""
+
+from __future__ import annotations
+
+import random
+
+import altair as alt
+import pandas as pd
+import streamlit as st
+
+from pages import _data as data
+from pages import _ui as ui
+
+ALL = "all languages"
+VERDICTS = {"A is better": "left", "B is better": "right", "Tie": "tie", "Both bad": "both_bad"}
+ROUNDS = 100
+
+ctx = ui.context()
+st.title("Doctors' arena")
+st.caption("Compare two answers to the same patient question and choose the better one. Votes rank the models by "
+           "Bradley–Terry (as Chatbot Arena and MedArena do), beside the pairwise judge's ranking.")
+ui.require_data(ctx)
+dataset = ctx.filters.dataset
+top_left, top_right = st.columns([1, 2])
+view = top_left.segmented_control("View", ["Vote", "Leaderboard"], default="Vote", key="ar_view",
+                                  bind="query-params") or "Vote"
+languages = data.arena_languages(ctx.db, dataset)
+if st.session_state.get("ar_lang") not in (None, ALL, *languages):
+    del st.session_state["ar_lang"]
+chosen = top_right.selectbox("Language", [ALL, *languages], key="ar_lang", bind="query-params",
+                             format_func=lambda c: c if c == ALL else ui.lang_label(c))
+language = None if chosen in (None, ALL) else chosen
+
+
+def current_board(source: str = "doctors", judge: str | None = None, style: bool = False):
+    """The leaderboard fit of this dataset and language (None without the arena's tables)."""
+    if not data.has_arena(ctx.db):
+        return None
+    return data.arena_fit(ctx.db, dataset, language, source, judge, style_control=style, rounds=ROUNDS)
+
+
+def vote_view() -> None:
+    c1, c2 = st.columns([2, 1])
+    annotator = c1.text_input("Your name", key="ar_annotator", bind="query-params", max_chars=60,
+                              placeholder="e.g. dr-rao")
+    mode = c2.segmented_control("Next pair", ["adaptive", "uniform"], default="adaptive", key="ar_mode",
+                                help="Adaptive: the pair whose comparison would most reduce the ranking's "
+                                     "uncertainty (neighbours on the leaderboard whose intervals overlap and that "
+                                     "were compared least). Uniform: any pair at random.") or "adaptive"
+    if not annotator or not annotator.strip():
+        st.info("Enter your name to get pairs to compare.")
+        return
+    annotator = annotator.strip()
+    scope = (dataset, language, annotator)
+    if st.session_state.get("ar_scope") != scope:
+        st.session_state.pop("ar_item", None)
+        st.session_state["ar_scope"] = scope
+    if "ar_item" not in st.session_state:
+        fit = current_board() if mode == "adaptive" else None
+        item = data.arena_next_pair(ctx.db, dataset, language, annotator, adaptive=mode == "adaptive",
+                                    table=None if fit is None else fit.table)
+        st.session_state["ar_item"] = item
+        st.session_state["ar_left_is_a"] = random.random() < 0.5
+    item = st.session_state["ar_item"]
+    st.caption(ui.md_escape(f"{data.arena_votes_by(ctx.db, dataset, annotator)} vote(s) by {annotator} on "
+                            f"{dataset}."))
+    reveal = st.session_state.get("ar_revealed")
+    if reveal:
+        st.success(ui.md_escape(reveal))
+    if item is None:
+        st.success("You have compared every pair of answers to every question here. Thank you!")
+        return
+    left_is_a = st.session_state["ar_left_is_a"]
+    left, right = ("a", "b") if left_is_a else ("b", "a")
+    with st.container(border=True):
+        st.markdown(f"**{ui.md_escape(item['query_id'])}** · {ui.md_escape(ui.lang_label(item['language']))}")
+        ui.show_text("Patient query", item["query"])
+        if isinstance(item["query_en"], str) and item["query_en"]:
+            ui.show_text("English rendering", item["query_en"])
+        with st.expander("Ground truth (doctor-approved)"):
+            ui.show_text("Ground truth", item["gt_response"])
+        with st.expander(f"Retrieved knowledge-base chunks ({len(item['chunks'])})"):
+            for chunk in item["chunks"]:
+                ui.show_text(f"{chunk['kind']}: {chunk['title']}", chunk["text"])
+            if not item["chunks"]:
+                st.caption("None (closed-book dataset, or no retrieval stored).")
+        col_a, col_b = st.columns(2)
+        with col_a:
+            ui.show_text("Answer A", item[f"text_{left}"], empty="(empty answer)")
+        with col_b:
+            ui.show_text("Answer B", item[f"text_{right}"], empty="(empty answer)")
+    with st.form("ar_vote_form", clear_on_submit=True):
+        verdict = st.radio("Which answer is better for the patient?", list(VERDICTS), index=None, horizontal=True,
+                           key="ar_verdict")
+        tags = st.multiselect("Reasons (optional)", list(data.REASON_TAGS), key="ar_tags")
+        st.toggle("Show which models these were after I vote", key="ar_reveal")
+        submitted = st.form_submit_button("Save vote", type="primary")
+    if st.button("Skip this pair"):
+        st.session_state.pop("ar_item", None)
+        st.session_state["ar_revealed"] = None
+        st.rerun()
+    if submitted:
+        if verdict is None:
+            st.error("Choose A, B, tie or both bad first.")
+            return
+        side = VERDICTS[verdict]
+        winner = {"left": left, "right": right}.get(side, side)
+        data.save_vote(ctx.db, dataset=item["dataset"], query_id=item["query_id"], model_a=item["model_a"],
+                       model_b=item["model_b"], winner=winner, annotator=annotator, shown_left=item[f"model_{left}"],
+                       tags=list(tags), text_a=item["text_a"], text_b=item["text_b"])
+        data.clear_caches()
+        st.session_state["ar_revealed"] = (
+            f"Saved: {verdict.lower()} on {item['query_id']}. A was {item[f'model_{left}']}, B was "
+            f"{item[f'model_{right}']}." if st.session_state.get("ar_reveal") else
+            f"Saved: {verdict.lower()} on {item['query_id']}.")
+        st.session_state.pop("ar_item", None)
+        st.rerun()
+
+
+def board_chart(table: pd.DataFrame) -> alt.Chart:
+    base = alt.Chart(table).encode(y=alt.Y("model:N", sort=None, title=None, axis=alt.Axis(labelLimit=420)))
+    bars = base.mark_rule(color="#0f766e", strokeWidth=2).encode(x=alt.X("lower:Q", scale=alt.Scale(zero=False),
+                                                                         title="strength (Elo scale)"), x2="upper:Q")
+    points = base.mark_point(filled=True, color="#0f766e", size=60).encode(
+        x="strength:Q", tooltip=["model", alt.Tooltip("strength:Q", format=".0f"), alt.Tooltip("lower:Q", format=".0f"),
+                                 alt.Tooltip("upper:Q", format=".0f"), "votes"])
+    return (bars + points).properties(height=max(120, 26 * len(table)))
+
+
+BOARD_COLUMNS = {"strength": st.column_config.NumberColumn("strength", format="%.0f",
+                                                           help="Bradley–Terry strength on the Elo scale (mean 1000)"),
+                 "lower": st.column_config.NumberColumn("95% low", format="%.0f"),
+                 "upper": st.column_config.NumberColumn("95% high", format="%.0f"),
+                 "votes": st.column_config.NumberColumn("comparisons")}
+
+
+def leaderboard_view() -> None:
+    if not data.has_arena(ctx.db):
+        st.info("No votes yet. Vote in the Vote view, import votes with `python -m pipeline arena import-votes`, "
+                "or run the `pairwise` stage for the judge's verdicts.")
+        return
+    judges = data.arena_judges(ctx.db)
+    c1, c2, c3 = st.columns([1, 1, 1])
+    source = c1.segmented_control("Votes of", list(data.ARENA_SOURCES), default="doctors", key="ar_source",
+                                  bind="query-params") or "doctors"
+    judge = None
+    if source == "judge":
+        if not judges:
+            st.info("No pairwise judge verdicts yet: run the `pairwise` stage (docs/arena.md).")
+            return
+        judge = c2.selectbox("Pairwise judge", judges, key="ar_judge")
+    style = c3.toggle("Style control", key="ar_style", help="Length and markdown (headers, lists, bold) as "
+                      "covariates: a model's strength once its answers' style is accounted for.")
+    raw = current_board(source, judge)
+    if raw is None or raw.table.empty:
+        st.info("No comparisons of the current answers here yet.")
+        return
+    fit = current_board(source, judge, True) if style else raw
+    st.subheader("Style-controlled leaderboard" if style else "Leaderboard")
+    left, right = st.columns([3, 2])
+    with left:
+        ui.dataframe(fit.table, hide_index=True, column_config=BOARD_COLUMNS, name="arena-leaderboard")
+    with right:
+        st.altair_chart(board_chart(fit.table), width="stretch")
+    st.caption(f"Bootstrap 95% intervals ({ROUNDS} resamples). A tie or 'both bad' counts as half a win each way"
+               + ("; a judge's verdict that changed when the answers swapped places counts as a tie." if source ==
+                  "judge" else "."))
+    if style:
+        coef = fit.style.assign(feature=fit.style.feature.map(
+            {"length": "length", "headers": "headers", "lists": "list items", "bold": "bold"}))
+        st.caption("Style coefficients (log-odds per typical difference; positive = voters prefer more of it): "
+                   + ui.md_escape(", ".join(f"{r.feature} {r.coef:+.2f} [{r.lower:+.2f}, {r.upper:+.2f}]"
+                                            for r in coef.itertuples())))
+        with st.expander("Raw leaderboard (without style control)"):
+            ui.dataframe(raw.table, hide_index=True, column_config=BOARD_COLUMNS, name="arena-leaderboard-raw")
+    if source == "doctors":
+        sep = data.arena_separation(ctx.db, dataset, language, raw.table)
+        if not sep.empty:
+            st.subheader("Which neighbours are not yet separated")
+            ui.dataframe(sep.drop(columns=["priority"]), hide_index=True, column_config={
+                "diff": st.column_config.NumberColumn("difference", format="%.0f"),
+                "overlap": st.column_config.CheckboxColumn("intervals overlap"),
+                "direct": st.column_config.NumberColumn("direct comparisons"),
+                "more_votes": st.column_config.NumberColumn(
+                    "more votes to separate", help="Direct comparisons still needed for a 95% test of the current "
+                    "difference to have 80% power (empty: no difference to detect)")})
+    matrix = data.arena_win_matrix(ctx.db, dataset, language, source, judge)
+    if not matrix.empty:
+        st.subheader("Win rates")
+        long = matrix.rename_axis(index="model", columns="opponent").stack().rename("win_rate").reset_index()
+        heat = alt.Chart(long).mark_rect().encode(
+            x=alt.X("opponent:N", title="against", axis=alt.Axis(labelAngle=-30, labelLimit=200)),
+            y=alt.Y("model:N", title=None, axis=alt.Axis(labelLimit=300)),
+            color=alt.Color("win_rate:Q", scale=alt.Scale(domain=[0, 1], scheme="blueorange"), title="win rate"),
+            tooltip=["model", "opponent", alt.Tooltip("win_rate:Q", format=".0%")])
+        st.altair_chart(heat.properties(height=max(120, 26 * len(matrix))), width="stretch")
+        st.caption("Row model's share of wins against the column model over their direct comparisons (ties half).")
+    if judges:
+        st.subheader("Doctors and the judge")
+        judge_for = judge or judges[0]
+        side = data.arena_doctors_vs_judge(ctx.db, dataset, judge_for, rounds=50)
+        summary = side.drop(columns=["ranks"]).assign(language=side.language.map(
+            lambda c: ALL if c == "all" else ui.lang_label(c)))
+        ui.dataframe(summary, hide_index=True, column_config={
+            "agreement": st.column_config.NumberColumn("% agreement", format="percent",
+                                                       help="Share of comparisons both made with the same outcome"),
+            "kappa": st.column_config.NumberColumn("Cohen's κ", format="%.2f", help="over A / B / tie"),
+            "kendall_tau": st.column_config.NumberColumn("Kendall's τ", format="%.2f",
+                                                         help="between the two leaderboards' strengths")})
+        row = side[side.language == (language or "all")]
+        if len(row):
+            ui.dataframe(row.iloc[0]["ranks"], hide_index=True, name="arena-doctors-vs-judge")
+        st.caption(ui.md_escape(f"Judge: {judge_for}. Pariksha's analysis: the same pairs ranked by doctors and by "
+                                "the LLM evaluator, per language."))
+
+
+if view == "Vote":
+    vote_view()
+else:
+    leaderboard_view()

@@ -1,0 +1,358 @@
+"""The doctors' arena: pairwise votes and the pairwise judge's verdicts, grouped in SQL, fitted by
+``pipeline.analysis.arena`` (Bradley–Terry, style control, agreement), and the next pair to show.
+
+Only comparisons of the response texts stored now count: a vote or verdict whose ``response_hash_a`` / ``_b`` is not
+its model's current response hash (or whose response now has an error) is left out. A vote of "both bad" is a tie.
+A judge's comparison is its two orders together: the same verdict in both is that verdict, different verdicts are
+a tie and a position flip; a pair with an order unparsed or missing is not a comparison. Every read is grouped in
+SQL (per pair, outcome and style bin), so a million votes fit in milliseconds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from pipeline.analysis.arena import (
+    STYLE_FEATURES,
+    Z95,
+    BTFit,
+    adjacent_pairs,
+    bradley_terry,
+    elo_points,
+    rank_agreement,
+    win_rates,
+)
+from pipeline.read.common import df, dfs
+from pipeline.store import SHARED_READERS
+
+SOURCES = ("doctors", "judge")
+ROUNDS = 100  # bootstrap rounds of a leaderboard
+STYLE_BINS = 50  # a normalised style difference in [-1, 1] is grouped to 1/STYLE_BINS (coarser bins attenuate the
+# style coefficients: errors in the covariate)
+ARENA_TABLES = ("arena_votes", "pairwise_verdicts")
+EXPORT_COLUMNS = ["dataset", "query_id", "model_a", "model_b", "winner", "annotator", "shown_left", "tags",
+                  "voted_at"]
+
+
+_VOTE_COLUMNS = ("dataset", "query_id", "model_a", "model_b", "annotator", "winner", "response_hash_a",
+                 "response_hash_b")
+NO_VOTES = ("(SELECT * FROM (VALUES (" + ", ".join(["NULL::VARCHAR"] * len(_VOTE_COLUMNS) + ["NULL::INTEGER"] * 8)
+            + ")) AS t(" + ", ".join([*_VOTE_COLUMNS, *(f"{f}_{x}" for f in STYLE_FEATURES for x in ("a", "b"))])
+            + ") WHERE FALSE)")  # arena_votes of a file written before the arena
+
+
+def has_arena(db: str | Path) -> bool:
+    """Whether the file has the arena's tables (a database written before them has neither)."""
+    with SHARED_READERS.cursor(db) as con:
+        return con.execute("SELECT count(*) FROM duckdb_tables() WHERE list_contains(?, table_name)",
+                           [list(ARENA_TABLES)]).fetchone()[0] == len(ARENA_TABLES)
+
+
+# -- SQL pieces ------------------------------------------------------------------------------------------
+def _queries(dataset: str | None, language: str | None) -> tuple[str, list[Any]]:
+    preds, params = ["TRUE"], []
+    if dataset is not None:
+        preds.append("dataset = ?")
+        params.append(dataset)
+    if language is not None:
+        preds.append("language = ?")
+        params.append(language)
+    return ("q AS (SELECT dataset, query_id, language, coalesce(script, 'native') AS script FROM queries WHERE "
+            + " AND ".join(preds) + ")"), params
+
+
+def _current(alias: str) -> str:
+    """JOINs of the two responses a comparison ``alias`` made, as stored now and without an error."""
+    return " ".join(
+        f"JOIN responses r{s} ON r{s}.dataset = {alias}.dataset AND r{s}.query_id = {alias}.query_id "
+        f"AND r{s}.model_id = {alias}.model_{s} AND r{s}.error IS NULL "
+        f"AND r{s}.response_hash = {alias}.response_hash_{s}"
+        for s in ("a", "b"))
+
+
+def comparisons_cte(source: str, dataset: str | None, language: str | None, judge: str | None,
+                    votes: str = "arena_votes") -> tuple[str, list[Any]]:
+    """``q`` and ``c``: the current comparisons of ``source`` (one row each: dataset, query_id, language, script,
+    model_a, model_b, outcome 'a' / 'b' / 'tie', flipped (judge: the two orders disagreed), response hashes).
+    ``votes``: the votes' relation (``NO_VOTES`` for a file without the table)."""
+    q, params = _queries(dataset, language)
+    if source == "doctors":
+        return (f"{q}, c AS (SELECT v.dataset, v.query_id, q.language, q.script, v.model_a, v.model_b, "
+                "CASE WHEN v.winner = 'both_bad' THEN 'tie' ELSE v.winner END AS outcome, FALSE AS flipped, "
+                f"v.response_hash_a, v.response_hash_b, {_style_columns('v')} FROM {votes} v JOIN q ON "
+                f"q.dataset = v.dataset AND q.query_id = v.query_id {_current('v')})"), params
+    if source != "judge":
+        raise ValueError(f"source {source!r} is not one of {', '.join(SOURCES)}")
+    return (f"{q}, orders AS (SELECT p.dataset, p.query_id, q.language, q.script, p.model_a, p.model_b, p.verdict, "
+            f"p.response_hash_a, p.response_hash_b, {_style_columns('p')} FROM pairwise_verdicts p JOIN q ON "
+            f"q.dataset = p.dataset AND q.query_id = p.query_id {_current('p')} WHERE p.judge_id = ? AND p.parse_ok), "
+            "c AS (SELECT dataset, query_id, language, script, model_a, model_b, "
+            "CASE WHEN count(DISTINCT verdict) > 1 THEN 'tie' ELSE any_value(verdict) END AS outcome, "
+            "count(DISTINCT verdict) > 1 AS flipped, response_hash_a, response_hash_b, "
+            f"{_style_columns(None, 'any_value')} FROM orders GROUP BY dataset, query_id, language, script, model_a, "
+            "model_b, response_hash_a, response_hash_b HAVING count(*) = 2)"), [*params, judge]
+
+
+def _style_columns(alias: str | None, aggregate: str | None = None) -> str:
+    """The style counts a comparison row stores (``pipeline.store.rows.compared_texts``), of both responses."""
+    names = [f"{f}_{side}" for f in STYLE_FEATURES for side in ("a", "b")]
+    return ", ".join(f"{aggregate}({n}) AS {n}" if aggregate else f"{alias}.{n}" for n in names)
+
+
+def grouped_sql(source: str, dataset: str | None, language: str | None, judge: str | None, *,
+                style: bool) -> tuple[str, list[Any]]:
+    """(model_a, model_b, outcome, n) per group; with ``style`` also each style feature's normalised difference
+    (a − b) / (a + b + 1), binned to 1/``STYLE_BINS``."""
+    cte, params = comparisons_cte(source, dataset, language, judge)
+    if not style:
+        return f"WITH {cte} SELECT model_a, model_b, outcome, count(*) AS n FROM c GROUP BY ALL", params
+    diffs = ", ".join(f"round(({f}_a - {f}_b) / ({f}_a + {f}_b + 1) * {STYLE_BINS}) / {STYLE_BINS} AS {f}"
+                      for f in STYLE_FEATURES)
+    return (f"WITH {cte}, d AS (SELECT model_a, model_b, outcome, {diffs} FROM c) "
+            "SELECT *, count(*) AS n FROM d GROUP BY ALL"), params
+
+
+# -- read models -------------------------------------------------------------------------------------------
+def comparisons(db: str | Path, dataset: str | None, language: str | None = None, source: str = "doctors",
+                judge: str | None = None, *, style: bool = False) -> pd.DataFrame:
+    """The grouped comparisons a leaderboard fits (``grouped_sql``)."""
+    return df(db, *grouped_sql(source, dataset, language, judge, style=style))
+
+
+def fit(db: str | Path, dataset: str | None, language: str | None = None, source: str = "doctors",
+        judge: str | None = None, *, style_control: bool = False, rounds: int = ROUNDS, seed: int = 0) -> BTFit:
+    """The Bradley–Terry leaderboard (and style coefficients) of one source, dataset and language (None: all)."""
+    rows = comparisons(db, dataset, language, source, judge, style=style_control)
+    return bradley_terry(rows, style=STYLE_FEATURES if style_control else (), rounds=rounds, seed=seed)
+
+
+def leaderboard(db: str | Path, dataset: str | None, language: str | None = None, source: str = "doctors",
+                judge: str | None = None, *, style_control: bool = False, rounds: int = ROUNDS,
+                seed: int = 0) -> pd.DataFrame:
+    """model, strength, lower, upper (bootstrap 95 %), votes, rank; best first. What the CLI prints and the page
+    shows."""
+    return fit(db, dataset, language, source, judge, style_control=style_control, rounds=rounds, seed=seed).table
+
+
+def win_matrix(db: str | Path, dataset: str | None, language: str | None = None, source: str = "doctors",
+               judge: str | None = None) -> pd.DataFrame:
+    """Row model's win rate against the column model (ties half)."""
+    rows = comparisons(db, dataset, language, source, judge)
+    return win_rates(rows) if len(rows) else pd.DataFrame()
+
+
+def languages(db: str | Path, dataset: str) -> list[str]:
+    """The dataset's query languages, in order."""
+    return [r[0] for r in df(db, "SELECT DISTINCT language FROM queries WHERE dataset = ? ORDER BY 1",
+                             [dataset]).itertuples(index=False)]
+
+
+def doctors_vs_judge(db: str | Path, dataset: str | None, judge: str, *, rounds: int = ROUNDS) -> pd.DataFrame:
+    """Per language (and 'all'): comparisons of each source, Kendall's τ between the two leaderboards, and the
+    agreement (share and Cohen's κ over a / b / tie) on the comparisons both made of the same texts."""
+    lang_sql = "SELECT DISTINCT language FROM queries" + (" WHERE dataset = ?" if dataset is not None else "")
+    langs = [None, *sorted(df(db, lang_sql, [dataset] if dataset is not None else []).language)]
+    out = []
+    for language in langs:
+        doctors = fit(db, dataset, language, "doctors", rounds=rounds).table
+        judged = fit(db, dataset, language, "judge", judge, rounds=rounds).table
+        d_cte, d_params = comparisons_cte("doctors", dataset, language, None)
+        j_cte, j_params = comparisons_cte("judge", dataset, language, judge)
+        shared = df(db, f"WITH d AS (WITH {d_cte} SELECT * FROM c), j AS (WITH {j_cte} SELECT * FROM c) "
+                    "SELECT d.outcome AS doctor, j.outcome AS judge, count(*) AS n FROM d JOIN j USING "
+                    "(dataset, query_id, model_a, model_b, response_hash_a, response_hash_b) GROUP BY ALL",
+                    [*d_params, *j_params])
+        agreement = rank_agreement(doctors, judged, shared)
+        out.append({"language": language or "all", "doctor_votes": int(doctors.votes.sum() / 2),
+                    "judge_comparisons": int(judged.votes.sum() / 2), "shared": agreement["shared"],
+                    "agreement": agreement["agreement"], "kappa": agreement["kappa"], "kendall_tau": agreement["tau"],
+                    "ranks": agreement["ranks"]})
+    return pd.DataFrame(out)
+
+
+# -- the judge's biases --------------------------------------------------------------------------------------
+def position_flips(db: str | Path, dataset: str | None, judge: str) -> pd.DataFrame:
+    """Per language and script: the judge's comparisons, how many flipped with the order, the flip rate, and the
+    share of its decided (non-tie) single-order verdicts that preferred the response shown first (0.5 = none)."""
+    cte, params = comparisons_cte("judge", dataset, None, judge)
+    q, q_params = _queries(dataset, None)
+    flips_sql = (f"WITH {cte} SELECT language, script, count(*) AS comparisons, count(*) FILTER (flipped) AS flips, "
+                 "avg(flipped::INTEGER) AS flip_rate FROM c GROUP BY ALL ORDER BY ALL")
+    first_sql = (f"WITH {q} SELECT q.language, q.script, avg(((CASE p.verdict WHEN 'a' THEN p.model_a ELSE p.model_b "
+                 f"END) = p.first)::INTEGER) AS first_wins FROM pairwise_verdicts p JOIN q ON q.dataset = p.dataset "
+                 f"AND q.query_id = p.query_id {_current('p')} WHERE p.judge_id = ? AND p.parse_ok "
+                 "AND p.verdict <> 'tie' GROUP BY ALL")
+    flips, first = dfs(db, [(flips_sql, params), (first_sql, [*q_params, judge])])
+    return flips.merge(first, on=["language", "script"], how="left")
+
+
+def verbosity(db: str | Path, dataset: str | None, source: str = "judge", judge: str | None = None) -> dict:
+    """How much the source prefers the longer response: the share of decided comparisons the longer one won,
+    and the length coefficient of the style-controlled fit (Elo points per standard deviation of the normalised
+    length difference, with its interval)."""
+    cte, params = comparisons_cte(source, dataset, None, judge)
+    longer = df(db, f"WITH {cte} SELECT avg(((length_a > length_b) = (outcome = 'a'))::INTEGER) AS longer_wins, "
+                "count(*) AS decided FROM c WHERE outcome <> 'tie' AND length_a <> length_b", params).iloc[0]
+    styled = fit(db, dataset, None, source, judge, style_control=True, rounds=50).style
+    length = styled[styled.feature == "length"]
+    coef = length.iloc[0] if len(length) else None
+    return {"longer_wins": float(longer.longer_wins) if pd.notna(longer.longer_wins) else float("nan"),
+            "decided": int(longer.decided),
+            **{f"length_{k}": elo_points(float(getattr(coef, k))) if coef is not None else float("nan")
+               for k in ("coef", "lower", "upper")}}
+
+
+def self_preference(db: str | Path, dataset: str | None, judge: str) -> pd.DataFrame:
+    """When the judge is also a candidate model: its win rate (ties half) judged by itself, by the doctors and by
+    each other pairwise judge, over the comparisons each made of it."""
+    score = "CASE WHEN outcome = 'tie' THEN 0.5 WHEN (outcome = 'a') = (model_a = ?) THEN 1.0 ELSE 0.0 END"
+    d_cte, d_params = comparisons_cte("doctors", dataset, None, None)
+    out = [df(db, f"WITH {d_cte} SELECT 'doctors' AS rater, avg({score}) AS win_rate, count(*) AS comparisons "
+              "FROM c WHERE ? IN (model_a, model_b)", [*d_params, judge, judge])]
+    for other in judges(db):
+        cte, params = comparisons_cte("judge", dataset, None, other)
+        out.append(df(db, f"WITH {cte} SELECT ? AS rater, avg({score}) AS win_rate, count(*) AS comparisons FROM c "
+                      "WHERE ? IN (model_a, model_b)", [*params, other, judge, judge]))
+    table = pd.concat(out, ignore_index=True)
+    table = table[table.comparisons > 0].reset_index(drop=True)
+    return table.assign(self_judged=table.rater == judge)
+
+
+def direct_verbosity(db: str | Path, dataset: str | None, judge: str, metric: str) -> dict:
+    """For the direct judge's scores of ``metric``: how much its item score rises per doubling of the response's
+    length (``slope_judge``), and how much of that the doctors' labels do not explain (``slope_beyond``: the slope
+    of judge − doctor, with its 95 % interval), over the labelled items (the writer's ``label_pairs``); scipy's
+    least-squares line. NaN with fewer than 3 labelled items of different lengths."""
+    from scipy.stats import linregress
+
+    where, params = ("AND l.dataset = ?", [dataset]) if dataset is not None else ("", [])
+    rows = df(db, "SELECT l.llm, l.human, length(r.text) AS length FROM label_pairs l JOIN responses r ON "
+              "r.dataset = l.dataset AND r.query_id = l.query_id AND r.model_id = l.model_id WHERE l.judge_id = ? "
+              f"AND l.label_metric = ? AND l.llm IS NOT NULL AND l.human IS NOT NULL AND r.text <> '' {where}",
+              [judge, metric, *params])
+    nan = float("nan")
+    out = {"items": len(rows), "slope_judge": nan, "slope_beyond": nan, "beyond_lower": nan, "beyond_upper": nan}
+    if len(rows) < 3 or rows.length.nunique() < 2:
+        return out
+    doublings = np.log2(rows.length.to_numpy(dtype=float))
+    beyond = linregress(doublings, rows.llm - rows.human)
+    half = Z95 * beyond.stderr
+    return {**out, "slope_judge": float(linregress(doublings, rows.llm).slope), "slope_beyond": float(beyond.slope),
+            "beyond_lower": float(beyond.slope - half), "beyond_upper": float(beyond.slope + half)}
+
+
+# -- which pair next -------------------------------------------------------------------------------------------
+def _pick_query(con: Any, dataset: str, language: str | None, annotator: str, a: str, b: str,
+                seed: str, votes: str) -> str | None:
+    """A query both models answered (current, no error) that ``annotator`` has not voted on for this pair:
+    the one with the fewest votes on this pair, then a seeded shuffle."""
+    lang = " AND q.language = ?" if language is not None else ""
+    row = con.execute(
+        "SELECT q.query_id FROM queries q JOIN responses ra ON ra.dataset = q.dataset AND ra.query_id = q.query_id "
+        "AND ra.model_id = ? AND ra.error IS NULL AND ra.text IS NOT NULL JOIN responses rb ON rb.dataset = q.dataset "
+        "AND rb.query_id = q.query_id AND rb.model_id = ? AND rb.error IS NULL AND rb.text IS NOT NULL "
+        f"WHERE q.dataset = ?{lang} AND NOT EXISTS (SELECT 1 FROM {votes} v WHERE v.dataset = q.dataset AND "
+        "v.query_id = q.query_id AND v.model_a = ? AND v.model_b = ? AND v.annotator = ?) "
+        f"ORDER BY (SELECT count(*) FROM {votes} v WHERE v.dataset = q.dataset AND v.query_id = q.query_id "
+        "AND v.model_a = ? AND v.model_b = ?), hash(q.query_id || ?) LIMIT 1",
+        [a, b, dataset, *([language] if language is not None else []), a, b, annotator, a, b, seed]).fetchone()
+    return None if row is None else row[0]
+
+
+def pair_order(table: pd.DataFrame, models: list[str], counts: dict[tuple[str, str], int], *, adaptive: bool,
+               seed: str) -> list[tuple[str, str]]:
+    """Every pair of ``models`` (a < b) in the order to offer them. Adaptive: first pairs with a model not on the
+    leaderboard yet, then adjacent models by ``adjacent_pairs``' priority (overlapping intervals, few direct
+    comparisons), then every other pair by its comparisons so far; uniform: a seeded shuffle."""
+
+    def shuffled(p: tuple[str, str]) -> str:
+        return hashlib.sha256(f"{seed}|{p[0]}|{p[1]}".encode()).hexdigest()
+
+    pairs = [(a, b) for i, a in enumerate(sorted(models)) for b in sorted(models)[i + 1:]]
+    if not adaptive:
+        return sorted(pairs, key=shuffled)
+    ranked = set(table.model) if len(table) else set()
+    adjacent = adjacent_pairs(table, counts) if len(table) > 1 else pd.DataFrame(columns=["higher", "lower",
+                                                                                        "priority"])
+    priority = {tuple(sorted((r.higher, r.lower))): r.priority for r in adjacent.itertuples()}
+
+    def key(p: tuple[str, str]) -> tuple:
+        unseen = len({*p} - ranked)
+        return (-unseen, -priority.get(p, -1.0), counts.get(p, 0), shuffled(p))
+
+    return sorted(pairs, key=key)
+
+
+def next_pair(db: str | Path, dataset: str, language: str | None, annotator: str, *, adaptive: bool = True,
+              table: pd.DataFrame | None = None, seed: str = "") -> dict[str, Any] | None:
+    """The next comparison for ``annotator``: ``query_id``, ``model_a`` < ``model_b``, and the texts shown (query,
+    ground truth, both responses and their hashes, the retrieved chunks); None when every pair of every query has
+    been voted on by them. ``table`` is the current doctors' leaderboard (adaptive choice)."""
+    with SHARED_READERS.cursor(db) as con:
+        lang = " AND q.language = ?" if language is not None else ""
+        models = [r[0] for r in con.execute(
+            "SELECT DISTINCT r.model_id FROM responses r JOIN queries q ON q.dataset = r.dataset AND q.query_id = "
+            f"r.query_id WHERE r.dataset = ?{lang} AND r.error IS NULL AND r.text IS NOT NULL ORDER BY 1",
+            [dataset, *([language] if language is not None else [])]).fetchall()]
+        votes = "arena_votes" if con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = "
+                                             "'arena_votes'").fetchone()[0] else NO_VOTES
+        cte, params = comparisons_cte("doctors", dataset, language, None, votes)
+        counts = {(a, b): n for a, b, n in con.execute(
+            f"WITH {cte} SELECT model_a, model_b, count(*) FROM c GROUP BY ALL", params).fetchall()}
+        table = table if table is not None else pd.DataFrame(columns=["model", "strength", "lower", "upper"])
+        for a, b in pair_order(table, models, counts, adaptive=adaptive, seed=seed + annotator):
+            query_id = _pick_query(con, dataset, language, annotator, a, b, seed, votes)
+            if query_id is not None:
+                return _item(con, dataset, query_id, a, b)
+    return None
+
+
+def _item(con: Any, dataset: str, query_id: str, a: str, b: str) -> dict[str, Any]:
+    q = con.execute("SELECT query, query_en, gt_response, language FROM queries WHERE dataset = ? AND query_id = ?",
+                    [dataset, query_id]).fetchone()
+    texts = dict(((m, (t, h)) for m, t, h in con.execute(
+        "SELECT model_id, text, response_hash FROM responses WHERE dataset = ? AND query_id = ? AND "
+        "list_contains(?, model_id)", [dataset, query_id, [a, b]]).fetchall()))
+    chunks = con.execute(
+        "SELECT k.kind, k.title, k.text FROM retrievals r, unnest(list_concat(r.raw_ids, r.update_ids)) AS u(id) "
+        "JOIN kb_chunks k ON k.dataset = r.dataset AND k.chunk_id = u.id WHERE r.dataset = ? AND r.query_id = ?",
+        [dataset, query_id]).fetchall()
+    return {"dataset": dataset, "query_id": query_id, "query": q[0], "query_en": q[1], "gt_response": q[2],
+            "language": q[3], "model_a": a, "model_b": b, "text_a": texts[a][0], "text_b": texts[b][0],
+            "hash_a": texts[a][1], "hash_b": texts[b][1],
+            "chunks": [{"kind": k, "title": t, "text": x} for k, t, x in chunks]}
+
+
+def separation(db: str | Path, dataset: str | None, language: str | None, table: pd.DataFrame) -> pd.DataFrame:
+    """Adjacent models of the doctors' leaderboard ``table``: their difference, whether their intervals overlap,
+    their direct comparisons and how many more would separate them (``adjacent_pairs``)."""
+    cte, params = comparisons_cte("doctors", dataset, language, None)
+    counts = {(a, b): n for a, b, n in df(db, f"WITH {cte} SELECT model_a, model_b, count(*) AS n FROM c "
+                                              "GROUP BY ALL", params).itertuples(index=False)}
+    return adjacent_pairs(table, counts) if len(table) > 1 else pd.DataFrame()
+
+
+def annotator_votes(db: str | Path, dataset: str, annotator: str) -> int:
+    """How many votes ``annotator`` has given on ``dataset``."""
+    if not has_arena(db):
+        return 0
+    return int(df(db, "SELECT count(*) AS n FROM arena_votes WHERE dataset = ? AND annotator = ?",
+                  [dataset, annotator]).n.iloc[0])
+
+
+def export_votes(db: str | Path, dataset: str | None = None) -> pd.DataFrame:
+    """Every stored vote (current or not) in ``import-votes``' columns, tags joined by ';'."""
+    where, params = ("WHERE dataset = ?", [dataset]) if dataset is not None else ("", [])
+    return df(db, "SELECT dataset, query_id, model_a, model_b, winner, annotator, shown_left, "
+              f"array_to_string(tags, ';') AS tags, voted_at FROM arena_votes {where} "
+              "ORDER BY dataset, query_id, model_a, model_b, annotator", params)
+
+
+def judges(db: str | Path) -> list[str]:
+    """The pairwise judges with stored verdicts."""
+    return list(df(db, "SELECT DISTINCT judge_id FROM pairwise_verdicts ORDER BY 1").judge_id)

@@ -1,0 +1,142 @@
+"""The pairwise judge (stage ``pairwise``, issue 28; MT-Bench's pairwise judge, Pariksha's LLM evaluator).
+
+Every judge of the config (the jury too) compares two models' responses to the same query, seeing what the direct
+judge sees (the query's stored chunks and the ground truth), **in both orders**: each order is one call and one
+``pairwise_verdicts`` row, its verdict turned into the two models' terms ('a' = model_a, the first id). A pair
+whose verdict changes with the order is a tie and a position flip (``pipeline.read.arena``). Which pairs: every
+pair of models on every selected query, or a seeded sample of ``per_language`` (query, pair) per language.
+
+The prompt (``prompts/pairwise_system.txt``, ``pairwise_user.txt``) asks for JSON ``{"Reason", "Winner"}``,
+constrained where the backend can; ``parse_verdict`` reads it tolerantly with the direct judge's JSON repairs, and
+an answer it cannot read is kept with its raw text as ``verdict = None, parse_ok = False``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Callable, Sequence
+from itertools import combinations
+from typing import Any
+
+from pipeline.config import PairwiseConfig
+from pipeline.dataset import Chunk, Query
+from pipeline.models.base import ChatRequest, Completion, GenerateParams, Message
+from pipeline.prompts import load_text
+from pipeline.steps.context import ResponseItem, RunContext, responses_to_score, still_to_do, stored_chunks
+from pipeline.steps.generate import format_chunks
+from pipeline.steps.judge import _balanced_objects, _find_key, _load_object
+from pipeline.store.rows import PairwiseVerdictRow
+
+REASON_MAX_CHARS = 400
+_WINNERS = {"a": "A", "b": "B", "tie": "tie", "response a": "A", "response b": "B", "[[a]]": "A", "[[b]]": "B",
+            "[[c]]": "tie", "c": "tie", "equal": "tie", "draw": "tie"}
+_WINNER_TEXT = re.compile(r"(?i)(?<![a-z])winner[\s\"'*_`]*[:=][\s\"'*_`]*(response a|response b|a|b|tie)(?![a-z])")
+
+
+def verdict_schema(max_tokens: int) -> dict[str, Any]:
+    """JSON schema of a verdict for constrained decoding (the reason capped so the winner always fits)."""
+    return {"type": "object",
+            "properties": {"Reason": {"type": "string", "maxLength": max(16, min(REASON_MAX_CHARS,
+                                                                                  (max_tokens - 16) * 2))},
+                           "Winner": {"type": "string", "enum": ["A", "B", "tie"]}},
+            "required": ["Reason", "Winner"]}
+
+
+def build_pairwise_messages(query: Query, first: str, second: str, raw: Sequence[Chunk], updates: Sequence[Chunk],
+                            *, prompts: Callable[[str], str] = load_text) -> tuple[Message, ...]:
+    """System + user messages comparing ``first`` (shown as Response A) and ``second`` (Response B)."""
+    context = []
+    if raw or updates:
+        context.append(prompts("judge_user_chunks.txt").format(raw_chunks=format_chunks(raw),
+                                                                update_chunks=format_chunks(updates)))
+    context.append(prompts("judge_user_ground_truth.txt").format(ground_truth=query.gt_response))
+    user = prompts("pairwise_user.txt").format(query=query.query, context="".join(c + "\n\n" for c in context),
+                                               response_a=first, response_b=second)
+    return ({"role": "system", "content": prompts("pairwise_system.txt")}, {"role": "user", "content": user})
+
+
+def parse_verdict(raw: str | None) -> str | None:
+    """'A', 'B' or 'tie' from a judge's raw output (JSON with a Winner key, repaired as the direct judge's
+    output is, or a ``Winner: A`` line); None when there is none or it is ambiguous."""
+    text = (raw or "").strip()
+    for candidate in _balanced_objects(text):
+        found, value = _find_key(_load_object(candidate), ("winner", "verdict", "better"))
+        if found:
+            return _WINNERS.get(str(value).strip().strip("\"'*_` .").lower())
+    found = {_WINNERS[m.group(1).lower()] for m in _WINNER_TEXT.finditer(text)}
+    return found.pop() if len(found) == 1 else None
+
+
+def in_model_terms(verdict: str | None, first: str, model_a: str, model_b: str) -> str | None:
+    """A verdict about positions (A = shown first) as 'a' / 'b' (model_a / model_b won) or 'tie'."""
+    if verdict is None or verdict == "tie":
+        return verdict
+    winner = first if verdict == "A" else (model_b if first == model_a else model_a)
+    return "a" if winner == model_a else "b"
+
+
+def pairs_to_judge(items: Sequence[ResponseItem], config: PairwiseConfig) -> list[tuple[ResponseItem, ResponseItem]]:
+    """(response of model_a, response of model_b), model_a < model_b, per query: every pair, or a seeded sample of
+    ``per_language`` per language."""
+    by_query: dict[str, list[ResponseItem]] = {}
+    for item in items:
+        by_query.setdefault(item.query.query_id, []).append(item)
+    pairs = [(a, b) for group in by_query.values()
+             for a, b in combinations(sorted(group, key=lambda i: i.model_id), 2)]
+    if config.pairs == "all":
+        return pairs
+
+    def draw(p: tuple[ResponseItem, ResponseItem]) -> str:
+        return hashlib.sha256(f"{config.seed}|{p[0].query.query_id}|{p[0].model_id}|{p[1].model_id}".encode()
+                              ).hexdigest()
+
+    kept: dict[str, list] = {}
+    for pair in sorted(pairs, key=draw):
+        chosen = kept.setdefault(pair[0].query.language, [])
+        if len(chosen) < config.per_language:
+            chosen.append(pair)
+    return [p for chosen in kept.values() for p in chosen]
+
+
+async def step_pairwise(ctx: RunContext) -> None:
+    """Every judge compares the chosen pairs of current responses in both orders, skipping what it has already
+    judged for the same two texts."""
+    chunks = stored_chunks(ctx)
+    pairs = pairs_to_judge(responses_to_score(ctx), ctx.config.pairwise)
+    for jc in ctx.config.judges:
+        await _pairwise_with(ctx, jc.id, pairs, chunks)
+
+
+async def _pairwise_with(ctx: RunContext, judge_id: str, pairs: list[tuple[ResponseItem, ResponseItem]],
+                         chunks: dict[str, tuple[list[Chunk], list[Chunk]]]) -> None:
+    config = ctx.config.pairwise
+    schema = verdict_schema(config.max_tokens)
+    candidates = [(a, b, first) for a, b in pairs for first in (a, b)]
+    done = {(q, ma, mb, f): (ha, hb) for q, ma, mb, f, ha, hb in ctx.store.fetch(
+        "SELECT query_id, model_a, model_b, first, response_hash_a, response_hash_b FROM pairwise_verdicts "
+        "WHERE dataset = ? AND judge_id = ?", [ctx.dataset_name, judge_id])}
+    todo, skipped = still_to_do(
+        candidates, lambda t: (t[0].query.query_id, t[0].model_id, t[1].model_id, t[2].model_id), done,
+        lambda t, d: d == (t[0].response_hash, t[1].response_hash))
+
+    def request(a: ResponseItem, b: ResponseItem, first: ResponseItem) -> ChatRequest:
+        second = b if first is a else a
+        messages = build_pairwise_messages(a.query, first.text, second.text, *chunks[a.query.query_id],
+                                           prompts=ctx.dataset.prompt_text)
+        return ChatRequest(messages=messages, params=GenerateParams(
+            max_tokens=config.max_tokens, temperature=0.0, json_schema=schema))
+
+    def to_rows(i: int, completion: Completion) -> list[PairwiseVerdictRow]:
+        if not completion.ok:  # a backend failure is not a verdict: not stored, retried next run
+            return []
+        a, b, first = todo[i]
+        verdict = in_model_terms(parse_verdict(completion.text), first.model_id, a.model_id, b.model_id)
+        return [PairwiseVerdictRow.of(
+            dataset=ctx.dataset_name, query_id=a.query.query_id, judge_id=judge_id, model_a=a.model_id,
+            model_b=b.model_id, text_a=a.text, text_b=b.text, first=first.model_id, verdict=verdict,
+            parse_ok=verdict is not None, raw_output=completion.text or "", run_id=ctx.run_id,
+            cached=completion.cached)]
+
+    await ctx.drive("pairwise", ctx.model(judge_id), [request(*t) for t in todo], to_rows,
+                    label=f"pairwise {judge_id}", skipped=skipped)

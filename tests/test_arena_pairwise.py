@@ -1,0 +1,92 @@
+"""The pairwise judge stage: both orders judged and stored; a judge that always prefers the first position flips
+every pair (each a tie), and the bias view shows a 100 % flip rate."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from pipeline.config import load_config
+from pipeline.read import arena
+from pipeline.runner import run
+from pipeline.steps.pairwise import in_model_terms, parse_verdict
+from pipeline.store import open_connection
+from tests.support.datasets import write_closed_book, write_config
+from tests.support.openai_fixture import FixtureServer
+
+GENERATORS = ("openai-compatible/fixture-a", "openai-compatible/fixture-b", "openai-compatible/fixture-c")
+FIRST_ALWAYS = json.dumps({"Reason": "The first response is better.", "Winner": "A"})
+
+
+def rows(db: Path, sql: str, params: list | None = None) -> list[tuple]:
+    with open_connection(db, read_only=True) as con:
+        return con.execute(sql, params or []).fetchall()
+
+
+@pytest.mark.parametrize(("raw", "expected"), [
+    ('{"Reason": "B cites the update", "Winner": "B"}', "B"),
+    ('```json\n{"reason": "same", "winner": "Tie"}\n```', "tie"),
+    ("Winner: Response A", "A"),
+    ('{"Winner": "both"}', None),
+    ("A is better. Winner: A. Actually Winner: B", None),
+    ("", None),
+])
+def test_parse_verdict(raw: str, expected: str | None):
+    assert parse_verdict(raw) == expected
+
+
+def test_verdicts_turn_into_the_models_terms():
+    assert in_model_terms("A", "m1", "m1", "m2") == "a" and in_model_terms("A", "m2", "m1", "m2") == "b"
+    assert in_model_terms("B", "m2", "m1", "m2") == "a" and in_model_terms("tie", "m2", "m1", "m2") == "tie"
+    assert in_model_terms(None, "m1", "m1", "m2") is None
+
+
+def test_a_judge_that_always_prefers_the_first_position_flips_every_pair(tmp_path: Path):
+    dataset = write_closed_book(tmp_path / "qa", 5)
+    db = tmp_path / "results.duckdb"
+    with FixtureServer(latency_s=0.0, reply=FIRST_ALWAYS) as server:
+        models = [{"id": m, "base_url": server.base_url} for m in GENERATORS]
+        config = load_config(write_config(
+            tmp_path / "first.yaml", dataset=dataset, db=db, models=models,
+            judge={"id": "openai-compatible/fixture-judge", "base_url": server.base_url}, pairwise={}))
+        run(config, stages="generate,pairwise", console=Console(file=io.StringIO()))
+    verdicts = rows(db, "SELECT query_id, model_a, model_b, first, verdict, parse_ok FROM pairwise_verdicts")
+    assert len(verdicts) == 5 * 3 * 2  # 5 queries x 3 pairs x both orders
+    assert all(ok for *_, ok in verdicts)
+    for _, a, _, first, verdict, _ in verdicts:  # the verdict always names the model shown first
+        assert verdict == ("a" if first == a else "b")
+    flips = arena.position_flips(db, "qa", "openai-compatible/fixture-judge")
+    assert flips.comparisons.sum() == 15 and flips.flips.sum() == 15
+    assert flips.flip_rate.tolist() == [1.0] and flips.first_wins.tolist() == [1.0]
+    board = arena.comparisons(db, "qa", source="judge", judge="openai-compatible/fixture-judge")
+    assert set(board.outcome) == {"tie"} and board.n.sum() == 15
+    # a rerun judges nothing again (both orders of every pair are stored for the same texts)
+    with FixtureServer(latency_s=0.0, reply=FIRST_ALWAYS) as server:
+        models = [{"id": m, "base_url": server.base_url} for m in GENERATORS]
+        config = load_config(write_config(
+            tmp_path / "first.yaml", dataset=dataset, db=db, models=models,
+            judge={"id": "openai-compatible/fixture-judge", "base_url": server.base_url}, pairwise={}))
+        run(config, stages="pairwise", console=Console(file=io.StringIO()))
+        assert server.stats()["requests"] == 0
+
+
+def test_the_embedded_judge_stores_both_orders_of_every_judged_pair(tmp_path: Path):
+    dataset = write_closed_book(tmp_path / "qa", 3)
+    db = tmp_path / "results.duckdb"
+    with FixtureServer(latency_s=0.0) as server:
+        models = [{"id": m, "base_url": server.base_url} for m in GENERATORS[:2]]
+        config = load_config(write_config(
+            tmp_path / "smol.yaml", dataset=dataset, db=db, models=models,
+            judge={"id": "llamacpp/smollm2-135m-instruct", "max_tokens": 60}, pairwise={"max_tokens": 60}))
+        run(config, stages="generate,pairwise", console=Console(file=io.StringIO()))
+    stored = rows(db, "SELECT query_id, model_a, model_b, list(first ORDER BY first), count(*), "
+                      "bool_and(raw_output <> '') FROM pairwise_verdicts GROUP BY ALL ORDER BY 1")
+    assert [r[0] for r in stored] == ["q00000", "q00001", "q00002"]
+    for _, a, b, firsts, n, has_raw in stored:
+        assert n == 2 and firsts == sorted([a, b]) and has_raw
+    parsed = rows(db, "SELECT verdict, parse_ok FROM pairwise_verdicts")
+    assert all((v is not None) == ok for v, ok in parsed)  # unparsed kept as NULL, never as a verdict
