@@ -46,16 +46,14 @@ def current_board(source: str = "doctors", judge: str | None = None, style: bool
 
 def vote_view() -> None:
     c1, c2 = st.columns([2, 1])
-    annotator = c1.text_input("Your name", key="ar_annotator", bind="query-params", max_chars=60,
-                              placeholder="e.g. dr-rao")
+    annotator = ui.annotator("ar_annotator", c1, bind=True)
     mode = c2.segmented_control("Next pair", ["adaptive", "uniform"], default="adaptive", key="ar_mode",
                                 help="Adaptive: the pair whose comparison would most reduce the ranking's "
                                      "uncertainty (neighbours on the leaderboard whose intervals overlap and that "
                                      "were compared least). Uniform: any pair at random.") or "adaptive"
-    if not annotator or not annotator.strip():
+    if not annotator:
         st.info("Enter your name to get pairs to compare.")
         return
-    annotator = annotator.strip()
     scope = (dataset, language, annotator)
     if st.session_state.get("ar_scope") != scope:
         st.session_state.pop("ar_item", None)

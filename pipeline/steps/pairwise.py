@@ -113,9 +113,10 @@ async def _pairwise_with(ctx: RunContext, judge_id: str, pairs: list[tuple[Respo
     config = ctx.config.pairwise
     schema = verdict_schema(config.max_tokens)
     candidates = [(a, b, first) for a, b in pairs for first in (a, b)]
+    readable = " AND parse_ok" if ctx.config.reask.on_rerun else ""  # a rerun asks again what stayed unread
     done = {(q, ma, mb, f): (ha, hb) for q, ma, mb, f, ha, hb in ctx.store.fetch(
         "SELECT query_id, model_a, model_b, first, response_hash_a, response_hash_b FROM pairwise_verdicts "
-        "WHERE dataset = ? AND judge_id = ?", [ctx.dataset_name, judge_id])}
+        "WHERE dataset = ? AND judge_id = ?" + readable, [ctx.dataset_name, judge_id])}
     todo, skipped = still_to_do(
         candidates, lambda t: (t[0].query.query_id, t[0].model_id, t[1].model_id, t[2].model_id), done,
         lambda t, d: d == (t[0].response_hash, t[1].response_hash))
@@ -139,4 +140,4 @@ async def _pairwise_with(ctx: RunContext, judge_id: str, pairs: list[tuple[Respo
             cached=completion.cached)]
 
     await ctx.drive("pairwise", ctx.model(judge_id), [request(*t) for t in todo], to_rows,
-                    label=f"pairwise {judge_id}", skipped=skipped)
+                    label=f"pairwise {judge_id}", skipped=skipped, unparsed=lambda c: parse_verdict(c.text) is None)
