@@ -90,8 +90,8 @@ def home() -> None:
     costs(ctx)
 
     st.subheader("Pages")
-    for page, text in PAGE_TEXT:
-        st.page_link(PAGES[page], label=PAGES[page].title, icon=PAGES[page].icon)
+    for page, (*_, text) in zip(PAGES, PAGE_LIST, strict=True):
+        st.page_link(page, label=page.title, icon=page.icon)
         st.caption(text)
 
 
@@ -136,54 +136,49 @@ def costs(ctx: ui.Context) -> None:
             ui.downloads(frame, f"cost-by-{name}-{dataset or 'all'}")
 
 
-PAGES = {
-    "home": st.Page(home, title="Home", icon=":material/home:", url_path="home", default=True),
-    "leaderboards": st.Page("pages/1_leaderboards.py", title="Leaderboards", icon=":material/leaderboard:",
-                            url_path="leaderboards"),
-    "responses": st.Page("pages/2_responses.py", title="Response browser", icon=":material/chat:",
-                         url_path="responses"),
-    "themes": st.Page("pages/3_themes.py", title="Themes", icon=":material/category:", url_path="themes"),
-    "medcode": st.Page("pages/4_medcode.py", title="Med-CoDE", icon=":material/stacked_bar_chart:",
-                       url_path="medcode"),
-    "human": st.Page("pages/5_human_vs_llm.py", title="Human vs LLM", icon=":material/rule:", url_path="human_vs_llm"),
-    "playground": st.Page("pages/6_playground.py", title="Playground", icon=":material/science:",
-                          url_path="playground"),
-    "trust": st.Page("pages/7_judge_trust.py", title="Judge trust", icon=":material/verified:", url_path="judge_trust"),
-    "rubrics": st.Page("pages/8_rubrics.py", title="Rubric scores", icon=":material/checklist:", url_path="rubrics"),
-    "compare": st.Page("pages/9_compare_runs.py", title="Compare runs", icon=":material/compare_arrows:",
-                       url_path="compare_runs"),
-    "review": st.Page("pages/10_review_queue.py", title="Review queue", icon=":material/medical_services:",
-                      url_path="review_queue"),
-    "dataset": st.Page("pages/11_dataset.py", title="Dataset", icon=":material/folder_open:", url_path="dataset"),
-    "arena": st.Page("pages/12_arena.py", title="Doctors' arena", icon=":material/compare:", url_path="arena"),
-}
-PAGE_TEXT = [
-    ("leaderboards", f"Models by AGG per language with {', '.join(METRICS)}, 95% CIs, lexical baselines, safety "
-                     "checks and the paper's published leaderboards beside them."),
-    ("responses", "For doctors: each query, its ground truth, the model's answer, the chunks it saw, every score "
-                  "with its justification, the Med-CoDE critique; two models side by side."),
-    ("themes", "Misspelling, code-mixing, non-native English, cultural, patient-specific, out-of-KB: "
-               "scores per theme and model, with examples."),
-    ("medcode", "Med-CoDE disagreement distributions (None/Low/Moderate/High) per model, their correlation with "
-                "the judge and lexical scores, and the paper's Table 2."),
-    ("human", "Percentage agreement and weighted kappa between human labels and the judge, rankings side by side, "
-              "and an annotation queue."),
-    ("playground", "Ask one query live: retrieved chunks, streamed answers, judge scores and Med-CoDE on request."),
-    ("trust", "Can the judge be believed here? Its reliability per language, script and theme, a jury's agreement "
-              "and disagreements, human-calibrated means, repeated judging and where every score came from."),
-    ("rubrics", "HealthBench rubric scores: models by the share of rubric points earned, with CIs, per axis and "
-                "theme tag, and the grader against physicians."),
-    ("compare", "Two runs side by side (two result files, or two models, judges or datasets): paired differences "
-                "per metric with CIs, the items that changed most, and which provenance differs."),
-    ("review", "For doctors: the most worrying answers first (Med-CoDE high, wrong although the KB knows, refused, "
-               "judges disagree, harmful rubric lines met), everything about each, and your verdict as a label."),
-    ("dataset", "How the dataset was built: source documents with chunks, pages, tokens and flags, the KB's growth, "
-                "excluded chatbot messages by reason (identifiers masked) and queries by language, script, theme."),
-    ("arena", "For doctors: two anonymous answers to one patient question, pick the better; Bradley–Terry "
-              "leaderboards from doctors' votes and from the pairwise judge, with and without style control."),
+# The dashboard's pages in menu order, one entry each: file, title, icon, URL path, and what the home page says of it.
+PAGE_LIST = [
+    ("pages/1_leaderboards.py", "Leaderboards", ":material/leaderboard:", "leaderboards",
+     f"Models by AGG per language with {', '.join(METRICS)}, 95% CIs, lexical baselines, safety checks and the "
+     "paper's published leaderboards beside them."),
+    ("pages/2_responses.py", "Response browser", ":material/chat:", "responses",
+     "For doctors: each query, its ground truth, the model's answer, the chunks it saw, every score with its "
+     "justification, the Med-CoDE critique; two models side by side."),
+    ("pages/3_themes.py", "Themes", ":material/category:", "themes",
+     "Misspelling, code-mixing, non-native English, cultural, patient-specific, out-of-KB: scores per theme and "
+     "model, with examples."),
+    ("pages/4_medcode.py", "Med-CoDE", ":material/stacked_bar_chart:", "medcode",
+     "Med-CoDE disagreement distributions (None/Low/Moderate/High) per model, their correlation with the judge and "
+     "lexical scores, and the paper's Table 2."),
+    ("pages/5_human_vs_llm.py", "Human vs LLM", ":material/rule:", "human_vs_llm",
+     "Percentage agreement and weighted kappa between human labels and the judge, rankings side by side, and an "
+     "annotation queue."),
+    ("pages/6_playground.py", "Playground", ":material/science:", "playground",
+     "Ask one query live: retrieved chunks, streamed answers, judge scores and Med-CoDE on request."),
+    ("pages/7_judge_trust.py", "Judge trust", ":material/verified:", "judge_trust",
+     "Can the judge be believed here? Its reliability per language, script and theme, a jury's agreement and "
+     "disagreements, its position, length and self-preference biases, human-calibrated means, repeated judging and "
+     "where every score came from."),
+    ("pages/8_rubrics.py", "Rubric scores", ":material/checklist:", "rubrics",
+     "HealthBench rubric scores: models by the share of rubric points earned, with CIs, per axis and theme tag, and "
+     "the grader against physicians."),
+    ("pages/9_compare_runs.py", "Compare runs", ":material/compare_arrows:", "compare_runs",
+     "Two runs side by side (two result files, or two models, judges or datasets): paired differences per metric "
+     "with CIs, the items that changed most, and which provenance differs."),
+    ("pages/10_review_queue.py", "Review queue", ":material/medical_services:", "review_queue",
+     "For doctors: the most worrying answers first (Med-CoDE high, wrong although the KB knows, refused, judges "
+     "disagree, harmful rubric lines met), everything about each, and your verdict as a label."),
+    ("pages/12_arena.py", "Doctors' arena", ":material/compare:", "arena",
+     "For doctors: two anonymous answers to one patient question, pick the better; Bradley–Terry leaderboards from "
+     "doctors' votes and from the pairwise judge, with and without style control."),
+    ("pages/11_dataset.py", "Dataset", ":material/folder_open:", "dataset",
+     "How the dataset was built: source documents with chunks, pages, tokens and flags, the KB's growth, excluded "
+     "chatbot messages by reason (identifiers masked) and queries by language, script, theme."),
 ]
+PAGES = [st.Page(file, title=title, icon=icon, url_path=url) for file, title, icon, url, _ in PAGE_LIST]
 
-navigation = st.navigation(list(PAGES.values()))
+navigation = st.navigation([st.Page(home, title="Home", icon=":material/home:", url_path="home", default=True),
+                            *PAGES])
 ui.require_login()  # serving a team: nothing but a login until the user has one
 with data.held(data.db_path()):  # the render's reads share one DuckDB instance
     st.session_state["_ctx"] = ui.sidebar()
