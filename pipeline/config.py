@@ -12,10 +12,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from pipeline.errors import UserError
 from pipeline.metrics import DEFAULT_WEIGHTS, METRICS, WEIGHT_PRESETS
+from pipeline.steps import STEPS
 
 SAFETY_CHECKS = ("refusal", "over_refusal", "update_adherence", "prompt_echo")  # pipeline/steps/safety.py
-STAGES = ("translate", "retrieve", "generate", "translate-responses", "judge", "pairwise", "rubric", "lexical",
-          "medcode", "medcode-label", "accuracy", "safety", "sanity")
+STAGES = tuple(STEPS)  # in flow order (pipeline/steps/__init__.py)
 OPT_IN_STAGES = ("medcode-label",)  # run only when named (`--stages`, `python -m pipeline medcode label`)
 
 

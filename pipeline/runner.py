@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,20 +23,7 @@ from pipeline.config import OPT_IN_STAGES, STAGES, ModelConfig, RunConfig, load_
 from pipeline.dataset import Dataset, Query, load_dataset
 from pipeline.errors import UserError
 from pipeline.models import UsageStats, backend_class, unavailable_reason
-from pipeline.steps import (
-    accuracy,
-    generate,
-    judge,
-    lexical,
-    medcode,
-    medcode_label,
-    pairwise,
-    retrieve,
-    rubric,
-    safety,
-    sanity,
-    translate,
-)
+from pipeline.steps import STEPS, medcode, translate
 from pipeline.steps.context import RunContext, StageRecord
 from pipeline.store import Store, now
 from pipeline.store.rows import dataset_rows
@@ -70,25 +56,6 @@ def select_queries(dataset: Dataset, config: RunConfig) -> list[Query]:
                 kept.append(q)
         queries = kept
     return queries[: config.limit] if config.limit else queries
-
-
-
-# The steps in flow order: ``--stages`` names them, the run calls them in this order.
-STEPS: dict[str, Callable[[RunContext], Awaitable[None]]] = {
-    "translate": translate.step_translate,
-    "retrieve": retrieve.step_retrieve,
-    "generate": generate.step_generate,
-    "translate-responses": translate.step_translate_responses,
-    "judge": judge.step_judge,
-    "pairwise": pairwise.step_pairwise,
-    "rubric": rubric.step_rubric,
-    "lexical": lexical.step_lexical,
-    "medcode": medcode.step_medcode,
-    "medcode-label": medcode_label.step_label,
-    "accuracy": accuracy.step_accuracy,
-    "safety": safety.step_safety,
-    "sanity": sanity.step_sanity,
-}
 
 
 def parse_stages(stages: str | None, config: RunConfig) -> list[str]:

@@ -246,7 +246,7 @@ def test_a_failed_import_leaves_an_earlier_one_untouched(tmp_path):
 
 
 def test_unknown_format_and_misplaced_options_are_refused(tmp_path):
-    with pytest.raises(UserError, match="unknown format 'medqa2'; known: medqa, medmcqa"):
+    with pytest.raises(UserError, match="unknown format 'medqa2'; choose from medqa, medmcqa"):
         import_qa("medqa2", FIXTURES / FILES["medqa"], tmp_path / "x")
     with pytest.raises(UserError, match="PubMedQA only"):
         import_qa("medqa", FIXTURES / FILES["medqa"], tmp_path / "x", Options(contexts=True))

@@ -47,7 +47,7 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,6 +57,7 @@ from pydantic import ValidationError
 from pipeline.dataset.format import Chunk, Query
 from pipeline.dataset.loader import _pydantic_issues, validate
 from pipeline.errors import UserError
+from pipeline.registry import Registry
 
 NO_IDEAL = "(HealthBench gives no ideal completion for this conversation; grade the response with its rubric.)"
 EXAMPLE_TAG_THEMES = {"theme:global_health": "cultural"}  # HealthBench example tag -> our theme, where one fits
@@ -287,9 +288,8 @@ def healthbench(path: Path, opts: Options) -> Imported:
     return out
 
 
-IMPORTERS: dict[str, Callable[[Path, Options], Imported]] = {
-    "medqa": medqa, "medmcqa": medmcqa, "pubmedqa": pubmedqa, "mmlu": mmlu, "healthbench": healthbench,
-}
+IMPORTERS = Registry("format", {  # name → its reader: (file, options) → Imported
+    name: f"pipeline.dataset.importers:{name}" for name in ("medqa", "medmcqa", "pubmedqa", "mmlu", "healthbench")})
 
 
 # -- writing ------------------------------------------------------------------------------------------
@@ -321,14 +321,13 @@ def import_qa(fmt: str, path: str | Path, out_dir: str | Path, opts: Options | N
     and when ``out_dir`` already holds a dataset file unless ``force`` (then its ``queries.jsonl``/``kb.jsonl``
     are replaced)."""
     path, out_dir, opts = Path(path), Path(out_dir), opts or Options()
-    if fmt not in IMPORTERS:
-        raise UserError(f"unknown format {fmt!r}; known: {', '.join(IMPORTERS)}")
+    reader = IMPORTERS.lookup(fmt)
     if not path.is_file():
         raise UserError(f"{path}: not found; give the {fmt} file")
     if opts.contexts and fmt != "pubmedqa":
         raise UserError("--contexts is for PubMedQA only (its abstracts become KB chunks)")
     try:
-        imported = IMPORTERS[fmt](path, opts)
+        imported = reader(path, opts)
         if opts.limit is not None:
             imported.queries = imported.queries[:opts.limit]
             cited = {ref for _, q in imported.queries for ref in q.get("kb_refs", [])}

@@ -9,19 +9,18 @@ own backend.
 
 from __future__ import annotations
 
-import importlib
-
 from pipeline.config import ModelConfig
 from pipeline.errors import UserError
 from pipeline.models.base import Backend, ChatRequest, Completion, GenerateParams, Model, UsageStats
+from pipeline.registry import Registry
 
-PROVIDERS: dict[str, str] = {
+PROVIDERS = Registry("provider", {
     "llamacpp": "pipeline.models.llamacpp",
     "openai": "pipeline.models.openai_compatible",
     "openai-compatible": "pipeline.models.openai_compatible",
     "vllm": "pipeline.models.vllm_offline",
     "extractive": "pipeline.models.extractive",
-}
+})
 
 __all__ = [
     "PROVIDERS",
@@ -38,19 +37,12 @@ __all__ = [
 
 
 def _module(config: ModelConfig):
-    try:
-        name = PROVIDERS[config.provider]
-    except KeyError:
-        raise UserError(
-            f"model {config.id}: unknown provider {config.provider!r}; use one of {', '.join(PROVIDERS)}"
-        ) from None
-    return importlib.import_module(name)
+    return PROVIDERS.lookup(config.provider, f"model {config.id}: ")
 
 
 def backend_class(provider: str) -> type[Backend] | None:
     """The backend class of a provider (``None`` for an unknown one), imported on first use."""
-    name = PROVIDERS.get(provider)
-    return importlib.import_module(name).BACKEND if name else None
+    return PROVIDERS[provider].BACKEND if provider in PROVIDERS else None
 
 
 def unavailable_reason(config: ModelConfig) -> str | None:
