@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import shutil
 import subprocess
 import sys
@@ -70,9 +71,12 @@ def test_db_that_is_a_folder_is_one_line(tmp_path):
 def test_retrieval_runs_on_a_folder_name_with_spaces_and_quotes(tmp_path, folder):
     dataset = tmp_path / folder
     dataset.mkdir()
-    shutil.copy(REPO / "data" / "cataract" / "kb.jsonl", dataset / "kb.jsonl")
-    queries = (REPO / "data" / "cataract" / "queries.jsonl").read_text(encoding="utf-8").splitlines()[:3]
-    (dataset / "queries.jsonl").write_text("\n".join(queries) + "\n", encoding="utf-8")
+    chunks = (REPO / "data" / "cataract" / "kb.jsonl").read_text(encoding="utf-8").splitlines()[:8]
+    (dataset / "kb.jsonl").write_text("\n".join(chunks) + "\n", encoding="utf-8")
+    queries = [json.loads(line) for line in (REPO / "data" / "cataract" / "queries.jsonl").read_text(
+        encoding="utf-8").splitlines()[:3]]
+    (dataset / "queries.jsonl").write_text("".join(json.dumps({**q, "kb_refs": []}) + "\n" for q in queries),
+                                           encoding="utf-8")
     db = tmp_path / "results.duckdb"
     config = load_config(write_config(tmp_path / "run.yaml", dataset=dataset, db=db,
                                       models=["extractive/top-sentences"]))
