@@ -46,6 +46,7 @@ ROWS = [  # (message, answer, approved, expected: reason/detail of exclusion, or
     ("patient Lakshmi Devi bed 12 has pain in the operated eye", "", "", "NAME"),
     ("When will I get new glasses after cataract operation?", "After four to six weeks.", "0", "no_gt"),
     ("Operation ke baad kitne din tak aankh mein paani nahi dalna hai?", "Two weeks.", "1", "kept"),
+    ("Can I take my BP tablets on the morning of the surgery?", "Yes.", "yes", "kept"),  # a near-duplicate
 ]
 
 
@@ -84,7 +85,9 @@ def test_planted_noise_is_excluded_with_its_reason_and_pii_never_in_clear(tmp_pa
     assert queries["log-00009"]["query"] == "I can't see clearly after surgery. Is it normal?"  # entity decoded
     assert queries["log-00009"]["asked_on"] == "2024-01-08"
     assert queries["log-00020"]["language"] == "hi" and queries["log-00020"]["script"] == "latin"
-    assert report["queries"] == 3 and report["without_ground_truth"] == 1
+    assert report["queries"] == 4 and report["without_ground_truth"] == 1
+    assert {"query_id": "log-00021", "similar_to": "log-00002"} == {
+        k: v for k, v in report["near_duplicates"][0].items() if k != "score"}
     for name in ("queries.jsonl", "queries_without_gt.jsonl", "excluded.jsonl", "curate_report.json"):
         text = (out / name).read_text(encoding="utf-8")
         for value in PII:
@@ -181,7 +184,7 @@ def test_dataset_page_shows_sources_and_masked_exclusions(built_example, page):
     with serve_app(db) as url:
         page.goto(f"{url}/dataset")
         settle(page)
-        page.get_by_text("insurance-and-costs.md").first.wait_for(timeout=60_000)  # tables draw after the script
+        page.get_by_text("insurance-and-costs.md").first.wait_for(timeout=120_000)  # tables draw after the script
         no_exception(page)
         text = main_text(page)
         for name in ("preop-sop.pdf", "postop-care.docx", "eye-drops-faq.html", "insurance-and-costs.md"):
@@ -189,7 +192,7 @@ def test_dataset_page_shows_sources_and_masked_exclusions(built_example, page):
         assert "not_health" in text and "pii" in text and "duplicate" in text
         page.goto(f"{url}/dataset?ds_reason=pii")  # the reason picker is bound to the URL
         settle(page)
-        page.get_by_text("<PHONE>").first.wait_for(timeout=60_000)
+        page.get_by_text("<PHONE>").first.wait_for(timeout=120_000)
         no_exception(page)
         text = main_text(page)
         assert "<PHONE>" in text and "<NAME>" in text and "<EMAIL>" in text

@@ -109,6 +109,20 @@ def test_approved_qa_become_dated_update_chunks(tmp_path):
     assert "98765" not in (tmp_path / "ds" / "kb.jsonl").read_text()
 
 
+def test_document_added_later_becomes_dated_update_chunks(sources, tmp_path):
+    from pipeline.errors import UserError
+
+    out = tmp_path / "ds"
+    with pytest.raises(UserError, match="--updated"):
+        ingest([sources / "insurance-and-costs.md"], out, kind="update")
+    assert not out.exists()
+    from datetime import date
+
+    ingest([sources / "insurance-and-costs.md"], out, kind="update", updated=date(2024, 3, 1))
+    chunks = kb(out)
+    assert chunks and all(c["kind"] == "update" and c["updated"] == "2024-03-01" for c in chunks)
+
+
 @pytest.mark.parametrize(("name", "make", "expected"), [
     ("broken.pdf", lambda p: p.write_bytes(b"%PDF-1.4\nthis is not really a pdf"), "unreadable PDF"),
     ("locked.pdf", "encrypted", "encrypted PDF"),

@@ -1,5 +1,6 @@
 """The dataset: its format (``format``), file reading (``records``), validation and loading (``loader``),
-importers of public QA sets (``importers``), language and theme tagging (``themes``)."""
+importers of public QA sets (``importers``), language and theme tagging (``themes``), raw material in: documents to
+KB chunks (``ingest``), a chatbot log to queries (``curate``) with identifiers found and masked (``pii``)."""
 
 from pipeline.dataset.format import (
     LANGUAGE_TABLE,

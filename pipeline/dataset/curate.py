@@ -64,6 +64,22 @@ def not_health(text: str) -> str | None:
     return None
 
 
+def near_duplicates(texts: list[str], ids: list[str], block: int = 1000) -> list[dict[str, Any]]:
+    """Pairs of texts with a rapidfuzz ratio of at least ``NEAR_DUPLICATE_SCORE``, each later one against the earlier
+    ones (compared a block of rows at a time, so memory stays ``block`` x n)."""
+    import numpy as np
+    from rapidfuzz import fuzz, process
+
+    pairs = []
+    for start in range(0, len(texts), block):
+        scores = process.cdist(texts[start:start + block], texts, scorer=fuzz.ratio, dtype=np.uint8,
+                               score_cutoff=NEAR_DUPLICATE_SCORE)
+        for i, j in zip(*np.nonzero(scores), strict=True):
+            if j < start + i:
+                pairs.append({"query_id": ids[start + i], "similar_to": ids[j], "score": int(scores[i, j])})
+    return pairs
+
+
 def _asked_on(value: Any, where: str) -> date | None:
     import pandas as pd
 
@@ -90,8 +106,6 @@ def _kb_texts(out_dir: Path) -> list[str]:
 def curate(log: Path, out_dir: Path, *, text_col: str = "message", time_col: str = "timestamp",
            answer_col: str = "answer", approved_col: str = "approved", pii: str = "exclude") -> dict[str, Any]:
     """Curate ``log`` into ``out_dir`` (queries, queries without ground truth, excluded, report); returns the report."""
-    from rapidfuzz import fuzz, process
-
     from pipeline.dataset.pii import find_pii, mask
     from pipeline.dataset.themes import ThemeTagger
 
@@ -152,15 +166,8 @@ def curate(log: Path, out_dir: Path, *, text_col: str = "message", time_col: str
         else:
             without_gt.append(record)
 
-    near = []
-    texts = [normalise(r["query"]) for r in kept + without_gt]
-    ids = [r["query_id"] for r in kept + without_gt]
-    if len(texts) > 1:
-        scores = process.cdist(texts, texts, scorer=fuzz.ratio, score_cutoff=NEAR_DUPLICATE_SCORE)
-        for i in range(len(texts)):
-            for j in range(i + 1, len(texts)):
-                if scores[i][j]:
-                    near.append({"query_id": ids[j], "similar_to": ids[i], "score": round(float(scores[i][j]), 1)})
+    near = near_duplicates([normalise(r["query"]) for r in kept + without_gt],
+                           [r["query_id"] for r in kept + without_gt])
     if not kept:
         raise UserError(f"{log}: no message is left with an approved answer (column {approved_col!r}); nothing "
                         f"to evaluate ({len(excluded)} excluded, {len(without_gt)} without ground truth)")

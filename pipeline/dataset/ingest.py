@@ -251,7 +251,7 @@ def truthy(value: Any, where: str) -> bool:
     raise UserError(f"{where}: {value!r} is not yes/no, true/false or 1/0")
 
 
-def _qa_chunks(path: Path, cols: tuple[str, str, str], updated: date | None) -> list[dict[str, Any]]:
+def _qa_chunks(path: Path, name: str, cols: tuple[str, str, str], updated: date | None) -> list[dict[str, Any]]:
     """Update chunks from approved Q&A rows (``question, answer, approved_on``; only ``add_to_kb`` rows if present)."""
     from pipeline.dataset.pii import mask
 
@@ -276,8 +276,8 @@ def _qa_chunks(path: Path, cols: tuple[str, str, str], updated: date | None) -> 
             raise UserError(f"{path}:{line}: field {d_col}: missing; give the date the doctor approved the answer")
         digest = hashlib.sha256(f"{question}\n{answer}".encode()).hexdigest()[:10]
         chunks.append({"chunk_id": f"update-{digest}", "kind": "update", "title": f"Q&A: {question}"[:200],
-                       "text": f"{question}\n{answer}", "source": path.name, "updated": str(day)[:10],
-                       "provenance": {"source_file": path.name, "row": line, "sha256": _sha256(path)}})
+                       "text": f"{question}\n{answer}", "source": name, "updated": str(day)[:10],
+                       "provenance": {"source_file": name, "row": line, "sha256": _sha256(path)}})
     return chunks
 
 
@@ -294,20 +294,25 @@ def _normal(text: str) -> str:
     return " ".join(text.lower().split())
 
 
-def source_files(paths: Iterable[Path]) -> list[Path]:
-    """The files named, and the supported files inside named folders (sorted); ``UserError`` when none."""
-    files: list[Path] = []
+def source_files(paths: Iterable[Path]) -> dict[str, Path]:
+    """``{name: file}``: the files named (by file name) and the files inside named folders (by their path in the
+    folder, sorted); ``UserError`` for a missing path, an empty folder, an unsupported file or a name given twice."""
+    files: dict[str, Path] = {}
     for path in paths:
         if path.is_dir():
             found = sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith("."))
             if not found:
                 raise _bad(path, "empty folder: no documents to ingest")
-            files.extend(found)
+            named = [(p.relative_to(path).as_posix(), p) for p in found]
         elif path.is_file():
-            files.append(path)
+            named = [(path.name, path)]
         else:
             raise _bad(path, "not found")
-    for path in files:
+        for name, file in named:
+            if name in files and files[name].resolve() != file.resolve():
+                raise _bad(file, f"another file is also named {name!r} ({files[name]}); rename one")
+            files[name] = file
+    for path in files.values():
         if path.suffix.lower() not in DOCUMENTS and path.suffix.lower() not in QA_TABLES:
             raise _bad(path, f"unsupported file type '{path.suffix or path.name}'; ingest PDF, DOCX, HTML, Markdown "
                              "or text documents, or CSV/JSONL of approved Q&A with --kind update")
@@ -336,19 +341,19 @@ def ingest(paths: list[Path], out_dir: Path, *, max_tokens: int = 1000, overlap:
         raise UserError(f"--overlap {overlap}: must be at least 0 and below --max-tokens ({max_tokens})")
     if kind not in ("raw", "update"):
         raise UserError(f"--kind {kind!r}: use raw or update")
-    if kind == "update" and updated is None and any(p.suffix.lower() in DOCUMENTS for p in paths if p.is_file()):
-        raise UserError("--kind update needs --updated DATE (the day the document was added to the KB)")
     files = source_files(paths)
+    if kind == "update" and updated is None and any(p.suffix.lower() in DOCUMENTS for p in files.values()):
+        raise UserError("--kind update needs --updated DATE (the day the document was added to the KB)")
     existing = _read_kb(out_dir)
     reports: list[FileReport] = []
     new_chunks: list[dict[str, Any]] = []
-    for path in files:
+    for name, path in files.items():
         sha = _sha256(path)
-        report = FileReport(file=path.name, sha256=sha, kind=DOCUMENTS.get(path.suffix.lower(), "qa"))
+        report = FileReport(file=name, sha256=sha, kind=DOCUMENTS.get(path.suffix.lower(), "qa"))
         if path.suffix.lower() in QA_TABLES:
             if kind != "update":
                 raise _bad(path, "a CSV/JSONL of approved Q&A becomes update chunks: add --kind update")
-            chunks = _qa_chunks(path, qa_cols, updated)
+            chunks = _qa_chunks(path, name, qa_cols, updated)
             for c in chunks:
                 c["provenance"]["tokens"] = count_tokens(c["text"])
         else:
@@ -356,13 +361,13 @@ def ingest(paths: list[Path], out_dir: Path, *, max_tokens: int = 1000, overlap:
             pieces = split_sections(sections, max_tokens, overlap)
             if not pieces and not report.pages_without_text:
                 report.flags.append("empty document: no text found")
-            stem = _slug(path.stem)
+            stem = _slug(Path(name).with_suffix("").as_posix())
             title = next((s.headings[0] for s in sections if s.headings), path.stem)
             chunks = []
             for n, (text, headings, pages) in enumerate(pieces, 1):
                 chunk = {"chunk_id": f"{stem}-{sha[:8]}-{n:03d}", "kind": kind,
-                         "title": " > ".join(headings) if headings else title, "text": text, "source": path.name,
-                         "provenance": {"source_file": path.name, "sha256": sha, "pages": pages or None,
+                         "title": " > ".join(headings) if headings else title, "text": text, "source": name,
+                         "provenance": {"source_file": name, "sha256": sha, "pages": pages or None,
                                         "heading_path": headings, "tokens": count_tokens(text)}}
                 if kind == "update":
                     chunk["updated"] = updated.isoformat()
