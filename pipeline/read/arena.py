@@ -32,8 +32,8 @@ from pipeline.store import SHARED_READERS
 
 SOURCES = ("doctors", "judge")
 ROUNDS = 100  # bootstrap rounds of a leaderboard
-STYLE_BINS = 50  # a normalised style difference in [-1, 1] is grouped to 1/STYLE_BINS (coarser bins attenuate the
-# style coefficients: errors in the covariate)
+STYLE_BINS = 10  # a normalised style difference in [-1, 1] is grouped to 1/STYLE_BINS: a rounding error of sd
+# 0.03, small beside the differences' spread (≈ 0.2), so the style coefficients are hardly attenuated
 ARENA_TABLES = ("arena_votes", "pairwise_verdicts")
 EXPORT_COLUMNS = ["dataset", "query_id", "model_a", "model_b", "winner", "annotator", "shown_left", "tags",
                   "voted_at"]
@@ -55,6 +55,9 @@ def has_arena(db: str | Path) -> bool:
 
 # -- SQL pieces ------------------------------------------------------------------------------------------
 def _queries(dataset: str | None, language: str | None) -> tuple[str, list[Any]]:
+    """``q``: the queries in view; ``cur``: a 64-bit key of every current response (dataset, query, model, text
+    hash; no error), which a comparison's two responses must match (``_current``): a join on one integer instead
+    of four strings, for a million votes."""
     preds, params = ["TRUE"], []
     if dataset is not None:
         preds.append("dataset = ?")
@@ -62,17 +65,17 @@ def _queries(dataset: str | None, language: str | None) -> tuple[str, list[Any]]
     if language is not None:
         preds.append("language = ?")
         params.append(language)
-    return ("q AS (SELECT dataset, query_id, language, coalesce(script, 'native') AS script FROM queries WHERE "
-            + " AND ".join(preds) + ")"), params
+    where = " AND ".join(preds)
+    cur_where = "error IS NULL" + (" AND dataset = ?" if dataset is not None else "")
+    return (f"q AS (SELECT dataset, query_id, language, coalesce(script, 'native') AS script FROM queries WHERE "
+            f"{where}), cur AS (SELECT hash(dataset, query_id, model_id, response_hash) AS k FROM responses "
+            f"WHERE {cur_where})"), [*params, *([dataset] if dataset is not None else [])]
 
 
 def _current(alias: str) -> str:
-    """JOINs of the two responses a comparison ``alias`` made, as stored now and without an error."""
-    return " ".join(
-        f"JOIN responses r{s} ON r{s}.dataset = {alias}.dataset AND r{s}.query_id = {alias}.query_id "
-        f"AND r{s}.model_id = {alias}.model_{s} AND r{s}.error IS NULL "
-        f"AND r{s}.response_hash = {alias}.response_hash_{s}"
-        for s in ("a", "b"))
+    """WHERE predicate: both responses a comparison ``alias`` made are the ones stored now, without an error."""
+    return " AND ".join(f"hash({alias}.dataset, {alias}.query_id, {alias}.model_{s}, {alias}.response_hash_{s}) "
+                        "IN (SELECT k FROM cur)" for s in ("a", "b"))
 
 
 def comparisons_cte(source: str, dataset: str | None, language: str | None, judge: str | None,
@@ -81,16 +84,20 @@ def comparisons_cte(source: str, dataset: str | None, language: str | None, judg
     model_a, model_b, outcome 'a' / 'b' / 'tie', flipped (judge: the two orders disagreed), response hashes).
     ``votes``: the votes' relation (``NO_VOTES`` for a file without the table)."""
     q, params = _queries(dataset, language)
-    if source == "doctors":
-        return (f"{q}, c AS (SELECT v.dataset, v.query_id, q.language, q.script, v.model_a, v.model_b, "
+    if source == "doctors":  # no language chosen: no join to the queries (the language is not needed)
+        where = _current("v") + (" AND v.dataset = ?" if dataset is not None else "")
+        lang, join = ("q.language, q.script", "JOIN q ON q.dataset = v.dataset AND q.query_id = v.query_id") \
+            if language is not None else ("NULL AS language, NULL AS script", "")
+        return (f"{q}, c AS (SELECT v.dataset, v.query_id, {lang}, v.model_a, v.model_b, "
                 "CASE WHEN v.winner = 'both_bad' THEN 'tie' ELSE v.winner END AS outcome, FALSE AS flipped, "
-                f"v.response_hash_a, v.response_hash_b, {_style_columns('v')} FROM {votes} v JOIN q ON "
-                f"q.dataset = v.dataset AND q.query_id = v.query_id {_current('v')})"), params
+                f"v.response_hash_a, v.response_hash_b, {_style_columns('v')} FROM {votes} v {join} WHERE {where})"), \
+            [*params, *([dataset] if dataset is not None else [])]
     if source != "judge":
         raise ValueError(f"source {source!r} is not one of {', '.join(SOURCES)}")
     return (f"{q}, orders AS (SELECT p.dataset, p.query_id, q.language, q.script, p.model_a, p.model_b, p.verdict, "
             f"p.response_hash_a, p.response_hash_b, {_style_columns('p')} FROM pairwise_verdicts p JOIN q ON "
-            f"q.dataset = p.dataset AND q.query_id = p.query_id {_current('p')} WHERE p.judge_id = ? AND p.parse_ok), "
+            f"q.dataset = p.dataset AND q.query_id = p.query_id WHERE {_current('p')} AND p.judge_id = ? "
+            "AND p.parse_ok), "
             "c AS (SELECT dataset, query_id, language, script, model_a, model_b, "
             "CASE WHEN count(DISTINCT verdict) > 1 THEN 'tie' ELSE any_value(verdict) END AS outcome, "
             "count(DISTINCT verdict) > 1 AS flipped, response_hash_a, response_hash_b, "
@@ -185,7 +192,7 @@ def position_flips(db: str | Path, dataset: str | None, judge: str) -> pd.DataFr
                  "avg(flipped::INTEGER) AS flip_rate FROM c GROUP BY ALL ORDER BY ALL")
     first_sql = (f"WITH {q} SELECT q.language, q.script, avg(((CASE p.verdict WHEN 'a' THEN p.model_a ELSE p.model_b "
                  f"END) = p.first)::INTEGER) AS first_wins FROM pairwise_verdicts p JOIN q ON q.dataset = p.dataset "
-                 f"AND q.query_id = p.query_id {_current('p')} WHERE p.judge_id = ? AND p.parse_ok "
+                 f"AND q.query_id = p.query_id WHERE {_current('p')} AND p.judge_id = ? AND p.parse_ok "
                  "AND p.verdict <> 'tie' GROUP BY ALL")
     flips, first = dfs(db, [(flips_sql, params), (first_sql, [*q_params, judge])])
     return flips.merge(first, on=["language", "script"], how="left")
