@@ -32,6 +32,8 @@ from pipeline.store import SHARED_READERS
 
 SOURCES = ("doctors", "judge")
 ROUNDS = 100  # bootstrap rounds of a leaderboard
+STYLE_ROUNDS = 30  # of a style-controlled one (thousands of style groups at a million votes: each refit costs more)
+VERBOSITY_ROUNDS = 20  # of the length-only fit behind the bias view's length effect
 STYLE_BINS = 10  # a normalised style difference in [-1, 1] is grouped to 1/STYLE_BINS: a rounding error of sd
 # 0.03, small beside the differences' spread (≈ 0.2), so the style coefficients are hardly attenuated
 ARENA_TABLES = ("arena_votes", "pairwise_verdicts")
@@ -98,11 +100,12 @@ def comparisons_cte(source: str, dataset: str | None, language: str | None, judg
             f"p.response_hash_a, p.response_hash_b, {_style_columns('p')} FROM pairwise_verdicts p JOIN q ON "
             f"q.dataset = p.dataset AND q.query_id = p.query_id WHERE {_current('p')} AND p.judge_id = ? "
             "AND p.parse_ok), "
-            "c AS (SELECT dataset, query_id, language, script, model_a, model_b, "
-            "CASE WHEN count(DISTINCT verdict) > 1 THEN 'tie' ELSE any_value(verdict) END AS outcome, "
-            "count(DISTINCT verdict) > 1 AS flipped, response_hash_a, response_hash_b, "
-            f"{_style_columns(None, 'any_value')} FROM orders GROUP BY dataset, query_id, language, script, model_a, "
-            "model_b, response_hash_a, response_hash_b HAVING count(*) = 2)"), [*params, judge]
+            "c AS (SELECT dataset, query_id, any_value(language) AS language, any_value(script) AS script, model_a, "
+            "model_b, CASE WHEN min(verdict) <> max(verdict) THEN 'tie' ELSE min(verdict) END AS outcome, "
+            "min(verdict) <> max(verdict) AS flipped, any_value(response_hash_a) AS response_hash_a, "
+            f"any_value(response_hash_b) AS response_hash_b, {_style_columns(None, 'any_value')} FROM orders "
+            "GROUP BY dataset, query_id, model_a, model_b HAVING count(*) = 2)"), [*params, judge]
+    # (both orders of a pair are current, so they compared the same two texts: one group per pair)
 
 
 def _style_columns(alias: str | None, aggregate: str | None = None) -> str:
@@ -112,30 +115,36 @@ def _style_columns(alias: str | None, aggregate: str | None = None) -> str:
 
 
 def grouped_sql(source: str, dataset: str | None, language: str | None, judge: str | None, *,
-                style: bool) -> tuple[str, list[Any]]:
-    """(model_a, model_b, outcome, n) per group; with ``style`` also each style feature's normalised difference
-    (a − b) / (a + b + 1), binned to 1/``STYLE_BINS``."""
+                style: bool, features: tuple[str, ...] = STYLE_FEATURES) -> tuple[str, list[Any]]:
+    """(model_a, model_b, outcome, n) per group; with ``style`` also each style feature's (of ``features``)
+    normalised difference (a − b) / (a + b + 1), binned to 1/``STYLE_BINS``."""
+    unknown = set(features) - set(STYLE_FEATURES)
+    if unknown:
+        raise ValueError(f"unknown style feature(s) {sorted(unknown)}")
     cte, params = comparisons_cte(source, dataset, language, judge)
     if not style:
         return f"WITH {cte} SELECT model_a, model_b, outcome, count(*) AS n FROM c GROUP BY ALL", params
     diffs = ", ".join(f"round(({f}_a - {f}_b) / ({f}_a + {f}_b + 1) * {STYLE_BINS}) / {STYLE_BINS} AS {f}"
-                      for f in STYLE_FEATURES)
+                      for f in features)
     return (f"WITH {cte}, d AS (SELECT model_a, model_b, outcome, {diffs} FROM c) "
             "SELECT *, count(*) AS n FROM d GROUP BY ALL"), params
 
 
 # -- read models -------------------------------------------------------------------------------------------
 def comparisons(db: str | Path, dataset: str | None, language: str | None = None, source: str = "doctors",
-                judge: str | None = None, *, style: bool = False) -> pd.DataFrame:
+                judge: str | None = None, *, style: bool = False,
+                features: tuple[str, ...] = STYLE_FEATURES) -> pd.DataFrame:
     """The grouped comparisons a leaderboard fits (``grouped_sql``)."""
-    return df(db, *grouped_sql(source, dataset, language, judge, style=style))
+    return df(db, *grouped_sql(source, dataset, language, judge, style=style, features=features))
 
 
 def fit(db: str | Path, dataset: str | None, language: str | None = None, source: str = "doctors",
-        judge: str | None = None, *, style_control: bool = False, rounds: int = ROUNDS, seed: int = 0) -> BTFit:
-    """The Bradley–Terry leaderboard (and style coefficients) of one source, dataset and language (None: all)."""
-    rows = comparisons(db, dataset, language, source, judge, style=style_control)
-    return bradley_terry(rows, style=STYLE_FEATURES if style_control else (), rounds=rounds, seed=seed)
+        judge: str | None = None, *, style_control: bool = False, rounds: int = ROUNDS, seed: int = 0,
+        features: tuple[str, ...] = STYLE_FEATURES) -> BTFit:
+    """The Bradley–Terry leaderboard (and the coefficients of the style ``features``) of one source, dataset and
+    language (None: all)."""
+    rows = comparisons(db, dataset, language, source, judge, style=style_control, features=features)
+    return bradley_terry(rows, style=features if style_control else (), rounds=rounds, seed=seed)
 
 
 def leaderboard(db: str | Path, dataset: str | None, language: str | None = None, source: str = "doctors",
@@ -159,7 +168,7 @@ def languages(db: str | Path, dataset: str) -> list[str]:
                              [dataset]).itertuples(index=False)]
 
 
-def doctors_vs_judge(db: str | Path, dataset: str | None, judge: str, *, rounds: int = ROUNDS) -> pd.DataFrame:
+def doctors_vs_judge(db: str | Path, dataset: str | None, judge: str, *, rounds: int = 0) -> pd.DataFrame:
     """Per language (and 'all'): comparisons of each source, Kendall's τ between the two leaderboards, and the
     agreement (share and Cohen's κ over a / b / tie) on the comparisons both made of the same texts."""
     lang_sql = "SELECT DISTINCT language FROM queries" + (" WHERE dataset = ?" if dataset is not None else "")
@@ -200,12 +209,13 @@ def position_flips(db: str | Path, dataset: str | None, judge: str) -> pd.DataFr
 
 def verbosity(db: str | Path, dataset: str | None, source: str = "judge", judge: str | None = None) -> dict:
     """How much the source prefers the longer response: the share of decided comparisons the longer one won,
-    and the length coefficient of the style-controlled fit (Elo points per standard deviation of the normalised
-    length difference, with its interval)."""
+    and the length coefficient of a fit with the length difference as the one style covariate (Elo points per
+    typical normalised length difference, with a ``VERBOSITY_ROUNDS``-draw bootstrap interval)."""
     cte, params = comparisons_cte(source, dataset, None, judge)
     longer = df(db, f"WITH {cte} SELECT avg(((length_a > length_b) = (outcome = 'a'))::INTEGER) AS longer_wins, "
                 "count(*) AS decided FROM c WHERE outcome <> 'tie' AND length_a <> length_b", params).iloc[0]
-    styled = fit(db, dataset, None, source, judge, style_control=True, rounds=50).style
+    styled = fit(db, dataset, None, source, judge, style_control=True, rounds=VERBOSITY_ROUNDS,
+                 features=("length",)).style
     length = styled[styled.feature == "length"]
     coef = length.iloc[0] if len(length) else None
     return {"longer_wins": float(longer.longer_wins) if pd.notna(longer.longer_wins) else float("nan"),
