@@ -64,6 +64,17 @@ def test_a_judge_that_always_prefers_the_first_position_flips_every_pair(tmp_pat
     assert flips.flip_rate.tolist() == [1.0] and flips.first_wins.tolist() == [1.0]
     board = arena.comparisons(db, "qa", source="judge", judge="openai-compatible/fixture-judge")
     assert set(board.outcome) == {"tie"} and board.n.sum() == 15
+    # the CLI's judge leaderboard: every model, each in 10 comparisons (5 queries x 2 opponents), all ties
+    from typer.testing import CliRunner
+
+    from pipeline.cli import app
+
+    result = CliRunner().invoke(app, ["arena", "leaderboard", "--db", str(db), "--source", "judge", "--format",
+                                      "json"])
+    assert result.exit_code == 0, result.output
+    printed = json.loads(result.stdout)
+    assert sorted(r["model"] for r in printed) == sorted(GENERATORS) and {r["votes"] for r in printed} == {10}
+    assert all(abs(r["strength"] - 1000) < 1e-6 for r in printed)  # ties only: equal strengths
     # a rerun judges nothing again (both orders of every pair are stored for the same texts)
     with FixtureServer(latency_s=0.0, reply=FIRST_ALWAYS) as server:
         models = [{"id": m, "base_url": server.base_url} for m in GENERATORS]
