@@ -172,10 +172,12 @@ def reads(db: str) -> dict[str, Callable[[], Any]]:
     return {
         "arena leaderboard (all languages, 100 bootstrap refits)": lambda: arena.fit(db, "arena", rounds=100),
         "arena leaderboard, one language (hi)": lambda: arena.fit(db, "arena", "hi", rounds=100),
-        "arena leaderboard, style-controlled": lambda: arena.fit(db, "arena", style_control=True, rounds=100),
+        "arena leaderboard, style-controlled (30 refits)": lambda: arena.fit(db, "arena", style_control=True,
+                                                                             rounds=arena.STYLE_ROUNDS),
         "judge's leaderboard": lambda: arena.fit(db, "arena", None, "judge", JUDGE, rounds=100),
         "win-rate matrix": lambda: arena.win_matrix(db, "arena"),
         "separation of neighbours": lambda: arena.separation(db, "arena", "hi", board),
+        "doctors vs judge (6 languages x 2 fits, tau, kappa)": lambda: arena.doctors_vs_judge(db, "arena", JUDGE),
         "next pair (adaptive, not cached)": lambda: arena.next_pair(db, "arena", "hi", "dr-new", table=board),
         "bias view (flips, verbosity, self-preference)": bias_view,
     }

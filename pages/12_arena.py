@@ -18,7 +18,7 @@ from pages import _ui as ui
 
 ALL = "all languages"
 VERDICTS = {"A is better": "left", "B is better": "right", "Tie": "tie", "Both bad": "both_bad"}
-ROUNDS = 100
+ROUNDS, STYLE_ROUNDS = 100, 30  # bootstrap resamples (pipeline/read/arena.py)
 
 ctx = ui.context()
 st.title("Doctors' arena")
@@ -41,7 +41,8 @@ def current_board(source: str = "doctors", judge: str | None = None, style: bool
     """The leaderboard fit of this dataset and language (None without the arena's tables)."""
     if not data.has_arena(ctx.db):
         return None
-    return data.arena_fit(ctx.db, dataset, language, source, judge, style_control=style, rounds=ROUNDS)
+    return data.arena_fit(ctx.db, dataset, language, source, judge, style_control=style,
+                          rounds=STYLE_ROUNDS if style else ROUNDS)
 
 
 def vote_view() -> None:
@@ -165,7 +166,8 @@ def leaderboard_view() -> None:
         ui.dataframe(fit.table, hide_index=True, column_config=BOARD_COLUMNS, name="arena-leaderboard")
     with right:
         st.altair_chart(board_chart(fit.table), width="stretch")
-    st.caption(f"Bootstrap 95% intervals ({ROUNDS} resamples). A tie or 'both bad' counts as half a win each way"
+    st.caption(f"Bootstrap 95% intervals ({STYLE_ROUNDS if style else ROUNDS} resamples). A tie or 'both bad' "
+               "counts as half a win each way"
                + ("; a judge's verdict that changed when the answers swapped places counts as a tie." if source ==
                   "judge" else "."))
     if style:
@@ -201,7 +203,7 @@ def leaderboard_view() -> None:
     if judges:
         st.subheader("Doctors and the judge")
         judge_for = judge or judges[0]
-        side = data.arena_doctors_vs_judge(ctx.db, dataset, judge_for, rounds=50)
+        side = data.arena_doctors_vs_judge(ctx.db, dataset, judge_for)
         summary = side.drop(columns=["ranks"]).assign(language=side.language.map(
             lambda c: ALL if c == "all" else ui.lang_label(c)))
         ui.dataframe(summary, hide_index=True, column_config={

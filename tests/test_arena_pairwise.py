@@ -64,6 +64,17 @@ def test_a_judge_that_always_prefers_the_first_position_flips_every_pair(tmp_pat
     assert flips.flip_rate.tolist() == [1.0] and flips.first_wins.tolist() == [1.0]
     board = arena.comparisons(db, "qa", source="judge", judge="openai-compatible/fixture-judge")
     assert set(board.outcome) == {"tie"} and board.n.sum() == 15
+    # the CLI's judge leaderboard: every model, each in 10 comparisons (5 queries x 2 opponents), all ties
+    from typer.testing import CliRunner
+
+    from pipeline.cli import app
+
+    result = CliRunner().invoke(app, ["arena", "leaderboard", "--db", str(db), "--source", "judge", "--format",
+                                      "json"])
+    assert result.exit_code == 0, result.output
+    printed = json.loads(result.stdout)
+    assert sorted(r["model"] for r in printed) == sorted(GENERATORS) and {r["votes"] for r in printed} == {10}
+    assert all(abs(r["strength"] - 1000) < 1e-6 for r in printed)  # ties only: equal strengths
     # a rerun judges nothing again (both orders of every pair are stored for the same texts)
     with FixtureServer(latency_s=0.0, reply=FIRST_ALWAYS) as server:
         models = [{"id": m, "base_url": server.base_url} for m in GENERATORS]
@@ -90,3 +101,22 @@ def test_the_embedded_judge_stores_both_orders_of_every_judged_pair(tmp_path: Pa
         assert n == 2 and firsts == sorted([a, b]) and has_raw
     parsed = rows(db, "SELECT verdict, parse_ok FROM pairwise_verdicts")
     assert all((v is not None) == ok for v, ok in parsed)  # unparsed kept as NULL, never as a verdict
+
+
+def test_a_sample_per_language_takes_that_many_pairs_of_each_language_seeded():
+    from pipeline.config import PairwiseConfig
+    from pipeline.dataset import Query
+    from pipeline.steps.context import ResponseItem
+    from pipeline.steps.pairwise import pairs_to_judge
+
+    items = [ResponseItem(Query(query_id=f"{lang}-{k}", language=lang, query="q", gt_response="g"), m, "t", "h")
+             for lang in ("hi", "ta") for k in range(4) for m in ("m1", "m2", "m3")]
+    assert len(pairs_to_judge(items, PairwiseConfig())) == 8 * 3  # all: every pair of every query
+    sample = pairs_to_judge(items, PairwiseConfig(pairs="sample", per_language=5, seed=1))
+    assert sorted(a.query.language for a, _ in sample) == ["hi"] * 5 + ["ta"] * 5
+    assert all(a.model_id < b.model_id and a.query.query_id == b.query.query_id for a, b in sample)
+    again = pairs_to_judge(items, PairwiseConfig(pairs="sample", per_language=5, seed=1))
+    other = pairs_to_judge(items, PairwiseConfig(pairs="sample", per_language=5, seed=2))
+    key = [(a.query.query_id, a.model_id, b.model_id) for a, b in sample]
+    assert key == [(a.query.query_id, a.model_id, b.model_id) for a, b in again]
+    assert key != [(a.query.query_id, a.model_id, b.model_id) for a, b in other]

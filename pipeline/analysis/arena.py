@@ -53,36 +53,48 @@ class BTFit:
     boot: pd.DataFrame
 
 
-def _design(rows: pd.DataFrame, models: list[str], style: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray,
-                                                                                     np.ndarray]:
-    """(X, y, row weights): every aggregated row twice, so a win counts twice for its winner and a tie once each
-    way. The second copy is written from model_b's side (X negated, y = model_b did not lose), which is the same
-    likelihood and gives the regression both classes even when every vote went one way."""
+def _groups(rows: pd.DataFrame, models: list[str], style: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """(X, counts): one design row per pair (and style bin) — +log 10 for model_a, −log 10 for model_b, the style
+    covariates — and its comparisons won by a, by b and tied (columns 0, 1, 2)."""
+    keys = ["model_a", "model_b", *style]
+    cells = rows.pivot_table(index=keys, columns="outcome", values="n", aggfunc="sum", fill_value=0)
+    counts = cells.reindex(columns=list(OUTCOMES), fill_value=0).to_numpy(dtype=float)
+    groups = cells.index.to_frame(index=False)
     index = {m: i for i, m in enumerate(models)}
-    n = len(rows)
-    half = np.zeros((n, len(models) + len(style)))
-    half[np.arange(n), rows.model_a.map(index).to_numpy()] = math.log(BASE)
-    half[np.arange(n), rows.model_b.map(index).to_numpy()] = -math.log(BASE)
+    x = np.zeros((len(groups), len(models) + len(style)))
+    x[np.arange(len(groups)), groups.model_a.map(index).to_numpy()] = math.log(BASE)
+    x[np.arange(len(groups)), groups.model_b.map(index).to_numpy()] = -math.log(BASE)
     for j, feature in enumerate(style):
-        half[:, len(models) + j] = rows[feature].to_numpy()
-    x = np.vstack([half, -half])
-    y = np.concatenate([(rows.outcome != "b").to_numpy(), (rows.outcome != "a").to_numpy()]).astype(float)
-    w = np.tile(rows.n.to_numpy(dtype=float), 2)
-    return x, y, w
+        x[:, len(models) + j] = groups[feature].to_numpy(dtype=float)
+    return x, counts
+
+
+def _weights(counts: np.ndarray) -> np.ndarray:
+    """Row weights of ``_design``'s rows: a win counts twice for its winner, a tie once each way (Chatbot Arena)."""
+    return np.concatenate([2 * counts[:, 0] + counts[:, 2], 2 * counts[:, 1] + counts[:, 2]])
+
+
+def _design(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(X, y): each group's row twice, once as "model_a won" (weight ``_weights``' first half) and once as "model_b
+    won" (its second half). Rows of weight 0 stay, so the regression sees both classes even when every vote went
+    one way."""
+    return np.vstack([x, x]), np.concatenate([np.ones(len(x)), np.zeros(len(x))])
 
 
 def _fit(x: np.ndarray, y: np.ndarray, w: np.ndarray, warm: np.ndarray | None = None) -> np.ndarray:
+    """The logistic regression's coefficients (the first model's fixed at 0), warm-started from ``warm``."""
+    import sklearn
     from sklearn.linear_model import LogisticRegression
 
-    keep = w > 0
     x = x[:, 1:]  # the first model's strength is fixed at 0: BT is identified up to a constant (Newton needs it)
     lr = LogisticRegression(fit_intercept=False, C=np.inf, tol=1e-6, max_iter=1000, solver=SOLVER,
                             warm_start=warm is not None)
     if warm is not None:
         lr.coef_ = warm[1:].reshape(1, -1).copy()
-    with warnings.catch_warnings():
+    # checks skipped: the design is ours and finite (a hundred refits of a few hundred rows are mostly checks)
+    with warnings.catch_warnings(), sklearn.config_context(assume_finite=True, skip_parameter_validation=True):
         warnings.simplefilter("ignore")  # separable bootstrap draws: the coefficients stay finite at max_iter
-        lr.fit(x[keep], y[keep], sample_weight=w[keep])
+        lr.fit(x, y, sample_weight=w)
     return np.concatenate([[0.0], lr.coef_[0]])
 
 
@@ -115,22 +127,22 @@ def bradley_terry(rows: pd.DataFrame, *, style: tuple[str, ...] = (), rounds: in
                      pd.DataFrame(columns=models))
     if style:
         rows = standardise_style(rows, style)
-    rows = rows.reset_index(drop=True)
-    x, y, w = _design(rows, models, style)
+    groups, counts = _groups(rows, models, style)
+    x, y = _design(groups)
     p = len(models)
 
     def scaled(coef: np.ndarray) -> np.ndarray:
         s = SCALE * coef[:p]
         return np.concatenate([s - s.mean() + INIT, coef[p:]])
 
-    point = _fit(x, y, w)
+    point = _fit(x, y, _weights(counts))
     boot = np.full((rounds, p + len(style)), np.nan)
     rng = np.random.default_rng(seed)
-    counts = rows.n.to_numpy()
     total = int(counts.sum())
-    for r in range(rounds):
-        drawn = rng.multinomial(total, counts / total).astype(float)
-        boot[r] = scaled(_fit(x, y, np.tile(drawn, 2), warm=point))
+    share = counts.ravel() / total
+    for r in range(rounds):  # a bootstrap of the comparisons = a multinomial draw of the grouped counts
+        drawn = rng.multinomial(total, share).reshape(counts.shape).astype(float)
+        boot[r] = scaled(_fit(x, y, _weights(drawn), warm=point))
     est = scaled(point)
     lower, upper = (np.nanquantile(boot, q, axis=0) if rounds else np.full(len(est), np.nan) for q in (0.025, 0.975))
     votes = pd.concat([rows[["model_a", "n"]].rename(columns={"model_a": "model"}),

@@ -32,8 +32,10 @@ from pipeline.store import SHARED_READERS
 
 SOURCES = ("doctors", "judge")
 ROUNDS = 100  # bootstrap rounds of a leaderboard
-STYLE_BINS = 50  # a normalised style difference in [-1, 1] is grouped to 1/STYLE_BINS (coarser bins attenuate the
-# style coefficients: errors in the covariate)
+STYLE_ROUNDS = 30  # of a style-controlled one (thousands of style groups at a million votes: each refit costs more)
+VERBOSITY_ROUNDS = 20  # of the length-only fit behind the bias view's length effect
+STYLE_BINS = 10  # a normalised style difference in [-1, 1] is grouped to 1/STYLE_BINS: a rounding error of sd
+# 0.03, small beside the differences' spread (≈ 0.2), so the style coefficients are hardly attenuated
 ARENA_TABLES = ("arena_votes", "pairwise_verdicts")
 EXPORT_COLUMNS = ["dataset", "query_id", "model_a", "model_b", "winner", "annotator", "shown_left", "tags",
                   "voted_at"]
@@ -55,6 +57,9 @@ def has_arena(db: str | Path) -> bool:
 
 # -- SQL pieces ------------------------------------------------------------------------------------------
 def _queries(dataset: str | None, language: str | None) -> tuple[str, list[Any]]:
+    """``q``: the queries in view; ``cur``: a 64-bit key of every current response (dataset, query, model, text
+    hash; no error), which a comparison's two responses must match (``_current``): a join on one integer instead
+    of four strings, for a million votes."""
     preds, params = ["TRUE"], []
     if dataset is not None:
         preds.append("dataset = ?")
@@ -62,17 +67,17 @@ def _queries(dataset: str | None, language: str | None) -> tuple[str, list[Any]]
     if language is not None:
         preds.append("language = ?")
         params.append(language)
-    return ("q AS (SELECT dataset, query_id, language, coalesce(script, 'native') AS script FROM queries WHERE "
-            + " AND ".join(preds) + ")"), params
+    where = " AND ".join(preds)
+    cur_where = "error IS NULL" + (" AND dataset = ?" if dataset is not None else "")
+    return (f"q AS (SELECT dataset, query_id, language, coalesce(script, 'native') AS script FROM queries WHERE "
+            f"{where}), cur AS (SELECT hash(dataset, query_id, model_id, response_hash) AS k FROM responses "
+            f"WHERE {cur_where})"), [*params, *([dataset] if dataset is not None else [])]
 
 
 def _current(alias: str) -> str:
-    """JOINs of the two responses a comparison ``alias`` made, as stored now and without an error."""
-    return " ".join(
-        f"JOIN responses r{s} ON r{s}.dataset = {alias}.dataset AND r{s}.query_id = {alias}.query_id "
-        f"AND r{s}.model_id = {alias}.model_{s} AND r{s}.error IS NULL "
-        f"AND r{s}.response_hash = {alias}.response_hash_{s}"
-        for s in ("a", "b"))
+    """WHERE predicate: both responses a comparison ``alias`` made are the ones stored now, without an error."""
+    return " AND ".join(f"hash({alias}.dataset, {alias}.query_id, {alias}.model_{s}, {alias}.response_hash_{s}) "
+                        "IN (SELECT k FROM cur)" for s in ("a", "b"))
 
 
 def comparisons_cte(source: str, dataset: str | None, language: str | None, judge: str | None,
@@ -81,21 +86,26 @@ def comparisons_cte(source: str, dataset: str | None, language: str | None, judg
     model_a, model_b, outcome 'a' / 'b' / 'tie', flipped (judge: the two orders disagreed), response hashes).
     ``votes``: the votes' relation (``NO_VOTES`` for a file without the table)."""
     q, params = _queries(dataset, language)
-    if source == "doctors":
-        return (f"{q}, c AS (SELECT v.dataset, v.query_id, q.language, q.script, v.model_a, v.model_b, "
+    if source == "doctors":  # no language chosen: no join to the queries (the language is not needed)
+        where = _current("v") + (" AND v.dataset = ?" if dataset is not None else "")
+        lang, join = ("q.language, q.script", "JOIN q ON q.dataset = v.dataset AND q.query_id = v.query_id") \
+            if language is not None else ("NULL AS language, NULL AS script", "")
+        return (f"{q}, c AS (SELECT v.dataset, v.query_id, {lang}, v.model_a, v.model_b, "
                 "CASE WHEN v.winner = 'both_bad' THEN 'tie' ELSE v.winner END AS outcome, FALSE AS flipped, "
-                f"v.response_hash_a, v.response_hash_b, {_style_columns('v')} FROM {votes} v JOIN q ON "
-                f"q.dataset = v.dataset AND q.query_id = v.query_id {_current('v')})"), params
+                f"v.response_hash_a, v.response_hash_b, {_style_columns('v')} FROM {votes} v {join} WHERE {where})"), \
+            [*params, *([dataset] if dataset is not None else [])]
     if source != "judge":
         raise ValueError(f"source {source!r} is not one of {', '.join(SOURCES)}")
     return (f"{q}, orders AS (SELECT p.dataset, p.query_id, q.language, q.script, p.model_a, p.model_b, p.verdict, "
             f"p.response_hash_a, p.response_hash_b, {_style_columns('p')} FROM pairwise_verdicts p JOIN q ON "
-            f"q.dataset = p.dataset AND q.query_id = p.query_id {_current('p')} WHERE p.judge_id = ? AND p.parse_ok), "
-            "c AS (SELECT dataset, query_id, language, script, model_a, model_b, "
-            "CASE WHEN count(DISTINCT verdict) > 1 THEN 'tie' ELSE any_value(verdict) END AS outcome, "
-            "count(DISTINCT verdict) > 1 AS flipped, response_hash_a, response_hash_b, "
-            f"{_style_columns(None, 'any_value')} FROM orders GROUP BY dataset, query_id, language, script, model_a, "
-            "model_b, response_hash_a, response_hash_b HAVING count(*) = 2)"), [*params, judge]
+            f"q.dataset = p.dataset AND q.query_id = p.query_id WHERE {_current('p')} AND p.judge_id = ? "
+            "AND p.parse_ok), "
+            "c AS (SELECT dataset, query_id, any_value(language) AS language, any_value(script) AS script, model_a, "
+            "model_b, CASE WHEN min(verdict) <> max(verdict) THEN 'tie' ELSE min(verdict) END AS outcome, "
+            "min(verdict) <> max(verdict) AS flipped, any_value(response_hash_a) AS response_hash_a, "
+            f"any_value(response_hash_b) AS response_hash_b, {_style_columns(None, 'any_value')} FROM orders "
+            "GROUP BY dataset, query_id, model_a, model_b HAVING count(*) = 2)"), [*params, judge]
+    # (both orders of a pair are current, so they compared the same two texts: one group per pair)
 
 
 def _style_columns(alias: str | None, aggregate: str | None = None) -> str:
@@ -105,30 +115,36 @@ def _style_columns(alias: str | None, aggregate: str | None = None) -> str:
 
 
 def grouped_sql(source: str, dataset: str | None, language: str | None, judge: str | None, *,
-                style: bool) -> tuple[str, list[Any]]:
-    """(model_a, model_b, outcome, n) per group; with ``style`` also each style feature's normalised difference
-    (a − b) / (a + b + 1), binned to 1/``STYLE_BINS``."""
+                style: bool, features: tuple[str, ...] = STYLE_FEATURES) -> tuple[str, list[Any]]:
+    """(model_a, model_b, outcome, n) per group; with ``style`` also each style feature's (of ``features``)
+    normalised difference (a − b) / (a + b + 1), binned to 1/``STYLE_BINS``."""
+    unknown = set(features) - set(STYLE_FEATURES)
+    if unknown:
+        raise ValueError(f"unknown style feature(s) {sorted(unknown)}")
     cte, params = comparisons_cte(source, dataset, language, judge)
     if not style:
         return f"WITH {cte} SELECT model_a, model_b, outcome, count(*) AS n FROM c GROUP BY ALL", params
     diffs = ", ".join(f"round(({f}_a - {f}_b) / ({f}_a + {f}_b + 1) * {STYLE_BINS}) / {STYLE_BINS} AS {f}"
-                      for f in STYLE_FEATURES)
+                      for f in features)
     return (f"WITH {cte}, d AS (SELECT model_a, model_b, outcome, {diffs} FROM c) "
             "SELECT *, count(*) AS n FROM d GROUP BY ALL"), params
 
 
 # -- read models -------------------------------------------------------------------------------------------
 def comparisons(db: str | Path, dataset: str | None, language: str | None = None, source: str = "doctors",
-                judge: str | None = None, *, style: bool = False) -> pd.DataFrame:
+                judge: str | None = None, *, style: bool = False,
+                features: tuple[str, ...] = STYLE_FEATURES) -> pd.DataFrame:
     """The grouped comparisons a leaderboard fits (``grouped_sql``)."""
-    return df(db, *grouped_sql(source, dataset, language, judge, style=style))
+    return df(db, *grouped_sql(source, dataset, language, judge, style=style, features=features))
 
 
 def fit(db: str | Path, dataset: str | None, language: str | None = None, source: str = "doctors",
-        judge: str | None = None, *, style_control: bool = False, rounds: int = ROUNDS, seed: int = 0) -> BTFit:
-    """The Bradley–Terry leaderboard (and style coefficients) of one source, dataset and language (None: all)."""
-    rows = comparisons(db, dataset, language, source, judge, style=style_control)
-    return bradley_terry(rows, style=STYLE_FEATURES if style_control else (), rounds=rounds, seed=seed)
+        judge: str | None = None, *, style_control: bool = False, rounds: int = ROUNDS, seed: int = 0,
+        features: tuple[str, ...] = STYLE_FEATURES) -> BTFit:
+    """The Bradley–Terry leaderboard (and the coefficients of the style ``features``) of one source, dataset and
+    language (None: all)."""
+    rows = comparisons(db, dataset, language, source, judge, style=style_control, features=features)
+    return bradley_terry(rows, style=features if style_control else (), rounds=rounds, seed=seed)
 
 
 def leaderboard(db: str | Path, dataset: str | None, language: str | None = None, source: str = "doctors",
@@ -152,7 +168,7 @@ def languages(db: str | Path, dataset: str) -> list[str]:
                              [dataset]).itertuples(index=False)]
 
 
-def doctors_vs_judge(db: str | Path, dataset: str | None, judge: str, *, rounds: int = ROUNDS) -> pd.DataFrame:
+def doctors_vs_judge(db: str | Path, dataset: str | None, judge: str, *, rounds: int = 0) -> pd.DataFrame:
     """Per language (and 'all'): comparisons of each source, Kendall's τ between the two leaderboards, and the
     agreement (share and Cohen's κ over a / b / tie) on the comparisons both made of the same texts."""
     lang_sql = "SELECT DISTINCT language FROM queries" + (" WHERE dataset = ?" if dataset is not None else "")
@@ -185,7 +201,7 @@ def position_flips(db: str | Path, dataset: str | None, judge: str) -> pd.DataFr
                  "avg(flipped::INTEGER) AS flip_rate FROM c GROUP BY ALL ORDER BY ALL")
     first_sql = (f"WITH {q} SELECT q.language, q.script, avg(((CASE p.verdict WHEN 'a' THEN p.model_a ELSE p.model_b "
                  f"END) = p.first)::INTEGER) AS first_wins FROM pairwise_verdicts p JOIN q ON q.dataset = p.dataset "
-                 f"AND q.query_id = p.query_id {_current('p')} WHERE p.judge_id = ? AND p.parse_ok "
+                 f"AND q.query_id = p.query_id WHERE {_current('p')} AND p.judge_id = ? AND p.parse_ok "
                  "AND p.verdict <> 'tie' GROUP BY ALL")
     flips, first = dfs(db, [(flips_sql, params), (first_sql, [*q_params, judge])])
     return flips.merge(first, on=["language", "script"], how="left")
@@ -193,12 +209,13 @@ def position_flips(db: str | Path, dataset: str | None, judge: str) -> pd.DataFr
 
 def verbosity(db: str | Path, dataset: str | None, source: str = "judge", judge: str | None = None) -> dict:
     """How much the source prefers the longer response: the share of decided comparisons the longer one won,
-    and the length coefficient of the style-controlled fit (Elo points per standard deviation of the normalised
-    length difference, with its interval)."""
+    and the length coefficient of a fit with the length difference as the one style covariate (Elo points per
+    typical normalised length difference, with a ``VERBOSITY_ROUNDS``-draw bootstrap interval)."""
     cte, params = comparisons_cte(source, dataset, None, judge)
     longer = df(db, f"WITH {cte} SELECT avg(((length_a > length_b) = (outcome = 'a'))::INTEGER) AS longer_wins, "
                 "count(*) AS decided FROM c WHERE outcome <> 'tie' AND length_a <> length_b", params).iloc[0]
-    styled = fit(db, dataset, None, source, judge, style_control=True, rounds=50).style
+    styled = fit(db, dataset, None, source, judge, style_control=True, rounds=VERBOSITY_ROUNDS,
+                 features=("length",)).style
     length = styled[styled.feature == "length"]
     coef = length.iloc[0] if len(length) else None
     return {"longer_wins": float(longer.longer_wins) if pd.notna(longer.longer_wins) else float("nan"),
