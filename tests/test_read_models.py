@@ -3,6 +3,7 @@ the leaderboard's means, n and CIs, self-consistency, safety counts, agreement f
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import duckdb
@@ -172,6 +173,13 @@ def test_leaderboard_matches_an_item_level_computation(tmp_path, cataract):
                 if g[m].notna().any():
                     assert board.loc[model, m] == pytest.approx(g[m].mean())
             assert board.loc[model, "responses"] == len(g)
+    # a jury of two judges that scored alike: its means are the judge's, an item neither parsed unscored (not 0)
+    store.write([dataclasses.replace(r, judge_id="k") for r in rows])
+    for f in (Filters(dataset="cataract"), Filters(dataset="cataract", themes=(theme,))):
+        jury = lb.leaderboard_base(tmp_path / "r.duckdb", f, "jury:mean")["table"].set_index(["language", "model_id"])
+        judge = lb.leaderboard_base(tmp_path / "r.duckdb", f, "j")["table"].set_index(["language", "model_id"])
+        pd.testing.assert_frame_equal(jury[[*METRICS, *(f"n_{m}" for m in METRICS)]],
+                                      judge[[*METRICS, *(f"n_{m}" for m in METRICS)]], check_dtype=False)
 
 
 def test_the_writers_groups_give_the_leaderboard_the_items_would(jury_db, monkeypatch):

@@ -54,9 +54,9 @@ def score_patterns(con: Any, f: Filters, judge: str) -> dict[str, np.ndarray]:
     language and script; under a theme filter its definition over the filtered queries, ``group_source``), or for a
     jury by grouping its ``jury_items`` (which hold their query's language and script).
     """
-    if is_jury(judge):
-        got = con.execute(*_jury_patterns_sql(f, judge)).fetchnumpy()
-        return {c: np.asarray(got[c]) for c in PATTERN_COLUMNS}
+    if is_jury(judge):  # a frame: a NULL score is NaN (fetchnumpy's masked arrays would read it as 0)
+        got = con.execute(*_jury_patterns_sql(f, judge)).df()
+        return {c: got[c].to_numpy() for c in PATTERN_COLUMNS}
     source, p_source = group_source("score_groups", f)
     pred, params = group_pred(f, "g")
     lists = (*METRICS, "n", "judgments", "unparsed", "samples")

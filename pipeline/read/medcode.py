@@ -86,11 +86,14 @@ def _view_from_groups(con, f: Filters, use_tables: bool) -> tuple[pd.DataFrame, 
         f"g.critic_id, {family}), (g.model_id, g.dataset, g.critic_id, {family})) HAVING sum(g.n) > 0",
         [*p_critiques, *params]).df()
     keys = {"model_id": "model_id", "dataset": "dataset"}
-    p_hist = con.execute(_hist_from_groups(critiques, {**keys, "critic_id": "critic_id",
-                                                       "classifier": "classifier_family"}, DISAGREEMENT)
-                         .format(pred=pred), [*p_critiques, *params] * len(DISAGREEMENT)).df()
-    l_hist = con.execute(_hist_from_groups(lexical, keys, ("meteor", "rouge_l")).format(pred=pred),
-                         [*p_lexical, *params] * 2).df()
+    # a definition (not a table) is computed once per statement, not once per histogram measure
+    once = {True: ("", "{}"), False: ("WITH src AS MATERIALIZED (SELECT * FROM {}) ", "src")}[use_tables]
+    p_hist = con.execute(once[0].format(critiques) + _hist_from_groups(
+        once[1].format(critiques), {**keys, "critic_id": "critic_id", "classifier": "classifier_family"},
+        DISAGREEMENT).format(pred=pred), [*p_critiques, *params * len(DISAGREEMENT)]).df()
+    l_hist = con.execute(once[0].format(lexical) + _hist_from_groups(once[1].format(lexical), keys,
+                                                                      ("meteor", "rouge_l")).format(pred=pred),
+                         [*p_lexical, *params * 2]).df()
     return both, p_hist, l_hist
 
 
