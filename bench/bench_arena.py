@@ -4,8 +4,9 @@ MedArena ranked 12 models from 1,571 votes; Chatbot Arena's public leaderboards 
 results database (bench/data/arena-100x.duckdb, made once) with 5 languages × 1,000 queries, a response of every
 one of 24 models to each (120,000 texts of 300–1,500 characters with some markdown), one million votes by 300
 doctors (unique per doctor, query and pair; outcomes from known Bradley–Terry strengths plus a preference for
-length) and 100,000 pairs judged in both orders by a judge that is itself one of the candidates and prefers the
-first answer a fifth of the time. Rows go through the Store's bulk path (``Store.write_table``).
+length) and about 100,000 pairs (the distinct ones of 100,000 draws) judged in both orders by a judge that is
+itself one of the candidates and prefers the first answer a fifth of the time. Rows go through the Store's bulk
+path (``Store.write_table``).
 
 Then, cold (no Streamlit cache; every repetition one render inside ``SHARED_READERS.held``, as app.py makes it),
 REPEATS times each: the arena page's leaderboard (SQL grouping of the million votes, the Bradley–Terry fit and

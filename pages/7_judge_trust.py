@@ -236,7 +236,7 @@ else:
         rows = [{"rater": f"judge {pw_judge}", **judged}]
         if data.arena_fit(ctx.db, dataset, None, "doctors", rounds=0).table.votes.sum() > 0:
             rows.append({"rater": "doctors", **data.arena_verbosity(ctx.db, dataset, "doctors")})
-        ui.dataframe(pd.DataFrame(rows), hide_index=True, column_config={
+        ui.dataframe(pd.DataFrame(rows).dropna(axis=1, how="all"), hide_index=True, column_config={
             "longer_wins": st.column_config.NumberColumn("longer answer wins", format="percent",
                                                          help="Of decided comparisons of answers of different length"),
             "decided": st.column_config.NumberColumn("decided comparisons"),
@@ -245,9 +245,10 @@ else:
                                                               "style-controlled fit"),
             "length_lower": st.column_config.NumberColumn("95% low", format="%+.0f"),
             "length_upper": st.column_config.NumberColumn("95% high", format="%+.0f")})
-        st.caption("Verbosity: how often the longer answer wins, and the length covariate of the style-controlled "
-                   "Bradley–Terry fit (0 = length does not sway the verdict once the models are accounted for). "
-                   "Compare the judge with the doctors.")
+        st.caption("Verbosity: how often the longer answer wins, and the length covariate of a Bradley–Terry fit "
+                   "with the models and the length difference (0 = length does not sway the verdict once the models "
+                   "are accounted for). Compare the judge with the doctors; the arena page's style-controlled "
+                   "leaderboard gives the intervals.")
         selfish = data.arena_self_preference(ctx.db, dataset, pw_judge)
         if not selfish.empty:
             ui.dataframe(selfish, hide_index=True, column_config={

@@ -27,13 +27,14 @@ from pipeline.analysis.arena import (
     rank_agreement,
     win_rates,
 )
-from pipeline.read.common import df, dfs
+from pipeline.read.common import df
 from pipeline.store import SHARED_READERS
 
 SOURCES = ("doctors", "judge")
 ROUNDS = 100  # bootstrap rounds of a leaderboard
 STYLE_ROUNDS = 30  # of a style-controlled one (thousands of style groups at a million votes: each refit costs more)
-VERBOSITY_ROUNDS = 20  # of the length-only fit behind the bias view's length effect
+VERBOSITY_ROUNDS = 0  # of the length-only fit behind the bias view's length effect: its point estimate only (the
+# style-controlled leaderboard gives every style coefficient's interval)
 STYLE_BINS = 10  # a normalised style difference in [-1, 1] is grouped to 1/STYLE_BINS: a rounding error of sd
 # 0.03, small beside the differences' spread (≈ 0.2), so the style coefficients are hardly attenuated
 ARENA_TABLES = ("arena_votes", "pairwise_verdicts")
@@ -96,7 +97,8 @@ def comparisons_cte(source: str, dataset: str | None, language: str | None, judg
             [*params, *([dataset] if dataset is not None else [])]
     if source != "judge":
         raise ValueError(f"source {source!r} is not one of {', '.join(SOURCES)}")
-    return (f"{q}, orders AS (SELECT p.dataset, p.query_id, q.language, q.script, p.model_a, p.model_b, p.verdict, "
+    return (f"{q}, orders AS (SELECT p.dataset, p.query_id, q.language, q.script, p.model_a, p.model_b, p.first, "
+            "p.verdict, "
             f"p.response_hash_a, p.response_hash_b, {_style_columns('p')} FROM pairwise_verdicts p JOIN q ON "
             f"q.dataset = p.dataset AND q.query_id = p.query_id WHERE {_current('p')} AND p.judge_id = ? "
             "AND p.parse_ok), "
@@ -196,26 +198,22 @@ def position_flips(db: str | Path, dataset: str | None, judge: str) -> pd.DataFr
     """Per language and script: the judge's comparisons, how many flipped with the order, the flip rate, and the
     share of its decided (non-tie) single-order verdicts that preferred the response shown first (0.5 = none)."""
     cte, params = comparisons_cte("judge", dataset, None, judge)
-    q, q_params = _queries(dataset, None)
-    flips_sql = (f"WITH {cte} SELECT language, script, count(*) AS comparisons, count(*) FILTER (flipped) AS flips, "
-                 "avg(flipped::INTEGER) AS flip_rate FROM c GROUP BY ALL ORDER BY ALL")
-    first_sql = (f"WITH {q} SELECT q.language, q.script, avg(((CASE p.verdict WHEN 'a' THEN p.model_a ELSE p.model_b "
-                 f"END) = p.first)::INTEGER) AS first_wins FROM pairwise_verdicts p JOIN q ON q.dataset = p.dataset "
-                 f"AND q.query_id = p.query_id WHERE {_current('p')} AND p.judge_id = ? AND p.parse_ok "
-                 "AND p.verdict <> 'tie' GROUP BY ALL")
-    flips, first = dfs(db, [(flips_sql, params), (first_sql, [*q_params, judge])])
-    return flips.merge(first, on=["language", "script"], how="left")
+    return df(db, f"WITH {cte}, flips AS (SELECT language, script, count(*) AS comparisons, count(*) FILTER (flipped) "
+              "AS flips, avg(flipped::INTEGER) AS flip_rate FROM c GROUP BY ALL), firsts AS (SELECT o.language, "
+              "o.script, avg(((CASE o.verdict WHEN 'a' THEN o.model_a ELSE o.model_b END) = o.first)::INTEGER) AS "
+              "first_wins FROM orders o WHERE o.verdict <> 'tie' GROUP BY ALL) SELECT f.*, w.first_wins FROM flips f "
+              "LEFT JOIN firsts w USING (language, script) ORDER BY language, script", params)
 
 
-def verbosity(db: str | Path, dataset: str | None, source: str = "judge", judge: str | None = None) -> dict:
+def verbosity(db: str | Path, dataset: str | None, source: str = "judge", judge: str | None = None, *,
+              rounds: int = VERBOSITY_ROUNDS) -> dict:
     """How much the source prefers the longer response: the share of decided comparisons the longer one won,
     and the length coefficient of a fit with the length difference as the one style covariate (Elo points per
-    typical normalised length difference, with a ``VERBOSITY_ROUNDS``-draw bootstrap interval)."""
+    typical normalised length difference; with ``rounds`` a bootstrap interval, else NaN)."""
     cte, params = comparisons_cte(source, dataset, None, judge)
     longer = df(db, f"WITH {cte} SELECT avg(((length_a > length_b) = (outcome = 'a'))::INTEGER) AS longer_wins, "
                 "count(*) AS decided FROM c WHERE outcome <> 'tie' AND length_a <> length_b", params).iloc[0]
-    styled = fit(db, dataset, None, source, judge, style_control=True, rounds=VERBOSITY_ROUNDS,
-                 features=("length",)).style
+    styled = fit(db, dataset, None, source, judge, style_control=True, rounds=rounds, features=("length",)).style
     length = styled[styled.feature == "length"]
     coef = length.iloc[0] if len(length) else None
     return {"longer_wins": float(longer.longer_wins) if pd.notna(longer.longer_wins) else float("nan"),
