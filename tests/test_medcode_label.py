@@ -71,6 +71,9 @@ def test_label_and_export(pipeline_db, copy_db, tmp_path):
     calls = fetch(db, "SELECT backend_calls FROM runs ORDER BY started_at DESC LIMIT 1")[0][0]
     assert calls <= 3 * unparsed and (calls == 0) == (unparsed == 0)  # reask: 3 new attempts at most each
     assert fetch(db, "SELECT count(*) FROM labelled_critiques")[0][0] == len(stored)
+    stored = fetch(db, "SELECT query_id, model_id, response_hash, source, critique, label, raw_output, run_id "
+                       "FROM labelled_critiques")  # a label asked again may read now
+    unparsed = sum(r[5] is None for r in stored)
 
     q, m, h = sorted(responses)[0]
     Store(db).write([  # an annotator's row with no label, and a teacher row of a since-regenerated response
