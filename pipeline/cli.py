@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
+from pipeline.console import make_console
 from pipeline.errors import UserError
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
@@ -21,7 +21,7 @@ medcode_app = typer.Typer(no_args_is_help=True, help="Med-CoDE: label critiques 
                                                       "the critique classifier and the critic.")
 app.add_typer(medcode_app, name="medcode")
 
-console = Console(stderr=True)
+console = make_console(stderr=True)
 
 
 @app.command()
@@ -99,7 +99,7 @@ def export(
         table.add_column(col, justify="right" if col == "rows" else "left", overflow="fold")
     for name, entry in manifest["tables"].items():
         table.add_row(name, f"{entry['rows']:,}", entry["file"], ", ".join(entry["provenance_columns"]))
-    Console().print(table)
+    make_console().print(table)
     console.print(f"wrote {len(manifest['tables'])} {fmt} files, manifest.json and README.txt to {out}",
                   highlight=False)
 
@@ -303,7 +303,7 @@ def status_command(db: Path) -> int:
     from pipeline.read.home import database_status
 
     _require_db(db)
-    out = Console()
+    out = make_console()
     notice = outdated(db)
     if notice:
         out.print(notice, highlight=False, soft_wrap=True)
@@ -327,7 +327,7 @@ def cluster_command(db: Path) -> int:
     from pipeline.store import Store
 
     _require_db(db)
-    out = Console()
+    out = make_console()
     start = time.perf_counter()
     with out.status("clustering") as status:
         done = Store(db).cluster(lambda table, rows: status.update(f"clustering {table} ({rows:,} rows)"))
@@ -346,7 +346,7 @@ def upgrade_command(db: Path) -> int:
     _require_db(db)
     was = outdated(db)
     Store(db).upgrade()
-    Console().print(f"{db}: schema {SCHEMA_VERSION}" + (" (upgraded)" if was else " (already current)"),
+    make_console().print(f"{db}: schema {SCHEMA_VERSION}" + (" (upgraded)" if was else " (already current)"),
                     highlight=False)
     return 0
 
