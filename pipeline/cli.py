@@ -58,6 +58,20 @@ def run(
     raise typer.Exit(run_command(config, db=db, limit=limit, models=models, stages=stages, dry_run=dry_run))
 
 
+@app.command("serve-and-run")
+def serve_and_run(
+    serve: Annotated[str, typer.Option(help="the command line that serves the dashboard (`make serve`)")],
+    then: Annotated[list[str] | None, typer.Option(help="command lines run in turn in the background once the "
+                                                        "dashboard answers (`make eval`)")] = None,
+    url: Annotated[str | None, typer.Option(help="the dashboard's address, polled until it answers")] = None,
+):
+    """Serve the dashboard, then run the evaluation in the background into the same database (`make run`);
+    Ctrl-C stops both, a second `make run` resumes."""
+    from pipeline.launch import serve_and_run as launch
+
+    raise typer.Exit(launch(serve, then or [], url=url))
+
+
 @app.command()
 def status(db: Annotated[Path, typer.Option(help="DuckDB file")] = Path("data/results.duckdb")):
     """Show what a results database holds: runs, responses, scores, errors."""

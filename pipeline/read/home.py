@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,10 @@ from pipeline.metrics import DEFAULT_WEIGHTS, METRICS
 from pipeline.read.agreement import agreement_from_confusion
 from pipeline.read.common import PLAYGROUND, dfs, schema_version, upgrade_notice
 from pipeline.store import DERIVED, SCHEMA_VERSION, SHARED_READERS
+from pipeline.store.rows import now
+
+STALE_S = 600  # a running run that has reported no progress for this long may have been stopped without a word
+LIVE_COLUMNS = ["stage", "model_id", "done", "items", "skipped", "errors", "wall_s", "eta_s", "live"]
 
 
 def choices(db: str | Path) -> dict[str, Any]:
@@ -136,3 +141,33 @@ def database_status(db: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
          "ORDER BY r.dataset, r.model_id", []),
     ])
     return runs, models
+
+
+def live_run(db: str | Path) -> dict[str, Any] | None:
+    """The newest pipeline run still marked running, as its progress says (``RunContext.save_progress``: the
+    ``runs`` row is updated with every batch), or None. ``stages``: per stage and model what is done of how many
+    items, its errors, seconds so far and, for a stage still running, the seconds left at its pace so far
+    (``eta_s``; None before its first item); ``stale``: no progress for ``STALE_S``."""
+    with SHARED_READERS.cursor(db) as con:
+        row = con.execute("SELECT run_id, name, dataset, started_at, summary, errors FROM runs WHERE status = "
+                          "'running' AND kind = 'pipeline' ORDER BY started_at DESC LIMIT 1").fetchone()
+    if row is None:
+        return None
+    run_id, name, dataset, started_at, summary, errors = row
+    try:
+        records = json.loads(summary) if summary else []
+    except ValueError:
+        records = []
+    records = records if isinstance(records, list) else []
+    stages = pd.DataFrame([{k: r.get(k) for k in LIVE_COLUMNS} for r in records if isinstance(r, dict)],
+                          columns=LIVE_COLUMNS)
+    stages["live"] = stages.live.fillna(False).astype(bool)
+    done, items = stages.done.fillna(stages["items"]), stages["items"]  # an older record has no ``done``
+    pace = stages.wall_s / done.where(done > 0)
+    stages["done"] = done
+    stages["eta_s"] = (pace * (items - done)).where(stages.live)
+    elapsed_s = (now() - started_at).total_seconds()
+    updated = [r.get("updated_at") for r in records if isinstance(r, dict) and r.get("updated_at")]
+    quiet_s = time.time() - max(updated) if updated else elapsed_s
+    return {"run_id": run_id, "name": name, "dataset": dataset, "elapsed_s": elapsed_s, "errors": int(errors or 0),
+            "stages": stages, "quiet_s": quiet_s, "stale": quiet_s > STALE_S}

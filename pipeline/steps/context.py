@@ -28,6 +28,7 @@ from pipeline.store.rows import Row
 T = TypeVar("T")
 FLUSH_EVERY_S = 1.0
 FLUSH_EVERY_ROWS = 500
+PROGRESS_EVERY_S = 5.0  # the run's progress is saved with every batch, and at least this often while a stage runs
 
 
 
@@ -40,6 +41,7 @@ class StageRecord:
     items: int = 0
     skipped: int = 0
     errors: int = 0
+    done: int = 0  # of ``items``, those finished so far (all of them once the stage has ended)
     usage: UsageStats = field(default_factory=UsageStats)
     wall_s: float = 0.0
     # tokens of the completions the backend made in this stage (cached ones cost nothing and are not counted)
@@ -69,6 +71,8 @@ class RunContext:
         self.progress = progress
         self.console = console
         self.records: list[StageRecord] = []
+        self._live: dict[int, tuple[StageRecord, Model, UsageStats, float]] = {}  # stages running now
+        self._progress_saved = 0.0
         self._models: dict[str, Model] = {}
         self.released_provenance: dict[str, dict[str, Any]] = {}
 
@@ -98,6 +102,27 @@ class RunContext:
         """Save rows (of any tables) in one transaction (non-LLM steps)."""
         self.store.write(rows)
 
+    def live_summary(self) -> list[dict[str, Any]]:
+        """``runs.summary`` while the run goes on: the finished stages' records, then those running now, each
+        with ``live``, what it has done so far (``done``, ``errors``, its usage) and when (``updated_at``)."""
+        stamp = time.time()
+        live = []
+        for record, model, before, started in list(self._live.values()):
+            after = model.stats
+            usage = UsageStats(**{k: getattr(after, k) - getattr(before, k) for k in after.__dict__})
+            snapshot = StageRecord(**{**vars(record), "usage": usage, "wall_s": stamp - started})
+            live.append({**snapshot.summary(), "live": True, "updated_at": stamp})
+        return [{**r.summary(), "updated_at": stamp} for r in self.records] + live
+
+    def save_progress(self) -> None:
+        """Record the run's progress in its ``runs`` row (summary and counters), where the dashboard reads it."""
+        summary = self.live_summary()
+        self._progress_saved = time.monotonic()
+        self.store.update_run(self.run_id, summary=summary, errors=sum(r["errors"] for r in summary),
+                              backend_calls=sum(r["backend_calls"] for r in summary),
+                              cache_hits=sum(r["cache_hits"] for r in summary),
+                              retries=sum(r["retries"] for r in summary))
+
     async def drive(self, stage: str, model: Model, requests: Sequence[ChatRequest],
                     to_rows: Callable[[int, Completion], list[Row]], *, label: str | None = None,
                     skipped: int = 0) -> list[Completion]:
@@ -113,19 +138,25 @@ class RunContext:
         pending_rows = 0
         lock = asyncio.Lock()
         started = time.perf_counter()
+        self._live[id(record)] = (record, model, before, time.time())
+
+        def write_batch(batch: list[Row]) -> None:
+            self.store.write(batch)
+            self.save_progress()
 
         async def flush() -> None:
             nonlocal pending, pending_rows
             async with lock:
                 batch, pending, pending_rows = pending, [], 0
                 batch.extend(model.take_cache_rows())
-                await asyncio.to_thread(self.store.write, batch)
+                await asyncio.to_thread(write_batch, batch)
 
         def on_result(i: int, completion: Completion) -> None:
             nonlocal pending_rows
             rows = to_rows(i, completion)
             pending.extend(rows)
             pending_rows += len(rows)
+            record.done += 1
             if not completion.ok or any(getattr(r, "error", None) for r in rows):
                 record.errors += 1
             if not completion.cached:
@@ -145,25 +176,32 @@ class RunContext:
                 if not stopping.is_set() and due():
                     await flush()
 
-        background = [asyncio.create_task(every(FLUSH_EVERY_S, lambda: pending_rows > 0)),
+        def due() -> bool:
+            return pending_rows > 0 or time.monotonic() - self._progress_saved >= PROGRESS_EVERY_S
+
+        background = [asyncio.create_task(every(FLUSH_EVERY_S, due)),
                       asyncio.create_task(every(0.05, lambda: pending_rows >= FLUSH_EVERY_ROWS))]
         try:
             results = await model.generate_many(list(requests), on_result=on_result)
         finally:
             stopping.set()
             await asyncio.gather(*background)  # a flush in progress completes; a failed write is raised
-            await flush()
             record.wall_s = time.perf_counter() - started
             after = model.stats
             record.usage = UsageStats(**{k: getattr(after, k) - getattr(before, k) for k in after.__dict__})
+            record.done = len(requests)
+            del self._live[id(record)]
             self.records.append(record)
+            await flush()  # the last rows, with the stage recorded as finished
             self.progress.update(task, completed=len(requests))
         return results
 
     def note(self, stage: str, model_id: str, items: int, skipped: int = 0, errors: int = 0,
              wall_s: float = 0.0) -> None:
-        """Record a non-LLM stage's work for the summary."""
-        self.records.append(StageRecord(stage, model_id, items=items, skipped=skipped, errors=errors, wall_s=wall_s))
+        """Record a non-LLM stage's work for the summary (and as the run's progress)."""
+        self.records.append(StageRecord(stage, model_id, items=items, skipped=skipped, errors=errors, done=items,
+                                        wall_s=wall_s))
+        self.save_progress()
 
 
 def stored_chunks(ctx: RunContext, queries: Sequence[Query] | None = None, *,

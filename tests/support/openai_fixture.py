@@ -75,8 +75,8 @@ def completion_text(body: dict[str, Any]) -> str:
     return f"echo {digest}: {str(last)[-80:]}"
 
 
-def build_app(latency_s: float, faults: Faults, seed: int, api_key: str | None):
-    """The starlette app (imported only in the server process)."""
+def build_app(latency_s: float, faults: Faults, seed: int, api_key: str | None, reply: str | None = None):
+    """The starlette app (imported only in the server process); ``reply``: a fixed answer instead of the echo."""
     from starlette.applications import Starlette
     from starlette.requests import Request
     from starlette.responses import JSONResponse, Response
@@ -128,7 +128,7 @@ def build_app(latency_s: float, faults: Faults, seed: int, api_key: str | None):
             return error(500, f"upstream failed for request with headers {echoed}", "server_error")
         if outcome == "timeout":
             await asyncio.sleep(f.hang_s)
-        text = completion_text(body)
+        text = completion_text(body) if reply is None else reply
         prompt_tokens = sum(len(str(m.get("content", "")).split()) for m in body.get("messages") or [])
         payload: dict[str, Any] = {
             "id": f"chatcmpl-{content_key[:16]}-{attempt}", "object": "chat.completion", "created": 0,
@@ -173,8 +173,8 @@ class FixtureServer:
     """Runs the fixture in a child process on 127.0.0.1 (a free port) for a ``with`` block."""
 
     def __init__(self, *, latency_s: float = 0.2, faults: Faults | None = None, seed: int = 0,
-                 api_key_env: str | None = None, env: dict[str, str] | None = None):
-        self.latency_s, self.faults, self.seed = latency_s, faults or Faults(), seed
+                 api_key_env: str | None = None, env: dict[str, str] | None = None, reply: str | None = None):
+        self.latency_s, self.faults, self.seed, self.reply = latency_s, faults or Faults(), seed, reply
         self.api_key_env, self.env = api_key_env, env
         self.process: subprocess.Popen | None = None
         self.port: int | None = None
@@ -193,6 +193,8 @@ class FixtureServer:
                "--faults", json.dumps(asdict(self.faults))]
         if self.api_key_env:
             cmd += ["--api-key-env", self.api_key_env]
+        if self.reply is not None:
+            cmd += ["--reply", self.reply]
         self.process = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True,
                                         env={**os.environ, **(self.env or {})})
         line = self.process.stdout.readline() if self.process.stdout else ""
@@ -242,11 +244,12 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--faults", default="{}", help="JSON object of Faults fields")
     parser.add_argument("--api-key-env", help="require `Authorization: Bearer $NAME`")
+    parser.add_argument("--reply", help="answer every request with this text (a stand-in judge), not the echo")
     args = parser.parse_args()
     import uvicorn
 
     api_key = os.environ[args.api_key_env] if args.api_key_env else None
-    app = build_app(args.latency, Faults(**json.loads(args.faults)), args.seed, api_key)
+    app = build_app(args.latency, Faults(**json.loads(args.faults)), args.seed, api_key, args.reply)
     # proto=IPPROTO_TCP matters: asyncio sets TCP_NODELAY only on sockets whose proto says TCP, and
     # accepted sockets inherit it. Without it every keep-alive response (headers and body written
     # separately) waits ~40 ms for the client's delayed ACK.
