@@ -128,3 +128,32 @@ def test_home_page_follows_the_run_and_the_leaderboard_fills_in(tmp_path, page):
     assert _statuses(db) == ["finished", "finished"]
     leftover = subprocess.run(["pgrep", "-f", f"--server.port {port}"], capture_output=True, text=True).stdout
     assert not leftover.strip(), leftover  # the dashboard was stopped with the launcher
+
+
+def test_live_run_reads_progress_pace_and_silence(tmp_path):
+    """``read.home.live_run`` over a running run's saved progress: items done of total, the stage's time left at
+    its pace so far, and a run silent for longer than ``STALE_S`` flagged (it may have been killed)."""
+    from pipeline.read.home import STALE_S, live_run
+    from pipeline.store import Store
+
+    store = Store(tmp_path / "r.duckdb")
+    run_id = store.start_run(name="n", kind="pipeline", dataset="d", config_json="{}", config_hash="h",
+                             code_revision="c", model_files={})
+    assert live_run(store.path)["stages"].empty
+    stamp = time.time()
+    store.update_run(run_id, errors=1, summary=[
+        {"stage": "retrieve", "model_id": "lancedb", "items": 4, "skipped": 0, "errors": 0, "done": 4, "wall_s": 2.0,
+         "updated_at": stamp},
+        {"stage": "generate", "model_id": "m", "items": 10, "skipped": 2, "errors": 1, "done": 4, "wall_s": 8.0,
+         "live": True, "updated_at": stamp}])
+    run = live_run(store.path)
+    stages = run["stages"].set_index("stage")
+    assert run["run_id"] == run_id and run["errors"] == 1 and not run["stale"]
+    assert (stages.loc["generate", "done"], stages.loc["generate", "items"]) == (4, 10)
+    assert stages.loc["generate", "eta_s"] == 12.0  # 6 items left at 2 s an item
+    assert stages.loc["retrieve", "eta_s"] != stages.loc["retrieve", "eta_s"]  # NaN: a finished stage has none
+    store.update_run(run_id, summary=[{"stage": "generate", "model_id": "m", "items": 10, "done": 4, "wall_s": 8.0,
+                                       "live": True, "updated_at": stamp - STALE_S - 1}])
+    assert live_run(store.path)["stale"]
+    store.update_run(run_id, status="finished")
+    assert live_run(store.path) is None
