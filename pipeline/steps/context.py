@@ -41,7 +41,7 @@ class StageRecord:
     items: int = 0
     skipped: int = 0
     errors: int = 0
-    done: int = 0  # of ``items``, those finished so far (all of them once the stage has ended)
+    done: int = 0  # of ``items``, those finished (answered or failed) so far: all of them unless interrupted
     usage: UsageStats = field(default_factory=UsageStats)
     wall_s: float = 0.0
     # tokens of the completions the backend made in this stage (cached ones cost nothing and are not counted)
@@ -189,7 +189,6 @@ class RunContext:
             record.wall_s = time.perf_counter() - started
             after = model.stats
             record.usage = UsageStats(**{k: getattr(after, k) - getattr(before, k) for k in after.__dict__})
-            record.done = len(requests)
             del self._live[id(record)]
             self.records.append(record)
             await flush()  # the last rows, with the stage recorded as finished
