@@ -12,7 +12,11 @@ PORT ?= 8501
 
 .PHONY: run setup setup-dev classifier eval eval-full serve test bench lint clean
 
-run: setup eval serve
+# The dashboard first (as soon as the environment is set up), the evaluation streaming into it in the background;
+# Ctrl-C stops both, a second `make run` resumes (pipeline/launch.py).
+run: setup
+	$(BIN)/python -m pipeline serve-and-run --url http://127.0.0.1:$(PORT) \
+	  --serve "$(MAKE) --no-print-directory serve" --then "$(MAKE) --no-print-directory eval"
 
 setup: $(VENV)/.runtime
 setup-dev: $(VENV)/.dev

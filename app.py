@@ -5,6 +5,8 @@ Run with ``streamlit run app.py``; the database is ``$PARIKSHA_DB`` or ``data/re
 
 from __future__ import annotations
 
+import time
+
 import streamlit as st
 
 from pages import _data as data
@@ -22,6 +24,7 @@ def home() -> None:
     st.caption("Which LLM may answer patients' health questions in India's languages? Health-Pariksha leaderboards, "
                "Med-CoDE disagreement, human checks of the judge, and a playground.")
     ui.require_data(ctx)
+    live_run(ctx.db)
     overview = data.overview(ctx.db)
     per_language = overview["per_language"]
     cols = st.columns(5)
@@ -93,6 +96,59 @@ def home() -> None:
     for page, (*_, text) in zip(PAGES, PAGE_LIST, strict=True):
         st.page_link(page, label=page.title, icon=page.icon)
         st.caption(text)
+
+
+LIVE_EVERY_S = 2.0  # the live run's panel reads its progress this often
+PAGE_EVERY_S = 15.0  # and redraws the whole page this often while results land (and when a stage ends)
+
+
+def live_run(db: str) -> None:
+    """The run going on now, if any: its panel refreshes itself, the page follows as results land."""
+    run = data.live_run(db)
+    if run is None:  # none now: the page reruns when the database is written (a run starting, results landing)
+        ui.rerun_when_written(db)
+        return
+    st.session_state["_live_page"] = (run["run_id"], int((~run["stages"].live).sum()), time.monotonic())
+    live_panel(db)
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None or seconds != seconds:  # None or NaN: no pace yet
+        return "–"
+    minutes, secs = divmod(round(float(seconds)), 60)
+    return f"{minutes // 60}:{minutes % 60:02d}:{secs:02d}" if minutes >= 60 else f"{minutes}:{secs:02d}"
+
+
+@st.fragment(run_every=LIVE_EVERY_S)
+def live_panel(db: str) -> None:
+    """Stage, items done of total, errors, elapsed and time left of the running run (``read.home.live_run``)."""
+    run = data.live_run(db)
+    finished = None if run is None else int((~run["stages"].live).sum())
+    run_id, seen, drawn = st.session_state.get("_live_page", (None, None, 0.0))
+    if run is None or (run["run_id"], finished) != (run_id, seen) or time.monotonic() - drawn > PAGE_EVERY_S:
+        st.rerun()  # the run ended, a stage ended or results have been landing: the whole page, fresh
+    stages = run["stages"]
+    live = stages[stages.live]
+    st.subheader("Run in progress")
+    st.caption(f"{ui.md_escape(run['name'])} on {ui.md_escape(run['dataset'])} (run {ui.md_escape(run['run_id'])}); "
+               f"this panel refreshes every {LIVE_EVERY_S:g} s and the page as results land.")
+    cols = st.columns(5)
+    cols[0].metric("Stage", ", ".join(dict.fromkeys(live.stage)) if len(live) else "between stages")
+    cols[1].metric("Items done", f"{int(live.done.sum())} of {int(live['items'].sum())}" if len(live) else "–")
+    cols[2].metric("Errors", run["errors"])
+    cols[3].metric("Elapsed", _duration(run["elapsed_s"]))
+    cols[4].metric("Stage time left", _duration(live.eta_s.max() if len(live) else None),
+                   help="At the pace of the stage's items so far; later stages are not counted.")
+    for r in live.itertuples():
+        st.progress(min(1.0, r.done / r.items) if r.items else 1.0,
+                    text=f"{r.stage} · {r.model_id}: {int(r.done)} of {int(r.items)} items, {int(r.errors)} errors")
+    if run["stale"]:
+        st.warning(f"No progress reported for {_duration(run['quiet_s'])}: the run may have stopped without "
+                   "saying so (a rerun resumes it).", icon=":material/hourglass_disabled:")
+    done = stages[~stages.live]
+    if len(done):
+        st.caption("Stages finished: " + "; ".join(f"{r.stage} · {r.model_id} ({int(r.done)} items, "
+                                                   f"{int(r.errors)} errors)" for r in done.itertuples()))
 
 
 COST_COLUMNS = {

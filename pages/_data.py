@@ -105,6 +105,7 @@ choices = cached(home.choices)
 overview = cached(home.overview)
 judge_summary = cached(home.judge_summary)
 judge_consistency = cached(judge_trust.judge_consistency)
+live_run = home.live_run  # not cached: polled while a run goes on, its clock moves between writes
 
 
 def run_config(db: str | Path, dataset: str | None) -> dict[str, Any]:

@@ -217,12 +217,28 @@ def require_data(ctx: Context) -> None:
     if not ctx.exists:
         st.info(f"No results database at `{ctx.db}` yet. Fill it with:")
         st.code(FILL_COMMAND, language="bash")
-        st.caption("Or point the app at another file with the environment variable PARIKSHA_DB.")
+        st.caption("Or point the app at another file with the environment variable PARIKSHA_DB. This page shows "
+                   "the results as soon as a run writes them (`make run` starts one).")
+        rerun_when_written(ctx.db)
         st.stop()
     if ctx.filters.dataset is None:
         st.info("The database holds no dataset yet. Run the pipeline to fill it:")
         st.code(FILL_COMMAND, language="bash")
+        rerun_when_written(ctx.db)
         st.stop()
+
+
+WATCH_EVERY_S = 3.0
+
+
+@st.fragment(run_every=WATCH_EVERY_S)
+def rerun_when_written(db: str) -> None:
+    """Rerun the page when the database file is created or written (an empty page waiting for a run's results)."""
+    key = f"_stamp_{db}"
+    stamp = data.db_stamp(db)
+    if st.session_state.setdefault(key, stamp) != stamp:
+        del st.session_state[key]
+        st.rerun()
 
 
 def judge_banner(ctx: Context) -> None:

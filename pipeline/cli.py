@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
+from pipeline.console import make_console
 from pipeline.errors import UserError
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
@@ -21,7 +21,7 @@ medcode_app = typer.Typer(no_args_is_help=True, help="Med-CoDE: label critiques 
                                                       "the critique classifier and the critic.")
 app.add_typer(medcode_app, name="medcode")
 
-console = Console(stderr=True)
+console = make_console(stderr=True)
 
 
 @app.command()
@@ -56,6 +56,20 @@ def run(
     from pipeline.runner import run_command
 
     raise typer.Exit(run_command(config, db=db, limit=limit, models=models, stages=stages, dry_run=dry_run))
+
+
+@app.command("serve-and-run")
+def serve_and_run(
+    serve: Annotated[str, typer.Option(help="the command line that serves the dashboard (`make serve`)")],
+    then: Annotated[list[str] | None, typer.Option(help="command lines run in turn in the background once the "
+                                                        "dashboard answers (`make eval`)")] = None,
+    url: Annotated[str | None, typer.Option(help="the dashboard's address, polled until it answers")] = None,
+):
+    """Serve the dashboard, then run the evaluation in the background into the same database (`make run`);
+    Ctrl-C stops both, a second `make run` resumes."""
+    from pipeline.launch import serve_and_run as launch
+
+    raise typer.Exit(launch(serve, then or [], url=url))
 
 
 @app.command()
@@ -99,7 +113,7 @@ def export(
         table.add_column(col, justify="right" if col == "rows" else "left", overflow="fold")
     for name, entry in manifest["tables"].items():
         table.add_row(name, f"{entry['rows']:,}", entry["file"], ", ".join(entry["provenance_columns"]))
-    Console().print(table)
+    make_console().print(table)
     console.print(f"wrote {len(manifest['tables'])} {fmt} files, manifest.json and README.txt to {out}",
                   highlight=False)
 
@@ -422,7 +436,7 @@ def status_command(db: Path) -> int:
     from pipeline.read.home import database_status
 
     _require_db(db)
-    out = Console()
+    out = make_console()
     notice = outdated(db)
     if notice:
         out.print(notice, highlight=False, soft_wrap=True)
@@ -446,7 +460,7 @@ def cluster_command(db: Path) -> int:
     from pipeline.store import Store
 
     _require_db(db)
-    out = Console()
+    out = make_console()
     start = time.perf_counter()
     with out.status("clustering") as status:
         done = Store(db).cluster(lambda table, rows: status.update(f"clustering {table} ({rows:,} rows)"))
@@ -465,7 +479,7 @@ def upgrade_command(db: Path) -> int:
     _require_db(db)
     was = outdated(db)
     Store(db).upgrade()
-    Console().print(f"{db}: schema {SCHEMA_VERSION}" + (" (upgraded)" if was else " (already current)"),
+    make_console().print(f"{db}: schema {SCHEMA_VERSION}" + (" (upgraded)" if was else " (already current)"),
                     highlight=False)
     return 0
 

@@ -389,7 +389,7 @@ def estimate_table(est: Estimate) -> Table:
     table = Table(title="estimate before spending anything (≤: an upper bound)")
     for col in ("stage", "model", "calls", "done before", "cached", "to send", "prompt tokens",
                 "completion tokens ≤", "cost $", "counted by"):
-        table.add_column(col, justify="left" if col in ("stage", "model", "counted by") else "right")
+        table.add_column(col, justify="left" if col in ("stage", "model", "counted by") else "right", overflow="fold")
     for ln in est.lines:
         table.add_row(ln.stage, ln.model_id, *(f"{n:,}" for n in (ln.calls, ln.done, ln.cached, ln.to_send)),
                       f"{ln.prompt_tokens:,}" + (" ≤" if ln.assumed else ""), f"{ln.completion_tokens:,}",

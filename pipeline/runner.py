@@ -20,6 +20,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from pipeline.config import OPT_IN_STAGES, STAGES, ModelConfig, RunConfig, load_config
+from pipeline.console import make_console
 from pipeline.dataset import Dataset, Query, load_dataset
 from pipeline.errors import UserError
 from pipeline.models import UsageStats, backend_class, unavailable_reason
@@ -176,7 +177,7 @@ async def _run_stages(ctx: RunContext, stages: list[str]) -> None:
 def summary_table(records: list[StageRecord], title: str) -> Table:
     table = Table(title=title)
     for col in ("stage", "model", "items", "done before", "errors", "cached", "calls", "retries", "secs"):
-        table.add_column(col, justify="left" if col in ("stage", "model") else "right")
+        table.add_column(col, justify="left" if col in ("stage", "model") else "right", overflow="fold")
     for r in records:
         table.add_row(r.stage, r.model_id, str(r.items), str(r.skipped), str(r.errors), str(r.usage.cache_hits),
                       str(r.usage.backend_calls), str(r.usage.retries), f"{r.wall_s:.1f}")
@@ -231,7 +232,7 @@ def execute(config: RunConfig, *, models: list[str] | None = None, stages: str |
     (an exception stopped it), ``interrupted`` (Ctrl-C; a run killed hard is shown so by readers, its lock being
     free, and recorded so by the next run).
     """
-    console = console or Console(stderr=True)
+    console = console or make_console(stderr=True)
     dataset = load_dataset(config.dataset)
     queries = select_queries(dataset, config)
     if not queries:
@@ -317,7 +318,7 @@ def save_dataset(store: Store, dataset: Dataset) -> None:
 def run_command(config_path: Path, *, db: Path | None, limit: int | None, models: list[str] | None,
                 stages: str | None, dry_run: bool) -> int:
     """CLI entry of ``run``."""
-    console = Console(stderr=True)
+    console = make_console(stderr=True)
     config = load_config(config_path, db=str(db) if db else None, limit=limit)
     if dry_run:
         dataset = load_dataset(config.dataset)

@@ -177,3 +177,36 @@ def test_store_writes_are_idempotent_and_concurrent_writers_in_one_process_seria
     assert n == 50
     with pytest.raises(ValueError, match="unknown or derived table"):
         store.write_table("responses; DROP TABLE meta", None)
+
+
+def test_run_summary_read_from_a_log_keeps_every_stage_and_model_whole(tmp_path):
+    """Captured output (not a terminal, no COLUMNS) is not cut to 80 columns: each stage's row of the closing
+    summary carries its stage name and model id whole, as runs.summary stores them."""
+    import json
+    import os
+
+    path = write(tmp_path, f"""
+        name: a-run-whose-name-is-long-enough-to-be-cut-at-eighty-columns
+        dataset: {REPO / 'data' / 'cataract'}
+        db: {tmp_path / 'r.duckdb'}
+        limit: 2
+        models: [extractive/top-sentences]
+    """)
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    result = subprocess.run([sys.executable, "-m", "pipeline", "run", "--config", str(path), "--stages",
+                             "retrieve,generate,safety"], cwd=REPO, capture_output=True, text=True, timeout=300,
+                            env=env)
+    assert result.returncode == 0, result.stderr
+    with open_connection(tmp_path / "r.duckdb", read_only=True) as con:
+        summary = json.loads(con.execute("SELECT summary FROM runs").fetchone()[0])
+    assert {r["model_id"] for r in summary} == {"lancedb", "extractive/top-sentences", "phrase checks"}
+    lines = result.stderr.splitlines()
+    for record in summary:
+        assert any(record["stage"] in line and record["model_id"] in line for line in lines), (record, result.stderr)
+    assert "…" not in result.stderr
+    assert "a-run-whose-name-is-long-enough-to-be-cut-at-eighty-columns" in result.stderr
+    status = subprocess.run([sys.executable, "-m", "pipeline", "status", "--db", str(tmp_path / "r.duckdb")],
+                            cwd=REPO, capture_output=True, text=True, timeout=300, env=env)
+    assert status.returncode == 0, status.stderr
+    assert "a-run-whose-name-is-long-enough-to-be-cut-at-eighty-columns" in status.stdout
+    assert "extractive/top-sentences" in status.stdout and "…" not in status.stdout

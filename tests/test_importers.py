@@ -170,9 +170,8 @@ def test_healthbench_keeps_conversation_rubric_and_tags(tmp_path):
 def test_healthbench_conversation_is_what_the_model_is_sent(tmp_path):
     source = _jsonl(FIXTURES / FILES["healthbench"])
     ds = load_dataset(import_qa("healthbench", FIXTURES / FILES["healthbench"], tmp_path / "h")[0])
-    messages = build_messages(ds.queries[1], [], [], ds)
-    assert messages[0]["role"] == "system" and list(messages[1:]) == source[1]["prompt"]
-    assert "knowledge base" not in messages[0]["content"].lower()
+    for q, src in zip(ds.queries, source, strict=True):  # as HealthBench sends it: no system prompt of ours
+        assert list(build_messages(q, [], [], ds)) == src["prompt"]
 
 
 def test_healthbench_rubric_problems_name_the_line(tmp_path):
@@ -260,3 +259,32 @@ def test_limit_takes_the_first_items(tmp_path):
                                                                                                     limit=1))
     assert (n, n_chunks) == (1, 3)
     assert validate(tmp_path / "p")[0] is not None
+
+
+def test_healthbench_run_sends_each_conversation_as_it_is(tmp_path):
+    """End to end with a real local model: the request stored with every generation (llm_cache.request, what the
+    model was sent) holds exactly the item's HealthBench conversation, no system prompt of the studio's."""
+    from pipeline.config import load_config
+    from pipeline.runner import run
+    from pipeline.store import open_connection
+
+    source = _jsonl(FIXTURES / FILES["healthbench"])
+    folder = import_qa("healthbench", FIXTURES / FILES["healthbench"], tmp_path / "hb")[0]
+    config = tmp_path / "hb.yaml"
+    config.write_text(f"name: hb\ndataset: {folder}\ndb: {tmp_path / 'r.duckdb'}\n"
+                      "models: [{id: llamacpp/smollm2-135m-instruct, max_tokens: 4}]\n", encoding="utf-8")
+    run(load_config(config), stages="generate")
+    with open_connection(tmp_path / "r.duckdb", read_only=True) as con:
+        sent = [json.loads(r)["messages"] for (r,) in con.execute(
+            "SELECT request FROM llm_cache WHERE model_id = 'llamacpp/smollm2-135m-instruct'").fetchall()]
+    assert sorted(map(json.dumps, sent)) == sorted(json.dumps(src["prompt"]) for src in source)
+    from pipeline.read.provenance import describe, prompt_provenance
+
+    with open_connection(tmp_path / "r.duckdb", read_only=True) as con:
+        page = con.execute("SELECT r.query_id, r.model_id, q.language, q.query, q.options, q.messages, r.prompt_hash "
+                           "FROM responses r JOIN queries q USING (dataset, query_id)").df()
+        name, path, closed_book = con.execute("SELECT name, path, closed_book FROM datasets").fetchone()
+    shown = prompt_provenance(name, (path, closed_book), page, page.iloc[:0].assign(slot=[], pos=[]))
+    assert shown.matches.tolist() == [True] * len(source)  # the browser rebuilds the prompt that was sent
+    for row in shown.itertuples():
+        assert row.own_files == [] and row.studio_files == [] and "sent as it is" in describe(row), describe(row)

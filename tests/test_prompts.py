@@ -131,21 +131,29 @@ def test_bundled_closed_book_set_gets_the_closed_book_prompt():
 
 # -- a conversation is sent as its messages ---------------------------------------------------------------
 def test_multi_turn_query_is_sent_as_its_conversation(tmp_path):
+    """HealthBench's way: a closed-book dataset without a system prompt of its own sends a conversation as it is."""
     ds = _closed_book(tmp_path)
-    messages = build_messages(ds.query("dm-4"), [], [], ds)
-    assert [m["role"] for m in messages] == ["system", "user", "assistant", "user"]
-    assert messages[0]["content"] == build_messages(ds.query("dm-1"), [], [], ds)[0]["content"]
-    assert list(messages[1:]) == CONVERSATION
+    assert list(build_messages(ds.query("dm-4"), [], [], ds)) == CONVERSATION
+    assert build_messages(ds.query("dm-1"), [], [], ds)[0]["role"] == "system"  # a single query keeps ours
 
 
-def test_a_conversations_own_system_message_follows_ours(tmp_path):
+def test_a_conversations_own_system_message_is_sent_as_it_is(tmp_path):
     rows = [{"query_id": "c-1", "language": "en", "query": "Can I still eat rice?", "gt_response": "In moderation.",
              "messages": [{"role": "system", "content": "The user is a nurse."}, *CONVERSATION]}]
     _write(tmp_path / "conv", "queries.jsonl", rows)
     ds = load_dataset(tmp_path / "conv")
-    messages = build_messages(ds.query("c-1"), [], [], ds)
-    assert [m["role"] for m in messages] == ["system", "user", "assistant", "user"]
-    assert messages[0]["content"].endswith("\n\nThe user is a nurse.") and list(messages[1:]) == CONVERSATION
+    assert list(build_messages(ds.query("c-1"), [], [], ds)) == rows[0]["messages"]
+
+
+def test_a_dataset_with_its_own_closed_book_system_prompt_gets_it_before_the_conversation(tmp_path):
+    ds = _closed_book(tmp_path)
+    (tmp_path / "diabetes-qa" / "prompts").mkdir()
+    (tmp_path / "diabetes-qa" / "prompts" / "closed_book_system.txt").write_text(
+        "You answer questions of a diabetes clinic in {response_lang}.\n", encoding="utf-8")
+    ds = load_dataset(tmp_path / "diabetes-qa")
+    messages = build_messages(ds.query("dm-4"), [], [], ds)
+    assert messages[0] == {"role": "system", "content": "You answer questions of a diabetes clinic in English."}
+    assert list(messages[1:]) == CONVERSATION
 
 
 def test_multi_turn_query_with_a_knowledge_base_carries_the_chunks_in_its_last_turn(tmp_path):

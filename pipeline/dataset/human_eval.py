@@ -48,7 +48,7 @@ def stratified_sample(ids_by_stratum: dict[str, list[str]], n: int, seed: int) -
 def plan_command(*, db: Path, models: list[str], english: int = 100, metric: str = "SS", annotators: int = 1,
                  seed: int = 0, dataset: str | None = None, out: Path | None = None) -> int:
     """CLI ``human-eval plan``: draw, store and export the paper's human-evaluation sample."""
-    from rich.console import Console
+    from pipeline.console import make_console
 
     if not db.is_file():
         raise UserError(f"{db}: no results database here")
@@ -95,7 +95,7 @@ def plan_command(*, db: Path, models: list[str], english: int = 100, metric: str
                                  *map(csv_cell, (query, query_en or "", gt, text))])
     tmp.replace(out)
     n_en = sum(1 for q in chosen if by_query[q][0] == "en")
-    Console().print(f"plan {plan_id}: {len(chosen)} queries ({len(indic)} Indic, {n_en} English) x "
+    make_console().print(f"plan {plan_id}: {len(chosen)} queries ({len(indic)} Indic, {n_en} English) x "
                     f"{len(models)} models = {len(items)} items, {annotators} annotator(s); queue in the dashboard, "
                     f"CSV for offline annotators: {out}")
     return 0

@@ -111,9 +111,9 @@ def import_command(csv_path: Path, *, db: Path, validate: Callable[[str, Store],
     Every problem is printed as ``file:line N: reason`` and the exit code is 1; a file with no rows is a
     :class:`UserError` (``empty``); else the rows are written and 'imported N {what}(s)' said.
     """
-    from rich.console import Console
+    from pipeline.console import make_console
 
-    console = Console(stderr=True)
+    console = make_console(stderr=True)
     csv_path, db = Path(csv_path), Path(db)
     if not csv_path.is_file():
         raise UserError(f"{csv_path}: file not found")

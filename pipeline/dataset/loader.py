@@ -423,10 +423,11 @@ def load_dataset(path: str | Path) -> Dataset:
 
 def validate_command(path: str | Path) -> int:
     """CLI: print every error and warning (one per line) and a summary; 1 if any error, else 0."""
-    from rich.console import Console
     from rich.text import Text as RichText
 
-    console = Console(highlight=False, soft_wrap=True)
+    from pipeline.console import make_console
+
+    console = make_console(highlight=False, soft_wrap=True)
     dataset, issues = validate(path)
     for issue in sorted(issues, key=lambda i: (i.severity != "error", i.file, i.line if i.line is not None else -1)):
         style = "bold red" if issue.severity == "error" else "yellow"

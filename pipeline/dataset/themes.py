@@ -288,10 +288,11 @@ def _tagged_record(rec: dict[str, Any], tagging: Tagging) -> dict[str, Any]:
 
 def tag_themes_command(path: str | Path, output: str | Path | None = None) -> int:
     """CLI: tag every query; write tagged queries to ``output`` (JSONL); report against hand labels if any."""
-    from rich.console import Console
     from rich.table import Table
 
-    console = Console(highlight=False, soft_wrap=True)
+    from pipeline.console import make_console
+
+    console = make_console(highlight=False, soft_wrap=True)
     path = Path(path)
     records, kb_texts, queries_file = _load_for_tagging(path)
     tagger = ThemeTagger(kb_texts)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,11 @@ from pipeline.metrics import DEFAULT_WEIGHTS, METRICS
 from pipeline.read.agreement import agreement_from_confusion
 from pipeline.read.common import PLAYGROUND, dfs, schema_version, upgrade_notice
 from pipeline.store import DERIVED, SCHEMA_VERSION, SHARED_READERS
-from pipeline.store.runlock import live_run, shown_status
+from pipeline.store.rows import now
+from pipeline.store.runlock import lock_holder, shown_status
+
+STALE_S = 600  # a running run that has reported no progress for this long may have been stopped without a word
+LIVE_COLUMNS = ["stage", "model_id", "done", "items", "skipped", "errors", "wall_s", "eta_s", "live"]
 
 
 def choices(db: str | Path) -> dict[str, Any]:
@@ -103,7 +108,7 @@ def overview(db: str | Path) -> dict[str, pd.DataFrame]:
 def with_live_status(db: str | Path, runs: pd.DataFrame) -> pd.DataFrame:
     """``runs`` with a run recorded as running shown as interrupted unless it holds the database's lock now (it
     was killed hard: ``pipeline.store.runlock``)."""
-    live = live_run(db)
+    live = lock_holder(db)
     return runs.assign(status=[shown_status(s, r, live) for s, r in zip(runs.status, runs.run_id, strict=True)])
 
 
@@ -148,3 +153,33 @@ def database_status(db: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
          "LEFT JOIN g USING (dataset, model_id) ORDER BY r.dataset, r.model_id", []),
     ])
     return with_live_status(db, runs), models
+
+
+def live_run(db: str | Path) -> dict[str, Any] | None:
+    """The newest pipeline run still marked running, as its progress says (``RunContext.save_progress``: the
+    ``runs`` row is updated with every batch), or None. ``stages``: per stage and model what is done of how many
+    items, its errors, seconds so far and, for a stage still running, the seconds left at its pace so far
+    (``eta_s``; None before its first item); ``stale``: no progress for ``STALE_S``."""
+    with SHARED_READERS.cursor(db) as con:
+        row = con.execute("SELECT run_id, name, dataset, started_at, summary, errors FROM runs WHERE status = "
+                          "'running' AND kind = 'pipeline' ORDER BY started_at DESC LIMIT 1").fetchone()
+    if row is None or lock_holder(db) is None:  # no run holds the lock: one still marked running was killed
+        return None
+    run_id, name, dataset, started_at, summary, errors = row
+    try:
+        records = json.loads(summary) if summary else []
+    except ValueError:
+        records = []
+    records = records if isinstance(records, list) else []
+    stages = pd.DataFrame([{k: r.get(k) for k in LIVE_COLUMNS} for r in records if isinstance(r, dict)],
+                          columns=LIVE_COLUMNS)
+    stages["live"] = stages.live.fillna(False).astype(bool)
+    done, items = stages.done.fillna(stages["items"]), stages["items"]  # an older record has no ``done``
+    pace = stages.wall_s / done.where(done > 0)
+    stages["done"] = done
+    stages["eta_s"] = (pace * (items - done)).where(stages.live)
+    elapsed_s = (now() - started_at).total_seconds()
+    updated = [r.get("updated_at") for r in records if isinstance(r, dict) and r.get("updated_at")]
+    quiet_s = time.time() - max(updated) if updated else elapsed_s
+    return {"run_id": run_id, "name": name, "dataset": dataset, "elapsed_s": elapsed_s, "errors": int(errors or 0),
+            "stages": stages, "quiet_s": quiet_s, "stale": quiet_s > STALE_S}

@@ -43,6 +43,9 @@ class _Prompts:
     def prompt_text(self, name: str) -> str:
         return self.dataset.prompt_text(name)
 
+    def prompt_path(self, name: str) -> Path:
+        return self.dataset.prompt_path(name)
+
 
 def find_folder(path: str | None) -> Path | None:
     """The dataset folder a stored ``datasets.path`` names, relative to the cwd or this repository."""
@@ -93,7 +96,7 @@ def prompt_provenance(dataset: str, source: tuple[str | None, bool] | None, page
     ``messages`` and their hash, and whether it ``matches`` the stored one (None when not rebuilt; ``note`` says
     why). ``source``: the dataset's stored (path, closed_book); ``chunks``: its queries' retrieved chunks
     (``responses._retrieved_chunks``)."""
-    from pipeline.steps.generate import build_messages, prompt_hash
+    from pipeline.steps.generate import build_messages, prompt_hash, sent_as_is
 
     rows: list[dict[str, Any]] = []
     path, closed_book = source if source is not None else (None, False)
@@ -101,8 +104,9 @@ def prompt_provenance(dataset: str, source: tuple[str | None, bool] | None, page
     prompts = _Prompts(Dataset(name=dataset, path=folder), bool(closed_book)) if folder is not None else None
     for item in page.itertuples():
         stored = item.prompt_hash if isinstance(item.prompt_hash, str) and item.prompt_hash else None
-        files = prompt_files(bool(closed_book), options=isinstance(item.options, str) and bool(item.options),
-                             messages=isinstance(item.messages, str) and bool(item.messages))
+        files = [] if prompts is not None and sent_as_is(_query(item), prompts) else prompt_files(
+            bool(closed_book), options=isinstance(item.options, str) and bool(item.options),
+            messages=isinstance(item.messages, str) and bool(item.messages))
         row: dict[str, Any] = {"query_id": item.query_id, "model_id": item.model_id, "prompt_hash": stored,
                                "rebuilt_hash": None, "matches": None, "own_files": [], "studio_files": files,
                                "folder": None, "messages": None, "note": ""}
@@ -143,6 +147,8 @@ def describe(row: Any) -> str:
         parts.append(f"the dataset's own {', '.join(row.own_files)} ({row.folder})")
     if row.studio_files:
         parts.append(f"the studio's {', '.join(row.studio_files)}")
+    if row.folder is not None and not row.own_files and not row.studio_files:
+        parts.append("the item's own conversation, sent as it is (no prompt file)")
     line = " · ".join(parts)
     if row.matches:
         line += " · matches the prompt these files give now"

@@ -30,6 +30,7 @@ FLUSH_EVERY_S = 1.0
 FLUSH_EVERY_ROWS = 500
 # Re-ask k of sample s is sample s + 1000·k: a new cache key and seed, apart from a judge's own samples (at most 20).
 REASK_SAMPLE_STRIDE = 1000
+PROGRESS_EVERY_S = 5.0  # the run's progress is saved with every batch, and at least this often while a stage runs
 
 
 def reask_request(request: ChatRequest, attempt: int, temperature: float) -> ChatRequest:
@@ -49,6 +50,7 @@ class StageRecord:
     items: int = 0
     skipped: int = 0
     errors: int = 0
+    done: int = 0  # of ``items``, those finished (answered or failed) so far: all of them unless interrupted
     usage: UsageStats = field(default_factory=UsageStats)
     wall_s: float = 0.0
     # tokens of the completions the backend made in this stage (cached ones cost nothing and are not counted)
@@ -81,6 +83,8 @@ class RunContext:
         self.console = console
         self.records: list[StageRecord] = []
         self.down: dict[str, str] = {}  # model id -> the line saying its endpoint was taken as down (circuit breaker)
+        self._live: dict[int, tuple[StageRecord, Model, UsageStats, float]] = {}  # stages running now
+        self._progress_saved = 0.0
         self._models: dict[str, Model] = {}
         self.released_provenance: dict[str, dict[str, Any]] = {}
 
@@ -110,6 +114,27 @@ class RunContext:
         """Save rows (of any tables) in one transaction (non-LLM steps)."""
         self.store.write(rows)
 
+    def live_summary(self) -> list[dict[str, Any]]:
+        """``runs.summary`` while the run goes on: the finished stages' records, then those running now, each
+        with ``live``, what it has done so far (``done``, ``errors``, its usage) and when (``updated_at``)."""
+        stamp = time.time()
+        live = []
+        for record, model, before, started in list(self._live.values()):
+            after = model.stats
+            usage = UsageStats(**{k: getattr(after, k) - getattr(before, k) for k in after.__dict__})
+            snapshot = StageRecord(**{**vars(record), "usage": usage, "wall_s": stamp - started})
+            live.append({**snapshot.summary(), "live": True, "updated_at": stamp})
+        return [{**r.summary(), "updated_at": stamp} for r in self.records] + live
+
+    def save_progress(self) -> None:
+        """Record the run's progress in its ``runs`` row (summary and counters), where the dashboard reads it."""
+        summary = self.live_summary()
+        self._progress_saved = time.monotonic()
+        self.store.update_run(self.run_id, summary=summary, errors=sum(r["errors"] for r in summary),
+                              backend_calls=sum(r["backend_calls"] for r in summary),
+                              cache_hits=sum(r["cache_hits"] for r in summary),
+                              retries=sum(r["retries"] for r in summary))
+
     async def drive(self, stage: str, model: Model, requests: Sequence[ChatRequest],
                     to_rows: Callable[[int, Completion], list[Row]], *, label: str | None = None,
                     skipped: int = 0, unparsed: Callable[[Completion], bool] | None = None) -> list[Completion]:
@@ -133,13 +158,18 @@ class RunContext:
         last: list[Completion | None] = [None] * len(requests)
         calls_made = [0] * len(requests)  # backend calls per item in this run (cached attempts are free)
         again: list[int] = []  # items to ask again in the next round
+        self._live[id(record)] = (record, model, before, time.time())
+
+        def write_batch(batch: list[Row]) -> None:
+            self.store.write(batch)
+            self.save_progress()
 
         async def flush() -> None:
             nonlocal pending, pending_rows
             async with lock:
                 batch, pending, pending_rows = pending, [], 0
                 batch.extend(model.take_cache_rows())
-                await asyncio.to_thread(self.store.write, batch)
+                await asyncio.to_thread(write_batch, batch)
 
         def on_result(i: int, completion: Completion) -> None:
             nonlocal pending_rows
@@ -156,6 +186,7 @@ class RunContext:
             rows = to_rows(i, completion)
             pending.extend(rows)
             pending_rows += len(rows)
+            record.done += 1
             if not completion.ok or unreadable or any(getattr(r, "error", None) for r in rows):
                 record.errors += 1
             self.progress.advance(task)
@@ -172,7 +203,10 @@ class RunContext:
                 if not stopping.is_set() and due():
                     await flush()
 
-        background = [asyncio.create_task(every(FLUSH_EVERY_S, lambda: pending_rows > 0)),
+        def due() -> bool:
+            return pending_rows > 0 or time.monotonic() - self._progress_saved >= PROGRESS_EVERY_S
+
+        background = [asyncio.create_task(every(FLUSH_EVERY_S, due)),
                       asyncio.create_task(every(0.05, lambda: pending_rows >= FLUSH_EVERY_ROWS))]
         try:
             items, attempt = list(range(len(requests))), 0
@@ -189,11 +223,12 @@ class RunContext:
         finally:
             stopping.set()
             await asyncio.gather(*background)  # a flush in progress completes; a failed write is raised
-            await flush()
             record.wall_s = time.perf_counter() - started
             after = model.stats
             record.usage = UsageStats(**{k: getattr(after, k) - getattr(before, k) for k in after.__dict__})
+            del self._live[id(record)]
             self.records.append(record)
+            await flush()  # the last rows, with the stage recorded as finished
             self.progress.update(task, completed=len(requests))
         if record.reasked:
             outcome = (f"{record.unparsed} item(s) still unparsed after {reask.times} re-ask(s): saved as they are "
@@ -205,8 +240,10 @@ class RunContext:
 
     def note(self, stage: str, model_id: str, items: int, skipped: int = 0, errors: int = 0,
              wall_s: float = 0.0) -> None:
-        """Record a non-LLM stage's work for the summary."""
-        self.records.append(StageRecord(stage, model_id, items=items, skipped=skipped, errors=errors, wall_s=wall_s))
+        """Record a non-LLM stage's work for the summary (and as the run's progress)."""
+        self.records.append(StageRecord(stage, model_id, items=items, skipped=skipped, errors=errors, done=items,
+                                        wall_s=wall_s))
+        self.save_progress()
 
 
 def stored_chunks(ctx: RunContext, queries: Sequence[Query] | None = None, *,

@@ -18,7 +18,7 @@ from pipeline.config import ModelConfig
 from pipeline.dataset import LANGUAGES, REFUSAL_SENTENCE, Chunk, Dataset, Query
 from pipeline.models import Completion, is_exclusive
 from pipeline.models.base import ChatRequest, GenerateParams, Message
-from pipeline.prompts import load_text
+from pipeline.prompts import PROMPTS_DIR, load_text
 from pipeline.steps.context import RunContext, stored_chunks
 from pipeline.store.rows import ResponseRow
 
@@ -36,6 +36,14 @@ def format_chunks(chunks: Sequence[Chunk]) -> str:
     return "\n\n".join(blocks)
 
 
+def sent_as_is(query: Query, dataset: Dataset | None) -> bool:
+    """Whether ``query``'s conversation is the whole prompt, as HealthBench sends it: a multi-turn item (open, not
+    multiple-choice) of a closed-book dataset that has no ``closed_book_system.txt`` of its own. A dataset that
+    wants a system prompt in front of its conversations ships that file."""
+    return (bool(query.messages) and not query.options and dataset is not None and dataset.closed_book
+            and dataset.prompt_path("closed_book_system.txt").parent == PROMPTS_DIR)
+
+
 def build_messages(query: Query, raw: Sequence[Chunk], updates: Sequence[Chunk],
                    dataset: Dataset | None = None) -> tuple[Message, ...]:
     """The generation prompt of one query, from ``dataset``'s prompt files (the studio's without a dataset).
@@ -43,10 +51,13 @@ def build_messages(query: Query, raw: Sequence[Chunk], updates: Sequence[Chunk],
     With a knowledge base: the system prompt, then a user turn with the raw chunks, the KB updates
     and the query. Closed-book: the closed-book system prompt and the query, no knowledge-base
     sections. A multiple-choice item lists its options and asks for one letter and a one-line
-    reason. A query with ``messages`` (HealthBench) is sent as its conversation after the system
-    prompt (a system message of its own is appended to ours); with a knowledge base, its last
-    turn carries the chunks.
+    reason. A query with ``messages`` (HealthBench) is sent as its conversation: as it is, with no
+    system prompt of ours, in a closed-book dataset without a closed-book system prompt of its own
+    (``sent_as_is``, HealthBench's way); otherwise after the system prompt (a system message of its
+    own is appended to ours), and with a knowledge base its last turn carries the chunks.
     """
+    if sent_as_is(query, dataset):
+        return tuple({"role": t.role, "content": t.content} for t in query.messages or ())
     text = dataset.prompt_text if dataset is not None else load_text
     closed = dataset is not None and dataset.closed_book
     language = LANGUAGES.get(query.language, query.language)

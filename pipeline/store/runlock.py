@@ -7,7 +7,7 @@ holds it (no backend call is made twice), and a run still recorded as ``running`
 holds who took it (run id, pid, host, start) for those messages; it stays beside the database after a run.
 
 Reads never take the lock: the dashboard's read-only connections open per read, as before. Only the probe of
-:func:`live_run` holds it for an instant, which is why a run waits a few seconds for it before giving up.
+:func:`lock_holder` holds it for an instant, which is why a run waits a few seconds for it before giving up.
 """
 
 from __future__ import annotations
@@ -98,7 +98,7 @@ class RunLock:
         self.release()
 
 
-def live_run(db: str | Path) -> str | None:
+def lock_holder(db: str | Path) -> str | None:
     """The run id of the run that holds ``db``'s lock now ('' when its id is not recorded yet), None when no run
     does. Writes nothing: it tries the lock for an instant and lets go at once."""
     path = lock_path(db)

@@ -236,11 +236,12 @@ def train_classifier(texts: list[str], labels: list[int], output: Path, settings
     numbers) for the card's list of test rows; without them the rows are named by their index. Returns the card.
     """
     import torch
-    from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from pipeline.console import make_console
+
     settings = (settings or ClassifierSettings()).check()
-    console = console or Console(stderr=True)
+    console = console or make_console(stderr=True)
     log = log or (lambda line: console.print(line, highlight=False))
     started = time.perf_counter()
     groups = list(groups) if groups is not None else [f"row:{i}" for i in range(len(texts))]
@@ -371,9 +372,9 @@ def is_current(output: Path, csv_sha256: str, settings: ClassifierSettings) -> b
 def train_classifier_command(csv_path: Path, *, output: Path = TRAINED_CLASSIFIER,
                              settings: ClassifierSettings | None = None, if_changed: bool = False) -> int:
     """CLI entry of ``medcode train-classifier``: read the CSV (bad rows → UserError), train, report the test split."""
-    from rich.console import Console
+    from pipeline.console import make_console
 
-    console = Console(stderr=True)
+    console = make_console(stderr=True)
     settings = (settings or ClassifierSettings()).check()
     csv_path, output = Path(csv_path), Path(output)
     rows = read_labelled_csv(csv_path, ("critique", "label"))

@@ -225,11 +225,12 @@ def train_critic(rows: Sequence[dict], output: Path, settings: CriticSettings | 
     adapter and the card ``critic.json`` in ``output``. Returns the card."""
     import torch
     from peft import LoraConfig, get_peft_model
-    from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from pipeline.console import make_console
+
     settings = (settings or CriticSettings()).check()
-    console = console or Console(stderr=True)
+    console = console or make_console(stderr=True)
     started = time.perf_counter()
     labels = [r.get("label_index") for r in rows]
     strat = labels if all(y is not None for y in labels) else None
@@ -340,9 +341,9 @@ def card_base(base_model: str) -> str:
 
 def train_critic_command(csv_path: Path, *, output: Path, settings: CriticSettings | None = None) -> int:
     """CLI entry of ``medcode train-critic``: read the CSV (bad rows → UserError), train, save the adapter."""
-    from rich.console import Console
+    from pipeline.console import make_console
 
-    console = Console(stderr=True)
+    console = make_console(stderr=True)
     settings = (settings or CriticSettings()).check()
     rows = read_labelled_csv(Path(csv_path), COLUMNS, label_required=False)
     source = {"path": str(csv_path), "sha256": sha256_file(Path(csv_path)), "rows": len(rows)}
