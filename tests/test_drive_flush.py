@@ -16,6 +16,7 @@ import threading
 from rich.console import Console
 from rich.progress import Progress
 
+from pipeline.config import RunConfig
 from pipeline.models.base import ChatRequest, Completion, Message, UsageStats
 from pipeline.steps import context as step_context
 from pipeline.steps.context import RunContext
@@ -48,6 +49,7 @@ class OneAnswerModel:
     """A model whose only completion arrives, and then the stage lingers a moment before it returns."""
 
     id = "fake/one-answer"
+    down = None  # its endpoint never went down (the circuit breaker's line)
 
     def __init__(self, linger_s: float):
         self.stats = UsageStats()
@@ -68,7 +70,9 @@ def test_a_flush_under_way_when_the_stage_ends_is_not_lost(tmp_path, monkeypatch
     monkeypatch.setattr(step_context, "FLUSH_EVERY_S", 0.01)
     store = Store(tmp_path / "results.duckdb")
     console = Console(file=io.StringIO())
-    ctx = RunContext(None, store, None, [], "run-1", [], Progress(console=console), console)
+    config = RunConfig.model_validate({"name": "flush", "dataset": str(tmp_path), "db": str(store.path),
+                                       "models": [{"id": "extractive/top-sentences"}]})
+    ctx = RunContext(config, store, None, [], "run-1", [], Progress(console=console), console)
     messages: tuple[Message, ...] = ({"role": "user", "content": "q"},)
 
     def to_rows(i: int, c: Completion):

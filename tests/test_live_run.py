@@ -135,10 +135,14 @@ def test_live_run_reads_progress_pace_and_silence(tmp_path):
     its pace so far, and a run silent for longer than ``STALE_S`` flagged (it may have been killed)."""
     from pipeline.read.home import STALE_S, live_run
     from pipeline.store import Store
+    from pipeline.store.runlock import RunLock
 
     store = Store(tmp_path / "r.duckdb")
     run_id = store.start_run(name="n", kind="pipeline", dataset="d", config_json="{}", config_hash="h",
                              code_revision="c", model_files={})
+    assert live_run(store.path) is None  # marked running, but no run holds the database's lock: it was killed
+    lock = RunLock(store.path).acquire()
+    lock.claim(run_id)
     assert live_run(store.path)["stages"].empty
     stamp = time.time()
     store.update_run(run_id, errors=1, summary=[
@@ -157,3 +161,4 @@ def test_live_run_reads_progress_pace_and_silence(tmp_path):
     assert live_run(store.path)["stale"]
     store.update_run(run_id, status="finished")
     assert live_run(store.path) is None
+    lock.release()
