@@ -194,6 +194,9 @@ def percentile(values: list[float], p: float) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=15)
+    parser.add_argument("--only", action="append", default=[],
+                        help="time only the reads whose name starts with this (repeatable); their entries replace "
+                             "those of the results file, the rest are kept")
     args = parser.parse_args()
     from pipeline.store import SHARED_READERS
 
@@ -205,7 +208,7 @@ def main() -> None:
     db = str(DB)
     results: dict[str, Any] = {}
     with SHARED_READERS.held(db):
-        calls = reads(db)
+        calls = {k: v for k, v in reads(db).items() if not args.only or k.startswith(tuple(args.only))}
         for name, call in calls.items():
             call()  # one untimed pass: imports and the instance
             walls, cpus = [], []
@@ -224,11 +227,13 @@ def main() -> None:
     with duckdb.connect(db, read_only=True) as con:
         counts = {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
                   for t in ("queries", "responses", "arena_votes", "pairwise_verdicts")}
+    if args.only and RESULTS.exists():  # the other reads as measured before
+        results = {**json.loads(RESULTS.read_text(encoding="utf-8"))["reads"], **results}
     checked = {k: results[k]["p95_ms"] <= TARGET_P95_MS for k in
                ("arena leaderboard (all languages, 100 bootstrap refits)", "bias view (flips, verbosity, "
                                                                            "self-preference)")}
     out = {"rows": counts, "repeats": args.repeats, "target_p95_ms": TARGET_P95_MS, "within_target": checked,
-           "reads": results, "load_average": os.getloadavg(), "cpus": os.cpu_count(),
+           "reads": results, "load_average": os.getloadavg(), "cpus": os.cpu_count(), "remeasured": args.only,
            "python": platform.python_version(),
            "measured_at": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
