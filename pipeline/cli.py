@@ -376,10 +376,11 @@ def arena_export_votes(
 ):
     """Write every stored vote as CSV (the columns import-votes reads)."""
     from pipeline.read.arena import export_votes
+    from pipeline.read.csv_cells import frame_to_csv
 
     _arena_db(db)
     frame = export_votes(db, dataset)
-    frame.to_csv(out, index=False)
+    out.write_text(frame_to_csv(frame), encoding="utf-8")  # a cell a spreadsheet would run is neutralised
     console.print(f"wrote {len(frame)} vote(s) to {out}", highlight=False)
 
 
@@ -396,6 +397,7 @@ def arena_leaderboard(
 ):
     """Print the Bradley–Terry leaderboard: model, strength, lower, upper (bootstrap 95 %), votes."""
     from pipeline.read.arena import SOURCES, judges, leaderboard
+    from pipeline.read.csv_cells import frame_to_csv
 
     if source not in SOURCES:
         raise UserError(f"--source: {source!r} is not one of {', '.join(SOURCES)}")
@@ -410,7 +412,7 @@ def arena_leaderboard(
         judge = known[0]
     table = leaderboard(db, dataset, language, source, judge, style_control=style_control)
     table = table[["model", "strength", "lower", "upper", "votes"]]
-    sys.stdout.write(table.to_csv(index=False) if fmt == "csv" else table.to_json(orient="records", indent=1) + "\n")
+    sys.stdout.write(frame_to_csv(table) if fmt == "csv" else table.to_json(orient="records", indent=1) + "\n")
 
 
 def _arena_db(db: Path) -> None:

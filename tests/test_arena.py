@@ -180,6 +180,20 @@ def test_cli_leaderboard_csv_is_the_read_model_and_export_round_trips(voted_db: 
     pd.testing.assert_frame_equal(before.drop(columns=["voted_at"]), after.drop(columns=["voted_at"]))
 
 
+def test_exported_votes_neutralise_a_cell_a_spreadsheet_would_run(voted_db: Path, tmp_path: Path):
+    """An annotator typed as a formula is written as text (OWASP's rule, as every CSV the studio writes)."""
+    rows = Store(voted_db).fetch("SELECT query_id, model_a, model_b FROM arena_votes LIMIT 1")
+    (qid, a, b), = rows
+    texts = current_texts(voted_db)
+    Store(voted_db).write([ArenaVoteRow.of(dataset="ds", query_id=qid, model_a=a, model_b=b, winner="tie",
+                                           annotator="=HYPERLINK(\"http://x\")", shown_left=a, tags=[],
+                                           text_a=texts[(qid, a)], text_b=texts[(qid, b)], source="app")])
+    out = tmp_path / "votes.csv"
+    assert CliRunner().invoke(app, ["arena", "export-votes", "--db", str(voted_db), "--out", str(out)]).exit_code == 0
+    cells = set(pd.read_csv(out).annotator)
+    assert "'=HYPERLINK(\"http://x\")" in cells and not any(c.startswith("=") for c in cells)
+
+
 def test_import_votes_rejects_a_bad_csv_naming_the_line_and_writes_nothing(voted_db: Path, tmp_path: Path):
     before = len(arena.export_votes(voted_db))
     bad = tmp_path / "bad.csv"
