@@ -199,6 +199,10 @@ def test_a_file_without_the_arena_tables_reads_the_same_figures(voted_db: Path, 
 
     import duckdb
 
+    from pipeline.analysis.arena import STYLE_FEATURES
+    from pipeline.store import derived_arena
+
+    assert derived_arena.STYLE_FEATURES == STYLE_FEATURES  # what the store bins is what the fits read
     old = tmp_path / "old.duckdb"
     shutil.copy(voted_db, old)
     with duckdb.connect(str(old)) as con:

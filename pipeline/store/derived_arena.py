@@ -26,7 +26,8 @@ from __future__ import annotations
 from pipeline.store.derived import Counts, Derived
 
 KEY = ("dataset", "query_id", "model_a", "model_b", "origin", "rater")
-STYLE_FEATURES = ("length", "headers", "lists", "bold")  # the style counts a comparison row stores (``rows.py``)
+STYLE_FEATURES = ("length", "headers", "lists", "bold")  # pipeline.analysis.arena.STYLE_FEATURES (not imported:
+# it would load pandas with the store; tests/test_arena.py checks they are equal)
 STYLE_BINS = 10  # a normalised style difference in [-1, 1] is grouped to 1/STYLE_BINS (stored as the bin number)
 WATCH = (("queries", ("language", "script")),)
 
