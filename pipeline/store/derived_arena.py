@@ -42,7 +42,7 @@ def _bins(alias: str, aggregate: str = "") -> str:
 
 def _current(alias: str) -> str:
     """Joins requiring both responses of comparison ``alias`` to be the stored ones, without an error."""
-    return "".join(f" JOIN responses r{s} {{touched_items_r{s}}} ON r{s}.dataset = {alias}.dataset AND "
+    return "".join(f" JOIN responses r{s} ON r{s}.dataset = {alias}.dataset AND "
                    f"r{s}.query_id = {alias}.query_id AND r{s}.model_id = {alias}.model_{s} AND "
                    f"r{s}.response_hash = {alias}.response_hash_{s} AND r{s}.error IS NULL" for s in ("a", "b"))
 
@@ -51,8 +51,8 @@ _VOTES = ("SELECT v.dataset, v.query_id, v.model_a, v.model_b, 'doctors' AS orig
           "coalesce(q.language, '') AS language, coalesce(q.script, CASE WHEN q.query_id IS NULL THEN '' ELSE "
           "'native' END) AS script, TRUE AS complete, CASE WHEN v.winner = 'both_bad' THEN 'tie' ELSE v.winner END "
           "AS outcome, FALSE AS flipped, sign(v.length_a - v.length_b)::INTEGER AS longer, " + _bins("v")
-          + ", 0 AS first_wins, 0 AS first_decided FROM arena_votes v {touched} LEFT JOIN queries q "
-          "{touched_queries_q} ON q.dataset = v.dataset AND q.query_id = v.query_id" + _current("v"))
+          + ", 0 AS first_wins, 0 AS first_decided FROM arena_votes v {touched} LEFT JOIN queries q ON "
+          "q.dataset = v.dataset AND q.query_id = v.query_id" + _current("v"))
 _VERDICTS = ("SELECT p.dataset, p.query_id, p.model_a, p.model_b, 'judge' AS origin, p.judge_id AS rater, "
              "any_value(q.language) AS language, any_value(coalesce(q.script, 'native')) AS script, "
              "count(*) = 2 AS complete, CASE WHEN min(p.verdict) <> max(p.verdict) THEN 'tie' ELSE min(p.verdict) "
@@ -60,11 +60,13 @@ _VERDICTS = ("SELECT p.dataset, p.query_id, p.model_a, p.model_b, 'judge' AS ori
              "sign(any_value(p.length_a) - any_value(p.length_b))::INTEGER AS longer, " + _bins("p", "any_value")
              + ", count(*) FILTER (p.verdict <> 'tie' AND (CASE p.verdict WHEN 'a' THEN p.model_a ELSE p.model_b "
              "END) = p.first) AS first_wins, count(*) FILTER (p.verdict <> 'tie') AS first_decided "
-             "FROM pairwise_verdicts p {touched_p} JOIN queries q {touched_queries_q} ON q.dataset = p.dataset AND "
+             "FROM pairwise_verdicts p {touched_p} JOIN queries q ON q.dataset = p.dataset AND "
              "q.query_id = p.query_id" + _current("p")
              + " WHERE p.parse_ok GROUP BY p.dataset, p.query_id, p.model_a, p.model_b, p.judge_id")
-# (a placeholder in both parts restricts each part's own alias; a pair's two orders are both current, so they
-# compared the same two texts: their lengths and styles are equal)
+# Only the votes and verdicts are restricted to the touched keys (a placeholder in both parts restricts each part's
+# own alias): a join of the few touched rows to the whole responses and queries by equality is cheaper than
+# restricting those too (a vote's refresh on the 1M-vote file: 17 ms instead of 70). A pair's two orders are both
+# current, so they compared the same two texts: their lengths and styles are equal.
 
 PAIR_GROUP = ("dataset", "origin", "judge", "language", "script", "complete", "model_a", "model_b", "outcome",
               "flipped", "longer")
