@@ -6,12 +6,13 @@ one of 24 models to each (120,000 texts of 300–1,500 characters with some mark
 doctors (unique per doctor, query and pair; outcomes from known Bradley–Terry strengths plus a preference for
 length) and about 100,000 pairs (the distinct ones of 100,000 draws) judged in both orders by a judge that is
 itself one of the candidates and prefers the first answer a fifth of the time. Rows go through the Store's bulk
-path (``Store.write_table``).
+path (``Store.write_table``), which also fills the derived arena tables (``pipeline/store/derived_arena.py``).
 
 Then, cold (no Streamlit cache; every repetition one render inside ``SHARED_READERS.held``, as app.py makes it),
-REPEATS times each: the arena page's leaderboard (SQL grouping of the million votes, the Bradley–Terry fit and
-100 bootstrap refits), the style-controlled one, one language's, the win-rate matrix, the next pair for a doctor,
-and the Judge trust page's bias view (position flips, verbosity with its style-controlled fit, self-preference).
+REPEATS times each: the arena page's leaderboard (sums of the store's ``arena_pairs``, kept by the writer; the
+Bradley–Terry fit and 100 bootstrap refits), the style-controlled one, one language's, the win-rate matrix, the
+next pair for a doctor, and the Judge trust page's bias view (position flips, verbosity with its length-controlled
+fit, self-preference).
 p50 / p95 wall time and the median CPU time are printed and written to bench/results/arena.json with ``uptime``'s
 load. Target: the leaderboard and the bias view p95 ≤ 300 ms.
 

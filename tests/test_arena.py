@@ -206,6 +206,29 @@ def test_import_votes_rejects_a_bad_csv_naming_the_line_and_writes_nothing(voted
     assert len(arena.export_votes(voted_db)) == before
 
 
+def test_a_file_without_the_arena_tables_reads_the_same_figures(voted_db: Path, tmp_path: Path):
+    """A file the writer has not opened since the derived arena tables were added: the reads compute them from their
+    definitions (reads never write) and show the same leaderboards and counts."""
+    import shutil
+
+    import duckdb
+
+    from pipeline.analysis.arena import STYLE_FEATURES
+    from pipeline.store import derived_arena
+
+    assert derived_arena.STYLE_FEATURES == STYLE_FEATURES  # what the store bins is what the fits read
+    old = tmp_path / "old.duckdb"
+    shutil.copy(voted_db, old)
+    with duckdb.connect(str(old)) as con:
+        for table in arena.ARENA_DERIVED:
+            con.execute(f"DROP TABLE {table}")
+    for language, style in ((None, False), ("hi", False), (None, True)):
+        pd.testing.assert_frame_equal(arena.leaderboard(old, "ds", language, style_control=style, rounds=20),
+                                      arena.leaderboard(voted_db, "ds", language, style_control=style, rounds=20))
+    pd.testing.assert_frame_equal(arena.win_matrix(old, "ds"), arena.win_matrix(voted_db, "ds"))
+    assert arena.verbosity(old, "ds", "doctors")["decided"] == arena.verbosity(voted_db, "ds", "doctors")["decided"] > 0
+
+
 def test_a_regenerated_response_no_longer_counts(voted_db: Path):
     before = arena.leaderboard(voted_db, "ds", rounds=0).votes.sum()
     (qid, model), = Store(voted_db).fetch("SELECT query_id, model_a FROM arena_votes ORDER BY query_id LIMIT 1")

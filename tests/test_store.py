@@ -15,11 +15,13 @@ from pipeline.metrics import METRICS
 from pipeline.store import DERIVED, LEXICAL, SCHEMA_VERSION, TABLES, Store
 from pipeline.store.derived import Derived, ordered
 from pipeline.store.rows import (
+    ArenaVoteRow,
     CritiqueRow,
     HumanLabelRow,
     JudgmentRow,
     LexicalRow,
     MetaRow,
+    PairwiseVerdictRow,
     QueryRow,
     ResponseRow,
     RetrievalRow,
@@ -77,6 +79,16 @@ def _lexical(i: int, m: str, value: float, text: str = "t") -> LexicalRow:
 def _query(i: int, language: str = "hi", script: str | None = None, themes: tuple[str, ...] = ()) -> QueryRow:
     return QueryRow(dataset="d", query_id=f"q{i}", language=language, query="?", query_en=None, gt_response="g",
                     themes=list(themes), kb_refs=[], update_sensitive=False, script=script)
+
+
+def _vote(i: int, annotator: str, winner: str, text_b: str = "t") -> ArenaVoteRow:
+    return ArenaVoteRow.of(dataset="d", query_id=f"q{i}", model_a="a", model_b="b", text_a="t", text_b=text_b,
+                           winner=winner, annotator=annotator, shown_left=None, tags=[], source="test")
+
+
+def _verdict(i: int, first: str, verdict: str) -> PairwiseVerdictRow:
+    return PairwiseVerdictRow.of(dataset="d", query_id=f"q{i}", judge_id="k", model_a="a", model_b="b", text_a="t",
+                                 text_b="t", first=first, verdict=verdict, parse_ok=True, raw_output="", run_id="r")
 
 
 def _write_sources(store: Store) -> None:
@@ -223,7 +235,8 @@ def test_every_derived_table_equals_its_definition_after_every_kind_of_write(tmp
     recomputed by key and ``jury_patterns``, kept by deltas (the touched items' old counts subtracted, their new ones
     added, emptied patterns deleted): a second and a third judge, a rescoring that moves items between patterns, an
     unparsed output, rubric grades and a changed rubric, a reclassified critique, a new and a deleted label, a
-    regenerated answer, a query moved to another language and script, a deleted response."""
+    regenerated answer, a query moved to another language and script, a deleted response; arena votes and a
+    pairwise judge's verdicts (a changed vote, a pair completed by its second order, a stale text)."""
     store = Store(tmp_path / "r.duckdb")
     _write_sources(store)
 
@@ -263,6 +276,19 @@ def test_every_derived_table_equals_its_definition_after_every_kind_of_write(tmp
                                                                                               ("b", 0.4, 1)]
     store.write([_grade(3, "a", 1, rubric[1], None)])  # unparsed: the item is unscored
     check()
+    # the arena: votes (one on an errored answer, one on a stale text) and a judge's pairs in both orders (one flips,
+    # one has a single order), then a changed vote and a second order that completes a pair
+    store.write([_vote(i, who, winner) for i, who, winner in ((0, "dr1", "a"), (0, "dr2", "both_bad"), (1, "dr1", "b"),
+                                                                (2, "dr1", "a"), (3, "dr2", "tie"))]
+                + [_vote(3, "dr1", "a", text_b="an older text")]
+                + [_verdict(i, first, v) for i, first, v in ((0, "a", "a"), (0, "b", "a"), (1, "a", "a"),
+                                                            (1, "b", "b"), (3, "b", "tie"))])
+    check()
+    assert store.fetch("SELECT origin, count(*) FROM arena_comparisons WHERE complete GROUP BY ALL ORDER BY 1") \
+        == [("doctors", 4), ("judge", 2)]
+    store.write([_vote(1, "dr1", "a"), _verdict(3, "a", "a")])
+    check()
+    assert store.fetch("SELECT sum(n) FILTER (flipped), sum(n) FROM arena_pairs WHERE origin = 'judge'") == [(2, 3)]
     rubric[0]["points"] = 4  # the rubric changes: grades of the old criterion are stale
     store.write([dataclasses.replace(_query(3, script="latin", themes=("cultural",)), rubric=json.dumps(rubric))])
     check()
@@ -276,8 +302,10 @@ def test_every_derived_table_equals_its_definition_after_every_kind_of_write(tmp
     check()
     assert store.fetch("SELECT DISTINCT query_language, query_script FROM jury_patterns WHERE query_language = 'ta'") \
         == [("ta", "latin")]
+    assert store.fetch("SELECT count(*) FROM arena_comparisons WHERE query_id = 'q0'") == [(0,)]  # regenerated
     store.delete_where("responses", "dataset = ? AND query_id = ? AND model_id = ?", ["d", "q3", "b"])
     check()
+    assert store.fetch("SELECT origin FROM arena_comparisons ORDER BY 1") == [("doctors",), ("judge",)]  # q1 alone
 
 
 def test_a_failed_write_raises_the_database_error_naming_its_table(tmp_path):

@@ -4,8 +4,10 @@
 Only comparisons of the response texts stored now count: a vote or verdict whose ``response_hash_a`` / ``_b`` is not
 its model's current response hash (or whose response now has an error) is left out. A vote of "both bad" is a tie.
 A judge's comparison is its two orders together: the same verdict in both is that verdict, different verdicts are
-a tie and a position flip; a pair with an order unparsed or missing is not a comparison. Every read is grouped in
-SQL (per pair, outcome and style bin), so a million votes fit in milliseconds.
+a tie and a position flip; a pair with an order unparsed or missing is not a comparison. The store keeps these
+comparisons and their counts (``pipeline.store.derived_arena``: ``arena_comparisons``, counted into ``arena_pairs``
+per pair, outcome, language and script, and ``arena_styles`` per style bin), so a read sums a few thousand grouped
+rows instead of checking a million votes' texts, and a fit works on them.
 """
 
 from __future__ import annotations
@@ -28,16 +30,18 @@ from pipeline.analysis.arena import (
     win_rates,
 )
 from pipeline.read.common import df
-from pipeline.store import SHARED_READERS
+from pipeline.store import DERIVED, SHARED_READERS
+from pipeline.store.derived_arena import STYLE_BINS
 
 SOURCES = ("doctors", "judge")
 ROUNDS = 100  # bootstrap rounds of a leaderboard
 STYLE_ROUNDS = 30  # of a style-controlled one (thousands of style groups at a million votes: each refit costs more)
 VERBOSITY_ROUNDS = 0  # of the length-only fit behind the bias view's length effect: its point estimate only (the
 # style-controlled leaderboard gives every style coefficient's interval)
-STYLE_BINS = 10  # a normalised style difference in [-1, 1] is grouped to 1/STYLE_BINS: a rounding error of sd
-# 0.03, small beside the differences' spread (≈ 0.2), so the style coefficients are hardly attenuated
+# STYLE_BINS (the store's): a normalised style difference in [-1, 1] is grouped to 1/STYLE_BINS: a rounding error of
+# sd 0.03, small beside the differences' spread (≈ 0.2), so the style coefficients are hardly attenuated
 ARENA_TABLES = ("arena_votes", "pairwise_verdicts")
+ARENA_DERIVED = ("arena_comparisons", "arena_pairs", "arena_styles")
 EXPORT_COLUMNS = ["dataset", "query_id", "model_a", "model_b", "winner", "annotator", "shown_left", "tags",
                   "voted_at"]
 
@@ -57,79 +61,64 @@ def has_arena(db: str | Path) -> bool:
 
 
 # -- SQL pieces ------------------------------------------------------------------------------------------
-def _queries(dataset: str | None, language: str | None) -> tuple[str, list[Any]]:
-    """``q``: the queries in view; ``cur``: a 64-bit key of every current response (dataset, query, model, text
-    hash; no error), which a comparison's two responses must match (``_current``): a join on one integer instead
-    of four strings, for a million votes."""
-    preds, params = ["TRUE"], []
-    if dataset is not None:
-        preds.append("dataset = ?")
-        params.append(dataset)
-    if language is not None:
-        preds.append("language = ?")
-        params.append(language)
-    where = " AND ".join(preds)
-    cur_where = "error IS NULL" + (" AND dataset = ?" if dataset is not None else "")
-    return (f"q AS (SELECT dataset, query_id, language, coalesce(script, 'native') AS script FROM queries WHERE "
-            f"{where}), cur AS (SELECT hash(dataset, query_id, model_id, response_hash) AS k FROM responses "
-            f"WHERE {cur_where})"), [*params, *([dataset] if dataset is not None else [])]
+def _relation(db: str | Path, name: str) -> str:
+    """A FROM relation of the derived arena table ``name`` (``pipeline.store.derived_arena``): the table, or its
+    definition for a file the writer has not opened since the table was added (reads never write)."""
+    with SHARED_READERS.cursor(db) as con:
+        present = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables() WHERE list_contains(?, "
+                                             "table_name)", [list(ARENA_DERIVED)]).fetchall()}
+    if name in present:
+        return name
+    d = DERIVED[name]
+    if d.counts is None:
+        return f"({d.definition()})"
+    return f"({d.select.format(rows=_relation(db, d.counts.parent) + ' ')})"
 
 
-def _current(alias: str) -> str:
-    """WHERE predicate: both responses a comparison ``alias`` made are the ones stored now, without an error."""
-    return " AND ".join(f"hash({alias}.dataset, {alias}.query_id, {alias}.model_{s}, {alias}.response_hash_{s}) "
-                        "IN (SELECT k FROM cur)" for s in ("a", "b"))
-
-
-def comparisons_cte(source: str, dataset: str | None, language: str | None, judge: str | None,
-                    votes: str = "arena_votes") -> tuple[str, list[Any]]:
-    """``q`` and ``c``: the current comparisons of ``source`` (one row each: dataset, query_id, language, script,
-    model_a, model_b, outcome 'a' / 'b' / 'tie', flipped (judge: the two orders disagreed), response hashes).
-    ``votes``: the votes' relation (``NO_VOTES`` for a file without the table)."""
-    q, params = _queries(dataset, language)
-    if source == "doctors":  # no language chosen: no join to the queries (the language is not needed)
-        where = _current("v") + (" AND v.dataset = ?" if dataset is not None else "")
-        lang, join = ("q.language, q.script", "JOIN q ON q.dataset = v.dataset AND q.query_id = v.query_id") \
-            if language is not None else ("NULL AS language, NULL AS script", "")
-        return (f"{q}, c AS (SELECT v.dataset, v.query_id, {lang}, v.model_a, v.model_b, "
-                "CASE WHEN v.winner = 'both_bad' THEN 'tie' ELSE v.winner END AS outcome, FALSE AS flipped, "
-                f"v.response_hash_a, v.response_hash_b, {_style_columns('v')} FROM {votes} v {join} WHERE {where})"), \
-            [*params, *([dataset] if dataset is not None else [])]
-    if source != "judge":
+def _where(source: str, dataset: str | None, language: str | None, judge: str | None,
+           alias: str = "") -> tuple[str, list[Any]]:
+    """WHERE predicate of the arena tables: ``source``'s complete comparisons (a judge's: ``judge``'s) of the dataset
+    and language (None: all)."""
+    if source not in SOURCES:
         raise ValueError(f"source {source!r} is not one of {', '.join(SOURCES)}")
-    return (f"{q}, orders AS (SELECT p.dataset, p.query_id, q.language, q.script, p.model_a, p.model_b, p.first, "
-            "p.verdict, "
-            f"p.response_hash_a, p.response_hash_b, {_style_columns('p')} FROM pairwise_verdicts p JOIN q ON "
-            f"q.dataset = p.dataset AND q.query_id = p.query_id WHERE {_current('p')} AND p.judge_id = ? "
-            "AND p.parse_ok), "
-            "c AS (SELECT dataset, query_id, any_value(language) AS language, any_value(script) AS script, model_a, "
-            "model_b, CASE WHEN min(verdict) <> max(verdict) THEN 'tie' ELSE min(verdict) END AS outcome, "
-            "min(verdict) <> max(verdict) AS flipped, any_value(response_hash_a) AS response_hash_a, "
-            f"any_value(response_hash_b) AS response_hash_b, {_style_columns(None, 'any_value')} FROM orders "
-            "GROUP BY dataset, query_id, model_a, model_b HAVING count(*) = 2)"), [*params, judge]
-    # (both orders of a pair are current, so they compared the same two texts: one group per pair)
+    p = f"{alias}." if alias else ""
+    preds, params = [f"{p}origin = ?", f"{p}judge = ?"], [source, judge if source == "judge" else ""]
+    for column, value in (("dataset", dataset), ("language", language)):
+        if value is not None:
+            preds.append(f"{p}{column} = ?")
+            params.append(value)
+    return " AND ".join(preds), params
 
 
-def _style_columns(alias: str | None, aggregate: str | None = None) -> str:
-    """The style counts a comparison row stores (``pipeline.store.rows.compared_texts``), of both responses."""
-    names = [f"{f}_{side}" for f in STYLE_FEATURES for side in ("a", "b")]
-    return ", ".join(f"{aggregate}({n}) AS {n}" if aggregate else f"{alias}.{n}" for n in names)
+def _counts(db: str | Path, source: str, dataset: str | None, language: str | None, judge: str | None,
+            select: str, group: str = "", complete: bool = True) -> pd.DataFrame:
+    """``select`` over ``arena_pairs``' rows of ``source`` (``_where``; only complete comparisons by default)."""
+    where, params = _where(source, dataset, language, judge)
+    return df(db, f"SELECT {select} FROM {_relation(db, 'arena_pairs')} WHERE {where}"
+              + (" AND complete" if complete else "") + (f" GROUP BY {group}" if group else ""), params)
 
 
-def grouped_sql(source: str, dataset: str | None, language: str | None, judge: str | None, *,
+def grouped_sql(db: str | Path, source: str, dataset: str | None, language: str | None, judge: str | None, *,
                 style: bool, features: tuple[str, ...] = STYLE_FEATURES) -> tuple[str, list[Any]]:
     """(model_a, model_b, outcome, n) per group; with ``style`` also each style feature's (of ``features``)
-    normalised difference (a − b) / (a + b + 1), binned to 1/``STYLE_BINS``."""
+    normalised difference (a − b) / (a + b + 1), binned to 1/``STYLE_BINS`` — sums of the store's counted tables
+    ``arena_pairs`` / ``arena_styles``."""
     unknown = set(features) - set(STYLE_FEATURES)
     if unknown:
         raise ValueError(f"unknown style feature(s) {sorted(unknown)}")
-    cte, params = comparisons_cte(source, dataset, language, judge)
+    where, params = _where(source, dataset, language, judge)
     if not style:
-        return f"WITH {cte} SELECT model_a, model_b, outcome, count(*) AS n FROM c GROUP BY ALL", params
-    diffs = ", ".join(f"round(({f}_a - {f}_b) / ({f}_a + {f}_b + 1) * {STYLE_BINS}) / {STYLE_BINS} AS {f}"
-                      for f in features)
-    return (f"WITH {cte}, d AS (SELECT model_a, model_b, outcome, {diffs} FROM c) "
-            "SELECT *, count(*) AS n FROM d GROUP BY ALL"), params
+        return (f"SELECT model_a, model_b, outcome, sum(n)::BIGINT AS n FROM {_relation(db, 'arena_pairs')} "
+                f"WHERE {where} AND complete GROUP BY ALL"), params
+    bins = ", ".join(f"{f} / {STYLE_BINS} AS {f}" for f in features)
+    return (f"SELECT model_a, model_b, outcome, {bins}, sum(n)::BIGINT AS n FROM {_relation(db, 'arena_styles')} "
+            f"WHERE {where} GROUP BY ALL"), params
+
+
+def _pair_counts(db: str | Path, dataset: str | None, language: str | None) -> dict[tuple[str, str], int]:
+    """The doctors' current comparisons per pair."""
+    rows = _counts(db, "doctors", dataset, language, None, "model_a, model_b, sum(n)::BIGINT AS n", "ALL")
+    return {(a, b): int(n) for a, b, n in rows.itertuples(index=False)}
 
 
 # -- read models -------------------------------------------------------------------------------------------
@@ -137,7 +126,7 @@ def comparisons(db: str | Path, dataset: str | None, language: str | None = None
                 judge: str | None = None, *, style: bool = False,
                 features: tuple[str, ...] = STYLE_FEATURES) -> pd.DataFrame:
     """The grouped comparisons a leaderboard fits (``grouped_sql``)."""
-    return df(db, *grouped_sql(source, dataset, language, judge, style=style, features=features))
+    return df(db, *grouped_sql(db, source, dataset, language, judge, style=style, features=features))
 
 
 def fit(db: str | Path, dataset: str | None, language: str | None = None, source: str = "doctors",
@@ -179,11 +168,12 @@ def doctors_vs_judge(db: str | Path, dataset: str | None, judge: str, *, rounds:
     for language in langs:
         doctors = fit(db, dataset, language, "doctors", rounds=rounds).table
         judged = fit(db, dataset, language, "judge", judge, rounds=rounds).table
-        d_cte, d_params = comparisons_cte("doctors", dataset, language, None)
-        j_cte, j_params = comparisons_cte("judge", dataset, language, judge)
-        shared = df(db, f"WITH d AS (WITH {d_cte} SELECT * FROM c), j AS (WITH {j_cte} SELECT * FROM c) "
-                    "SELECT d.outcome AS doctor, j.outcome AS judge, count(*) AS n FROM d JOIN j USING "
-                    "(dataset, query_id, model_a, model_b, response_hash_a, response_hash_b) GROUP BY ALL",
+        d_where, d_params = _where("doctors", dataset, language, None, "d")
+        j_where, j_params = _where("judge", dataset, language, judge, "j")
+        table = _relation(db, "arena_comparisons")  # both current: the same two texts
+        shared = df(db, f"SELECT d.outcome AS doctor, j.outcome AS judge, count(*) AS n FROM "
+                    f"(SELECT *, '' AS judge FROM {table}) d JOIN (SELECT *, rater AS judge FROM {table}) j USING "
+                    f"(dataset, query_id, model_a, model_b) WHERE {d_where} AND {j_where} AND j.complete GROUP BY ALL",
                     [*d_params, *j_params])
         agreement = rank_agreement(doctors, judged, shared)
         out.append({"language": language or "all", "doctor_votes": int(doctors.votes.sum() / 2),
@@ -197,12 +187,10 @@ def doctors_vs_judge(db: str | Path, dataset: str | None, judge: str, *, rounds:
 def position_flips(db: str | Path, dataset: str | None, judge: str) -> pd.DataFrame:
     """Per language and script: the judge's comparisons, how many flipped with the order, the flip rate, and the
     share of its decided (non-tie) single-order verdicts that preferred the response shown first (0.5 = none)."""
-    cte, params = comparisons_cte("judge", dataset, None, judge)
-    return df(db, f"WITH {cte}, flips AS (SELECT language, script, count(*) AS comparisons, count(*) FILTER (flipped) "
-              "AS flips, avg(flipped::INTEGER) AS flip_rate FROM c GROUP BY ALL), firsts AS (SELECT o.language, "
-              "o.script, avg(((CASE o.verdict WHEN 'a' THEN o.model_a ELSE o.model_b END) = o.first)::INTEGER) AS "
-              "first_wins FROM orders o WHERE o.verdict <> 'tie' GROUP BY ALL) SELECT f.*, w.first_wins FROM flips f "
-              "LEFT JOIN firsts w USING (language, script) ORDER BY language, script", params)
+    return _counts(db, "judge", dataset, None, judge, "language, script, (sum(n) FILTER (complete))::BIGINT AS "
+                   "comparisons, coalesce(sum(n) FILTER (complete AND flipped), 0)::BIGINT AS flips, "
+                   "flips / comparisons AS flip_rate, sum(first_wins) / nullif(sum(first_decided), 0) AS first_wins",
+                   "ALL HAVING comparisons > 0 ORDER BY language, script", complete=False)
 
 
 def verbosity(db: str | Path, dataset: str | None, source: str = "judge", judge: str | None = None, *,
@@ -210,9 +198,10 @@ def verbosity(db: str | Path, dataset: str | None, source: str = "judge", judge:
     """How much the source prefers the longer response: the share of decided comparisons the longer one won,
     and the length coefficient of a fit with the length difference as the one style covariate (Elo points per
     typical normalised length difference; with ``rounds`` a bootstrap interval, else NaN)."""
-    cte, params = comparisons_cte(source, dataset, None, judge)
-    longer = df(db, f"WITH {cte} SELECT avg(((length_a > length_b) = (outcome = 'a'))::INTEGER) AS longer_wins, "
-                "count(*) AS decided FROM c WHERE outcome <> 'tie' AND length_a <> length_b", params).iloc[0]
+    decided = "outcome <> 'tie' AND longer <> 0"
+    longer = _counts(db, source, dataset, None, judge, f"sum(n) FILTER ({decided} AND (longer > 0) = (outcome = 'a'))"
+                     f" / sum(n) FILTER ({decided}) AS longer_wins, coalesce(sum(n) FILTER ({decided}), 0) AS "
+                     "decided").iloc[0]
     styled = fit(db, dataset, None, source, judge, style_control=True, rounds=rounds, features=("length",)).style
     length = styled[styled.feature == "length"]
     coef = length.iloc[0] if len(length) else None
@@ -226,14 +215,11 @@ def self_preference(db: str | Path, dataset: str | None, judge: str) -> pd.DataF
     """When the judge is also a candidate model: its win rate (ties half) judged by itself, by the doctors and by
     each other pairwise judge, over the comparisons each made of it."""
     score = "CASE WHEN outcome = 'tie' THEN 0.5 WHEN (outcome = 'a') = (model_a = ?) THEN 1.0 ELSE 0.0 END"
-    d_cte, d_params = comparisons_cte("doctors", dataset, None, None)
-    out = [df(db, f"WITH {d_cte} SELECT 'doctors' AS rater, avg({score}) AS win_rate, count(*) AS comparisons "
-              "FROM c WHERE ? IN (model_a, model_b)", [*d_params, judge, judge])]
-    for other in judges(db):
-        cte, params = comparisons_cte("judge", dataset, None, other)
-        out.append(df(db, f"WITH {cte} SELECT ? AS rater, avg({score}) AS win_rate, count(*) AS comparisons FROM c "
-                      "WHERE ? IN (model_a, model_b)", [*params, other, judge, judge]))
-    table = pd.concat(out, ignore_index=True)
+    where, params = ("AND dataset = ?", [dataset]) if dataset is not None else ("", [])
+    table = df(db, f"SELECT CASE origin WHEN 'doctors' THEN 'doctors' ELSE judge END AS rater, sum({score} * n) / "
+               f"sum(n) AS win_rate, sum(n)::BIGINT AS comparisons FROM {_relation(db, 'arena_pairs')} WHERE complete "
+               f"AND ? IN (model_a, model_b) {where} GROUP BY origin, judge ORDER BY origin = 'judge', judge",
+               [judge, judge, *params])
     table = table[table.comparisons > 0].reset_index(drop=True)
     return table.assign(self_judged=table.rater == judge)
 
@@ -308,17 +294,15 @@ def next_pair(db: str | Path, dataset: str, language: str | None, annotator: str
     """The next comparison for ``annotator``: ``query_id``, ``model_a`` < ``model_b``, and the texts shown (query,
     ground truth, both responses and their hashes, the retrieved chunks); None when every pair of every query has
     been voted on by them. ``table`` is the current doctors' leaderboard (adaptive choice)."""
+    voted = has_arena(db)
+    counts = _pair_counts(db, dataset, language) if voted else {}
     with SHARED_READERS.cursor(db) as con:
         lang = " AND q.language = ?" if language is not None else ""
         models = [r[0] for r in con.execute(
             "SELECT DISTINCT r.model_id FROM responses r JOIN queries q ON q.dataset = r.dataset AND q.query_id = "
             f"r.query_id WHERE r.dataset = ?{lang} AND r.error IS NULL AND r.text IS NOT NULL ORDER BY 1",
             [dataset, *([language] if language is not None else [])]).fetchall()]
-        votes = "arena_votes" if con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = "
-                                             "'arena_votes'").fetchone()[0] else NO_VOTES
-        cte, params = comparisons_cte("doctors", dataset, language, None, votes)
-        counts = {(a, b): n for a, b, n in con.execute(
-            f"WITH {cte} SELECT model_a, model_b, count(*) FROM c GROUP BY ALL", params).fetchall()}
+        votes = "arena_votes" if voted else NO_VOTES
         table = table if table is not None else pd.DataFrame(columns=["model", "strength", "lower", "upper"])
         for a, b in pair_order(table, models, counts, adaptive=adaptive, seed=seed + annotator):
             query_id = _pick_query(con, dataset, language, annotator, a, b, seed, votes)
@@ -346,10 +330,7 @@ def _item(con: Any, dataset: str, query_id: str, a: str, b: str) -> dict[str, An
 def separation(db: str | Path, dataset: str | None, language: str | None, table: pd.DataFrame) -> pd.DataFrame:
     """Adjacent models of the doctors' leaderboard ``table``: their difference, whether their intervals overlap,
     their direct comparisons and how many more would separate them (``adjacent_pairs``)."""
-    cte, params = comparisons_cte("doctors", dataset, language, None)
-    counts = {(a, b): n for a, b, n in df(db, f"WITH {cte} SELECT model_a, model_b, count(*) AS n FROM c "
-                                              "GROUP BY ALL", params).itertuples(index=False)}
-    return adjacent_pairs(table, counts) if len(table) > 1 else pd.DataFrame()
+    return adjacent_pairs(table, _pair_counts(db, dataset, language)) if len(table) > 1 else pd.DataFrame()
 
 
 def annotator_votes(db: str | Path, dataset: str, annotator: str) -> int:
