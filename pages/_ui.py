@@ -218,7 +218,8 @@ def require_data(ctx: Context) -> None:
         st.info(f"No results database at `{ctx.db}` yet. Fill it with:")
         st.code(FILL_COMMAND, language="bash")
         st.caption("Or point the app at another file with the environment variable PARIKSHA_DB. This page shows "
-                   "the results as soon as a run writes them (`make run` starts one).")
+                   "the results as soon as a run writes them (`make run` starts one; on a fresh clone its first "
+                   "results land after a few minutes of set-up: llama.cpp's build and the classifier).")
         rerun_when_written(ctx.db)
         st.stop()
     if ctx.filters.dataset is None:
