@@ -70,31 +70,41 @@ def _hist_from_groups(table: str, keys: dict[str, str], measures: tuple[str, ...
     return f"SELECT {', '.join(keys)}, measure, v, sum(k)::BIGINT AS k, sum(s) AS s FROM ({parts}) GROUP BY ALL"
 
 
+def _rows_once(con, table: str, f: Filters, present: bool) -> str:
+    """``table`` when it answers the view (``group_source``), else a temporary table of its definition's rows over the
+    filtered queries (a few hundred groups): computed once for the several statements that read it."""
+    source, params = group_source(table, f, present)
+    if source == table:
+        return table
+    con.execute(f"CREATE OR REPLACE TEMP TABLE _view_{table} AS SELECT * FROM {source}", params)
+    return f"_view_{table}"
+
+
 def _view_from_groups(con, f: Filters, present: bool) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """``medcode_view``'s per-group frames (both grouping sets, probability and lexical histograms) from
     ``critique_groups`` and ``lexical_groups`` (when ``present``), else from their definitions over the filtered
     queries (``group_source``: a theme filter, an older file without them)."""
     pred, params = group_pred(f, "g")
-    critiques, p_critiques = group_source("critique_groups", f, present)
-    lexical, p_lexical = group_source("lexical_groups", f, present)
-    means = ", ".join(f"sum(g.{p}_sum) / nullif(sum(list_sum(g.{p}_k)), 0) AS {p}" for p in DISAGREEMENT)
-    family = "g.classifier_family"
-    both = con.execute(
-        f"SELECT grouping(g.query_language) AS per_model, g.dataset, g.query_language AS language, g.model_id, "
-        f"g.critic_id, {family} AS classifier, sum(g.n)::BIGINT AS n, sum(g.uniform)::BIGINT AS uniform, {means} "
-        f"FROM {critiques} g WHERE {pred} GROUP BY GROUPING SETS ((g.dataset, g.query_language, g.model_id, "
-        f"g.critic_id, {family}), (g.model_id, g.dataset, g.critic_id, {family})) HAVING sum(g.n) > 0",
-        [*p_critiques, *params]).df()
-    keys = {"model_id": "model_id", "dataset": "dataset"}
-    # a definition (not a table) is computed once per statement, not once per histogram measure
-    tables = critiques == "critique_groups"
-    once = {True: ("", "{}"), False: ("WITH src AS MATERIALIZED (SELECT * FROM {}) ", "src")}[tables]
-    p_hist = con.execute(once[0].format(critiques) + _hist_from_groups(
-        once[1].format(critiques), {**keys, "critic_id": "critic_id", "classifier": "classifier_family"},
-        DISAGREEMENT).format(pred=pred), [*p_critiques, *params * len(DISAGREEMENT)]).df()
-    l_hist = con.execute(once[0].format(lexical) + _hist_from_groups(once[1].format(lexical), keys,
-                                                                      ("meteor", "rouge_l")).format(pred=pred),
-                         [*p_lexical, *params * 2]).df()
+    rows = {t: _rows_once(con, t, f, present) for t in ("critique_groups", "lexical_groups")}
+    try:
+        means = ", ".join(f"sum(g.{p}_sum) / nullif(sum(list_sum(g.{p}_k)), 0) AS {p}" for p in DISAGREEMENT)
+        family = "g.classifier_family"
+        both = con.execute(
+            f"SELECT grouping(g.query_language) AS per_model, g.dataset, g.query_language AS language, g.model_id, "
+            f"g.critic_id, {family} AS classifier, sum(g.n)::BIGINT AS n, sum(g.uniform)::BIGINT AS uniform, {means} "
+            f"FROM {rows['critique_groups']} g WHERE {pred} GROUP BY GROUPING SETS ((g.dataset, g.query_language, "
+            f"g.model_id, g.critic_id, {family}), (g.model_id, g.dataset, g.critic_id, {family})) HAVING sum(g.n) > 0",
+            params).df()
+        keys = {"model_id": "model_id", "dataset": "dataset"}
+        p_hist = con.execute(_hist_from_groups(rows["critique_groups"], {
+            **keys, "critic_id": "critic_id", "classifier": "classifier_family"}, DISAGREEMENT).format(pred=pred),
+            params * len(DISAGREEMENT)).df()
+        l_hist = con.execute(_hist_from_groups(rows["lexical_groups"], keys, ("meteor", "rouge_l")).format(pred=pred),
+                             params * 2).df()
+    finally:
+        for table, name in rows.items():
+            if name != table:
+                con.execute(f"DROP TABLE {name}")
     return both, p_hist, l_hist
 
 
