@@ -39,9 +39,10 @@ def theme_scores(db: str | Path, f: Filters, judge: str) -> pd.DataFrame:
     filter is on its key); for a jury from the same table's definition over the jury's item scores
     (``jury.item_source`` bound as ``item_scores``) of the filtered queries.
     """
+    every_theme = f.with_(themes=())  # the theme filter is on the key (a query without any is under ``(none)``)
     source, p_source = ("theme_groups", []) if not is_jury(judge) else group_source(
-        "theme_groups", f, inputs=[("item_scores", *item_source(f, judge))])
-    pred, p_group = group_pred(f.with_(themes=()), "g")
+        "theme_groups", every_theme, inputs=[("item_scores", *item_source(f, judge))])
+    pred, p_group = group_pred(every_theme, "g")
     theme_pred, p_theme = ("list_contains(?, g.theme)", [list(f.themes)]) if f.themes else ("TRUE", [])
     means = ", ".join(f"sum(g.{m}_sum) / nullif(sum(g.{m}_n), 0) AS {m}, sum(g.{m}_n)::BIGINT AS n_{m}"
                       for m in METRICS)
