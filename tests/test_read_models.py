@@ -237,6 +237,28 @@ def test_the_writers_theme_groups_give_the_theme_scores_the_items_would(jury_db,
         pd.testing.assert_frame_equal(frame, themes.theme_scores(jury_db, f, judge), check_dtype=False)
 
 
+def test_the_annotation_queue_counts_the_views_answers_and_labels(jury_db):
+    """The annotation queue's total (the writer's ``response_groups``, or its definition under a theme filter) and
+    done are the view's answers without an error and those the annotator labelled."""
+    with duckdb.connect(str(jury_db), read_only=True) as con:
+        annotator, metric = con.execute("SELECT annotator, metric FROM human_labels WHERE score IS NOT NULL "
+                                        "GROUP BY ALL ORDER BY count(*) DESC, 1, 2 LIMIT 1").fetchone()
+        theme = con.execute("SELECT min(t) FROM (SELECT unnest(themes) AS t FROM queries)").fetchall()[0][0]
+        f = Filters(dataset="synthetic")
+        labelled = 0
+        for view in (f, f.with_(themes=(theme,)), f.with_(themes=(theme,), languages=("hi", "en"))):
+            where, params = view.sql()
+            total, done = con.execute(
+                "SELECT count(*), count(h.score) FROM responses r JOIN queries q USING (dataset, query_id) "
+                "LEFT JOIN human_labels h ON h.dataset = r.dataset AND h.query_id = r.query_id AND h.model_id = "
+                f"r.model_id AND h.metric = ? AND h.annotator = ? WHERE r.error IS NULL AND {where}",
+                [metric, annotator, *params]).fetchone()
+            got_done, got_total, _ = agreement.annotation_state(jury_db, view, annotator, metric)
+            assert (got_done, got_total) == (done, total) and total > 0, view
+            labelled += done
+    assert labelled > 0
+
+
 def test_a_jurys_theme_scores_are_its_item_scores_grouped_by_theme(jury_db):
     """A jury's theme scores come from ``theme_groups``' definition over the jury's item scores; they must be the
     means of ``jury.item_source``'s rows, each query counted under each of its themes (or ``(none)``)."""
