@@ -206,10 +206,14 @@ def test_the_writers_groups_give_the_leaderboard_the_items_would(jury_db, monkey
 
 def test_a_jurys_means_from_its_counted_scores_are_those_of_its_item_scores(jury_db):
     """The heatmap's means of a jury come from ``jury_patterns`` (each tuple of its judges' scores, its mean or median
-    the jury's score); they must be what the leaderboard's item patterns give, for every grouped view."""
+    the jury's score); they must be what the leaderboard's item patterns give, for every view (under a theme filter
+    both from the tables' definitions over the theme's queries)."""
     f = Filters(dataset="synthetic")
     weights = weights_tuple(DEFAULT_WEIGHTS)
-    views = [f, Filters(), f.with_(languages=("hi", "ta")), f.with_(scripts=("latin",)), f.with_(models=(JUDGE, "x"))]
+    with duckdb.connect(str(jury_db), read_only=True) as con:
+        theme = con.execute("SELECT min(t) FROM (SELECT unnest(themes) AS t FROM queries)").fetchall()[0][0]
+    views = [f, Filters(), f.with_(languages=("hi", "ta")), f.with_(scripts=("latin",)), f.with_(models=(JUDGE, "x")),
+             f.with_(themes=(theme,)), Filters(themes=(theme,), languages=("en",))]
     for judge in ("jury:mean", "jury:median"):
         for view in views:
             fast = lb.model_means(lb.jury_base(jury_db, view, judge), weights)

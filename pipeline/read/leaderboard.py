@@ -200,19 +200,22 @@ def jury_base(db: str | Path, f: Filters, judge: str) -> dict[str, Any]:
     """What ``model_means`` reads of ``leaderboard_base`` (``table``: per language and model each metric's mean and n,
     items and judgments), for a jury from the writer's ``jury_patterns``: per metric the items of each tuple of its
     judges' scores, whose mean or median is the jury's score of them (as ``jury_items``' own); judgments are its
-    judges' (``score_groups``). No patterns across metrics: no CIs (``leaderboard_base`` has them)."""
+    judges' (``score_groups``); under a theme filter both tables' definitions over the filtered queries
+    (``group_source``). No patterns across metrics: no CIs (``leaderboard_base`` has them)."""
     fn = {"mean": "list_avg", "median": "list_median"}[judge.removeprefix(JURY_PREFIX)]
     pred, params = group_pred(f, "j")
     g_pred, g_params = group_pred(f, "g")
+    patterns, p_patterns = group_source("jury_patterns", f, through=("jury_items",))  # a theme: of its queries
+    groups, p_groups = group_source("score_groups", f)
     with SHARED_READERS.cursor(db) as con:
         per = con.execute(
             f"SELECT language, model_id, metric, sum(n)::BIGINT AS items, sum(n) FILTER (WHERE v IS NOT NULL)::BIGINT "
             "AS scored, sum(v * n) FILTER (WHERE v IS NOT NULL) / sum(n) FILTER (WHERE v IS NOT NULL) AS mean "
             f"FROM (SELECT j.query_language AS language, j.model_id, j.metric, {fn}(j.scores) AS v, j.n "
-            f"FROM jury_patterns j WHERE {pred}) GROUP BY ALL ORDER BY language, model_id", params).df()
+            f"FROM {patterns} j WHERE {pred}) GROUP BY ALL ORDER BY language, model_id", [*p_patterns, *params]).df()
         judgments = con.execute(
             "SELECT g.query_language AS language, g.model_id, sum(list_sum(g.judgments))::BIGINT AS judgments "
-            f"FROM score_groups g WHERE {g_pred} GROUP BY ALL", g_params).df()
+            f"FROM {groups} g WHERE {g_pred} GROUP BY ALL", [*p_groups, *g_params]).df()
     if per.empty:
         return {"table": pd.DataFrame(columns=["language", "model_id", *METRICS, *(f"n_{m}" for m in METRICS),
                                                "items", "judgments"])}
