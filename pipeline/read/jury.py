@@ -66,7 +66,7 @@ def item_source(f: Filters, judge: str) -> tuple[str, list[Any]]:
 
 def _judges_items(f: Filters, judges: tuple[str, ...]) -> tuple[str, str, list[Any]]:
     """``item_scores`` of ``judges`` only (and the view's models), bound as the table of that name in a definition
-    (``common.group_source`` inputs): a jury of some judges, or of every judge of several datasets."""
+    (``common.group_source`` inputs): a jury of some of the judges only."""
     pred, params = model_pred(f, "i")
     return "item_scores", f"item_scores i WHERE list_contains(?, i.judge_id) AND {pred}", [list(judges), *params]
 
