@@ -42,7 +42,6 @@ from pipeline.read.common import (  # noqa: F401  (re-exported for the pages)
     db_exists,
     db_path,
     db_stamp,
-    grouped,
     outdated,
     reference_table,
     weights_tuple,
@@ -136,8 +135,8 @@ jury_base = cached(leaderboard_read.jury_base)
 def model_means(db: str | Path, f: Filters, judge: str, weights: tuple[float, ...],
                 preset: str | None = None) -> pd.DataFrame:
     """The heatmap's per (language, model) means and AGG (``read.leaderboard.model_means``); a jury's from its
-    judges' counted scores where the view allows (``read.leaderboard.jury_base``: no item patterns needed)."""
-    base = jury_base(db, f, judge) if is_jury(judge) and grouped(f) else leaderboard_base(db, f, judge)
+    judges' counted scores (``read.leaderboard.jury_base``: no item patterns needed)."""
+    base = jury_base(db, f, judge) if is_jury(judge) else leaderboard_base(db, f, judge)
     return leaderboard_read.model_means(base, weights, preset)
 
 

@@ -24,13 +24,14 @@ FILTERS = [Filters(), Filters(dataset="synthetic"), Filters(dataset="medqa-synth
            Filters(dataset="synthetic", languages=("hi", "en")), Filters(scripts=("latin",)),
            Filters(models=("openai/gpt-4o", "vllm/BioMistral/BioMistral-7B")),
            Filters(dataset="synthetic", languages=("kn",), scripts=("native",), models=("openai/gpt-4o",)),
-           Filters(dataset="synthetic", languages=("xx",))]  # nothing in scope
+           Filters(dataset="synthetic", languages=("xx",)),  # nothing in scope
+           Filters(dataset="synthetic", themes=("cultural",))]  # the groups' definitions over the theme's queries
 
 
 def _frames(db: Path, f: Filters, grouped: bool, monkeypatch: pytest.MonkeyPatch) -> dict[str, pd.DataFrame]:
     with monkeypatch.context() as m:
         if not grouped:
-            m.setattr(medcode, "_grouped", lambda f, have: False)
+            m.setattr(medcode, "_present", lambda have, *tables: False)  # the tables' definitions
         return medcode.medcode_view(db, f)
 
 
@@ -124,9 +125,8 @@ def varied_db(synthetic_db, copy_db) -> Path:
 
 
 def test_the_groups_and_the_critiques_give_the_same_page(synthetic_db, varied_db, monkeypatch):
-    assert medcode._grouped(Filters(), {"critique_groups", "lexical_groups"})
-    assert not medcode._grouped(Filters(themes=("cultural",)), {"critique_groups", "lexical_groups"})
-    assert not medcode._grouped(Filters(), {"critiques"})  # an older file, before upgrade
+    assert medcode._present({"critique_groups", "lexical_groups"}, "critique_groups", "lexical_groups")
+    assert not medcode._present({"critiques"}, "critique_groups")  # an older file, before upgrade
     _assert_same_views(synthetic_db, monkeypatch)
     _assert_same_views(varied_db, monkeypatch)
     view = medcode.medcode_view(varied_db, Filters())
@@ -231,8 +231,8 @@ def test_the_correlations_sample_is_the_fixed_one(varied_db, monkeypatch):
         assert len(sample) == len(keys) and corr.attrs["items"] == len(current)
         pooled = corr[(corr.model == medcode.POOLED) & (corr.score == "meteor") & (corr.quantity == "p_none")]
         assert len(pooled) == 1 and np.isfinite(pooled.n.iloc[0])
-        with monkeypatch.context() as m:  # the same table from the critiques alone (no groups, no buckets)
-            m.setattr(medcode, "_grouped", lambda f, have: False)
+        with monkeypatch.context() as m:  # the same table from the tables' definitions (no groups, no buckets)
+            m.setattr(medcode, "_present", lambda have, *tables: False)
             rows = medcode.medcode_correlations(varied_db, f, "openai/gpt-4o")
         pd.testing.assert_frame_equal(corr, rows, check_exact=False, rtol=1e-9, atol=1e-12)
         assert corr.attrs == rows.attrs

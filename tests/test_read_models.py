@@ -185,7 +185,7 @@ def test_leaderboard_matches_an_item_level_computation(tmp_path, cataract):
 def test_the_writers_groups_give_the_leaderboard_the_items_would(jury_db, monkeypatch):
     """The leaderboard reads the writer's group tables (score_groups, response_groups) where the view allows, else
     (a theme filter) their definitions over the filtered queries; both must give the same: per dataset, language,
-    script, model, for a judge (and for both juries, whose items are always grouped)."""
+    script, model, for a judge (a jury's patterns are always ``score_groups``' definition over its item scores)."""
     views = [Filters(dataset="synthetic"), Filters(), Filters(dataset="synthetic", languages=("hi", "ta")),
              Filters(dataset="synthetic", scripts=("latin",)), Filters(dataset="synthetic", models=(JUDGE, "x"))]
     with duckdb.connect(str(jury_db), read_only=True) as con:
@@ -194,7 +194,6 @@ def test_the_writers_groups_give_the_leaderboard_the_items_would(jury_db, monkey
         judges = (judge, "jury:mean", "jury:median")
         grouped = {(f, j): (pd.DataFrame(lb.score_patterns(con, f, j)), con.execute(*lb._per_model_sql(f)).df())
                    for f in views for j in judges}
-        monkeypatch.setattr(lb, "grouped", lambda f: False)  # a jury's items grouped under the filtered queries
         monkeypatch.setattr(common, "grouped", lambda f: False)  # the group tables' definitions over them
         for (f, j), (patterns, per_model) in grouped.items():
             assert len(patterns) and len(per_model)
@@ -207,10 +206,14 @@ def test_the_writers_groups_give_the_leaderboard_the_items_would(jury_db, monkey
 
 def test_a_jurys_means_from_its_counted_scores_are_those_of_its_item_scores(jury_db):
     """The heatmap's means of a jury come from ``jury_patterns`` (each tuple of its judges' scores, its mean or median
-    the jury's score); they must be what the leaderboard's item patterns give, for every grouped view."""
+    the jury's score); they must be what the leaderboard's item patterns give, for every view (under a theme filter
+    both from the tables' definitions over the theme's queries)."""
     f = Filters(dataset="synthetic")
     weights = weights_tuple(DEFAULT_WEIGHTS)
-    views = [f, Filters(), f.with_(languages=("hi", "ta")), f.with_(scripts=("latin",)), f.with_(models=(JUDGE, "x"))]
+    with duckdb.connect(str(jury_db), read_only=True) as con:
+        theme = con.execute("SELECT min(t) FROM (SELECT unnest(themes) AS t FROM queries)").fetchall()[0][0]
+    views = [f, Filters(), f.with_(languages=("hi", "ta")), f.with_(scripts=("latin",)), f.with_(models=(JUDGE, "x")),
+             f.with_(themes=(theme,)), Filters(themes=(theme,), languages=("en",))]
     for judge in ("jury:mean", "jury:median"):
         for view in views:
             fast = lb.model_means(lb.jury_base(jury_db, view, judge), weights)
@@ -232,10 +235,104 @@ def test_the_writers_theme_groups_give_the_theme_scores_the_items_would(jury_db,
              Filters(dataset="synthetic", scripts=("latin",)), Filters(dataset="synthetic", models=(model,)),
              Filters(dataset="synthetic", themes=(theme, themes.NO_THEME))]
     grouped = {f: themes.theme_scores(jury_db, f, judge) for f in views}
-    monkeypatch.setattr(themes, "is_jury", lambda judge: True)  # the item path
+    monkeypatch.setattr(themes, "is_jury", lambda judge: True)  # the table's definition over the bound item scores
     for f, frame in grouped.items():
         assert len(frame), f
         pd.testing.assert_frame_equal(frame, themes.theme_scores(jury_db, f, judge), check_dtype=False)
+
+
+def test_the_annotation_queue_counts_the_views_answers_and_labels(jury_db):
+    """The annotation queue's total (the writer's ``response_groups``, or its definition under a theme filter) and
+    done are the view's answers without an error and those the annotator labelled."""
+    with duckdb.connect(str(jury_db), read_only=True) as con:
+        annotator, metric = con.execute("SELECT annotator, metric FROM human_labels WHERE score IS NOT NULL "
+                                        "GROUP BY ALL ORDER BY count(*) DESC, 1, 2 LIMIT 1").fetchone()
+        theme = con.execute("SELECT min(t) FROM (SELECT unnest(themes) AS t FROM queries)").fetchall()[0][0]
+        f = Filters(dataset="synthetic")
+        labelled = 0
+        for view in (f, f.with_(themes=(theme,)), f.with_(themes=(theme,), languages=("hi", "en"))):
+            where, params = view.sql()
+            total, done = con.execute(
+                "SELECT count(*), count(h.score) FROM responses r JOIN queries q USING (dataset, query_id) "
+                "LEFT JOIN human_labels h ON h.dataset = r.dataset AND h.query_id = r.query_id AND h.model_id = "
+                f"r.model_id AND h.metric = ? AND h.annotator = ? WHERE r.error IS NULL AND {where}",
+                [metric, annotator, *params]).fetchone()
+            got_done, got_total, _ = agreement.annotation_state(jury_db, view, annotator, metric)
+            assert (got_done, got_total) == (done, total) and total > 0, view
+            labelled += done
+    assert labelled > 0
+
+
+def test_a_jurys_theme_scores_are_its_item_scores_grouped_by_theme(jury_db):
+    """A jury's theme scores come from ``theme_groups``' definition over the jury's item scores; they must be the
+    means of ``jury.item_source``'s rows, each query counted under each of its themes (or ``(none)``)."""
+    from pipeline.read import jury
+
+    with duckdb.connect(str(jury_db), read_only=True) as con:
+        theme = con.execute("SELECT min(t) FROM (SELECT unnest(themes) AS t FROM queries)").fetchall()[0][0]
+        queries = con.execute("SELECT dataset, query_id, language, script, themes FROM queries").df()
+    queries["theme"] = [list(t) if len(t) else [themes.NO_THEME] for t in queries.themes]
+    f = Filters(dataset="synthetic")
+    for view in (f, f.with_(languages=("hi", "ta")), f.with_(scripts=("latin",)), f.with_(themes=(theme,))):
+        for how in jury.AGGREGATES:
+            got = themes.theme_scores(jury_db, view, jury.jury_id(how))
+            with duckdb.connect(str(jury_db), read_only=True) as con:
+                source, params = jury.item_source(view, jury.jury_id(how))
+                items = con.execute(f"SELECT * FROM {source}", params).df()
+            rows = items.merge(queries, on=["dataset", "query_id"]).explode("theme")
+            rows = rows[rows.language.isin(view.languages or rows.language)
+                        & rows.script.fillna("native").isin(view.scripts or ["native", "latin"])
+                        & rows.theme.isin(view.themes or rows.theme)]
+            expected = rows.groupby(["language", "theme", "model_id"])[list(METRICS)].agg(["mean", "count"])
+            assert len(got) == len(expected) > 0, (view, how)
+            for r in got.itertuples(index=False):
+                for m in METRICS:
+                    mean, n = expected.loc[(r.language, r.theme, r.model_id), m]
+                    assert getattr(r, f"n_{m}") == n
+                    assert getattr(r, m) == pytest.approx(mean, rel=1e-12) if n else pd.isna(getattr(r, m))
+
+
+def test_group_source_gives_each_derived_tables_rows_of_the_filtered_queries(jury_db):
+    """``common.group_source`` without the table (an older file, a theme filter on a group table) is the table's
+    definition over the filtered queries: for every derived table with a query or a query language in its key, the
+    table's own rows of those queries (floats to 1e-9: sums in another order); with the table present, a per-item
+    table under a theme filter is the table's rows of the theme's queries."""
+    from pipeline.store import DERIVED
+
+    def rows(con: duckdb.DuckDBPyConnection, sql: str, params: list) -> list:
+        out = con.execute(f"SELECT * FROM ({sql}) ORDER BY ALL", params).fetchall()
+        return [tuple(round(v, 9) if isinstance(v, float) else
+                      [round(x, 9) if isinstance(x, float) else x for x in v] if isinstance(v, list) else v
+                      for v in row) for row in out]
+
+    def of_hi(relation: str, per_item: bool, theme: str = "") -> str:  # the rows of the dataset's Hindi queries
+        if per_item:
+            return (f"SELECT t.* FROM {relation} t SEMI JOIN queries q ON q.dataset = t.dataset AND q.query_id = "
+                    "t.query_id AND q.dataset = 'synthetic' AND q.language = 'hi'"
+                    + (f" AND list_contains(q.themes, '{theme}')" if theme else ""))
+        return f"SELECT * FROM {relation} t WHERE t.dataset = 'synthetic' AND t.query_language = 'hi'"
+
+    f = Filters(dataset="synthetic", languages=("hi",))
+    checked, themed = [], 0
+    with duckdb.connect(str(jury_db), read_only=True) as con:
+        theme = con.execute("SELECT min(t) FROM (SELECT unnest(themes) AS t FROM queries)").fetchall()[0][0]
+        for name, d in DERIVED.items():
+            per_item = "query_id" in d.key
+            if not per_item and "query_language" not in d.key:
+                continue
+            through = (d.counts.parent,) if d.counts is not None else ()
+            source, params = common.group_source(name, f, present=False, through=through)
+            assert rows(con, of_hi(source, per_item), params) == rows(con, of_hi(name, per_item), []), name
+            checked.append(name)
+            if per_item:  # the table itself, of the theme's queries
+                source, params = common.group_source(name, f.with_(themes=(theme,)))
+                assert source != name
+                expected = rows(con, of_hi(name, per_item, theme), [])
+                assert rows(con, of_hi(source, per_item), params) == expected, name
+                themed += len(expected)
+    assert themed > 0
+    assert {"item_scores", "score_groups", "theme_groups", "jury_items", "jury_patterns", "critique_items"} <= set(
+        checked)
 
 
 def test_the_writers_jury_items_give_the_jury_the_judges_rows_would(jury_db, monkeypatch):
@@ -249,7 +346,7 @@ def test_the_writers_jury_items_give_the_jury_the_judges_rows_would(jury_db, mon
         assert len(judges) == 2
         for how, fn in (("mean", "avg"), ("median", "median")):
             source, params = jury.item_source(f, jury.jury_id(how))
-            got = con.execute(f"SELECT * FROM {source} ORDER BY ALL", params).fetchall()
+            got = con.execute(f"SELECT * EXCLUDE (runs) FROM {source} ORDER BY ALL", params).fetchall()
             expected = con.execute(
                 f"SELECT dataset, query_id, model_id, '{jury.jury_id(how)}', "
                 + ", ".join(f"{fn}({m})" for m in METRICS) + ", sum(judgments), sum(unparsed), max(samples) "
@@ -262,7 +359,7 @@ def test_the_writers_jury_items_give_the_jury_the_judges_rows_would(jury_db, mon
     with duckdb.connect(str(jury_db), read_only=True) as con:
         theme = con.execute("SELECT min(t) FROM (SELECT unnest(themes) AS t FROM queries)").fetchall()[0][0]
     for view in (f, f.with_(languages=("hi", "ta")), f.with_(models=(judges[0], "x")), f.with_(scripts=("latin",)),
-                 f.with_(themes=(theme,))):
+                 f.with_(themes=(theme,)), Filters(), Filters(themes=(theme,))):
         with monkeypatch.context() as m:  # the judges' score patterns (α, κ): both orders of the judges
             for order in (judges, judges[::-1]):
                 fast = jury._patterns(jury_db, view, order)

@@ -23,7 +23,7 @@ from pipeline.metrics import METRICS
 from pipeline.read.common import (
     Filters,
     group_pred,
-    grouped,
+    group_source,
     items_cte,
     metric_case,
     model_pred,
@@ -167,11 +167,12 @@ def annotation_state(db: str | Path, f: Filters, annotator: str, metric: str,
                           "AND r.model_id = p.model_id WHERE p.plan_id = ? AND p.metric = ? AND r.error IS NULL)",
                           [plan, metric])
     with SHARED_READERS.cursor(db) as con:
-        if plan is None and grouped(f):  # the total from the writer's counts, the labels from the few labelled
+        if plan is None:  # the total from the writer's counts (``group_source``), the labels from the few labelled
+            source, p_source = group_source("response_groups", f)
             pred, p_group = group_pred(f, "g")
             where, p_where = f.sql()
-            total = con.execute("SELECT coalesce(sum(g.responses - g.errors), 0) FROM response_groups g "
-                                f"WHERE {pred}", p_group).fetchone()[0]
+            total = con.execute(f"SELECT coalesce(sum(g.responses - g.errors), 0) FROM {source} g "
+                                f"WHERE {pred}", [*p_source, *p_group]).fetchone()[0]
             done = con.execute(
                 "SELECT count(*) FROM human_labels h JOIN responses r ON r.dataset = h.dataset AND r.query_id = "
                 "h.query_id AND r.model_id = h.model_id JOIN queries q ON q.dataset = r.dataset AND q.query_id = "

@@ -190,18 +190,48 @@ def grouped(f: Filters) -> bool:
     return not f.themes
 
 
-def group_source(table: str, f: Filters, use_table: bool | None = None) -> tuple[str, list[Any]]:
-    """A relation with the columns of the writer's group table ``table`` for a FROM clause: the table itself when it
-    answers the view (``use_table``, by default ``grouped``), else its definition — the SELECT the writer keeps it by
-    (``pipeline.store.derived``) — over the filtered queries only (``qf``: a theme filter; or an older file without
-    the table), so a view the table cannot answer reads the same figures, not a second hand-written query."""
-    if grouped(f) if use_table is None else use_table:
+def group_source(table: str, f: Filters, present: bool = True,
+                 inputs: Sequence[tuple[str, str, Sequence[Any]]] = (),
+                 through: Sequence[str] = ()) -> tuple[str, list[Any]]:
+    """A relation with the columns of the writer's derived table ``table`` for a FROM clause, with at least the rows
+    of the view's queries (the caller's ``group_pred`` keeps the rest):
+
+    - the table itself when it answers the view: the file has it (``present``) and there is no theme filter
+      (``grouped``), or the table holds one row per query's item (its key has ``query_id``): then restricted to
+      the filtered queries (``qf``);
+    - else its definition — the SELECT the writer keeps it by (``pipeline.store.derived``) — over the filtered
+      queries only, so a view the table cannot answer reads the same figures, not a second hand-written query.
+
+    ``inputs`` (name, relation, params) bind a table the definition reads to another relation of its columns, as a
+    CTE of that name (it shadows the table): a jury's item scores as ``item_scores`` (``jury.item_source``), or
+    ``item_scores`` of some judges only; then no materialised table answers. ``through``: derived tables the
+    definition reads, bound first (in reading order) to their own rows of the filtered queries — the table when it
+    answers (as above), else its definition — e.g. ``jury_items`` for the counted ``jury_patterns``."""
+    answers = present and not inputs  # the materialised rows are the definition's over the stored tables
+    if answers and grouped(f):
         return table, []
     qf, params = queries_cte(f)
-    restricted = DERIVED[table].restricted(
-        lambda alias, _: f"JOIN qf k ON k.dataset = {alias}.dataset AND k.query_id = {alias}.query_id",
-        ("dataset", "query_id"))
-    return f"(WITH {qf} {restricted})", params
+    if answers and "query_id" in DERIVED[table].key:
+        return f"(WITH {qf} SELECT t.* FROM {table} t SEMI JOIN qf ON {on_qf(f, 't')})", params
+    ctes = [qf]
+    for name, relation, p in inputs:
+        ctes.append(f"{name} AS (SELECT * FROM {relation})")
+        params += p
+    for name in through:  # a CTE of the table's name reading the table (not itself: it is not recursive)
+        rows = (f"SELECT t.* FROM {name} t SEMI JOIN qf ON {on_qf(f, 't')}"
+                if answers and "query_id" in DERIVED[name].key else _over_queries(name))
+        ctes.append(f"{name} AS MATERIALIZED ({rows})")
+    return f"(WITH {', '.join(ctes)} {_over_queries(table)})", params
+
+
+def _over_queries(table: str) -> str:
+    """``table``'s definition restricted to the queries of ``qf`` (a counted table: over its parent's relation of
+    the same name, which holds only those)."""
+    d = DERIVED[table]
+    if d.counts is not None:
+        return d.select.format(rows=d.counts.parent)
+    return d.restricted(lambda alias, _: f"JOIN qf k_{alias} ON k_{alias}.dataset = {alias}.dataset "
+                                         f"AND k_{alias}.query_id = {alias}.query_id", ("dataset", "query_id"))
 
 
 def group_pred(f: Filters, alias: str) -> tuple[str, list[Any]]:

@@ -22,7 +22,7 @@ import pandas as pd
 
 from pipeline.analysis.coincidence import alpha_from_patterns, kappa_from_patterns
 from pipeline.metrics import METRICS
-from pipeline.read.common import Filters, df, group_pred, grouped, model_pred, on_qf, queries_cte
+from pipeline.read.common import Filters, df, group_pred, group_source, model_pred, on_qf, queries_cte
 from pipeline.store.derived_jury import SEP as JUDGE_SET_SEP
 
 JURY_PREFIX = "jury:"
@@ -51,7 +51,7 @@ def jury_label(judge: str, members: int | None = None) -> str:
 def item_source(f: Filters, judge: str) -> tuple[str, list[Any]]:
     """A relation with ``item_scores``' columns for a FROM clause: the table itself for a judge, or the
     jury's per-item scores (``judge_id`` = the jury's name) over every judge of the filtered dataset, from the
-    writer's ``jury_items`` (no grouping of every judge's rows)."""
+    writer's ``jury_items`` (no grouping of every judge's rows; no ``runs``: a jury's are its judges')."""
     if not is_jury(judge):
         return "item_scores", []
     how = judge.removeprefix(JURY_PREFIX)
@@ -61,38 +61,37 @@ def item_source(f: Filters, judge: str) -> tuple[str, list[Any]]:
         params.append(list(f.models))
     scores = ", ".join(f"{m}_{how} AS {m}" for m in METRICS)
     return (f"(SELECT dataset, query_id, model_id, ?::VARCHAR AS judge_id, {scores}, judgments, unparsed, "
-            f"samples FROM jury_items WHERE {pred})"), [judge, *params]
+            f"samples, []::VARCHAR[] AS runs FROM jury_items WHERE {pred})"), [judge, *params]
+
+
+def _judges_items(f: Filters, judges: tuple[str, ...]) -> tuple[str, str, list[Any]]:
+    """``item_scores`` of ``judges`` only (and the view's models), bound as the table of that name in a definition
+    (``common.group_source`` inputs): a jury of some of the judges only."""
+    pred, params = model_pred(f, "i")
+    return "item_scores", f"item_scores i WHERE list_contains(?, i.judge_id) AND {pred}", [list(judges), *params]
+
+
+def _whole_jury(db: str | Path, f: Filters, judges: tuple[str, ...]) -> bool:
+    """Whether the writer's ``jury_items`` / ``jury_patterns`` hold this jury: ``judges`` are every judge of the
+    view's datasets (a row of them is made of every judge that scored the item)."""
+    return set(judges) == set(_judges_of(db, f.dataset))
 
 
 def _patterns(db: str | Path, f: Filters, judges: tuple[str, ...]) -> pd.DataFrame:
     """Per (language, metric) each distinct tuple of the judges' item scores (``s0``… in ``judges`` order) and
     its count of items; an item a judge did not score (or could not: unparsed) has NULL there. From the writer's
     ``jury_patterns`` (every judge's scores of an item counted per metric, language and judge set) when ``judges``
-    are every judge of one dataset and the view has no theme filter; else by pivoting ``item_scores``."""
-    if f.dataset is not None and grouped(f) and set(judges) == set(_judges_of(db, f.dataset)):
-        return _counted_patterns(db, f, judges)
-    qf, p_qf = queries_cte(f)
-    pred, p_model = model_pred(f, "i")
-    k = range(len(judges))
-    wide = ", ".join(f"max(i.{m}) FILTER (WHERE i.judge_id = ?) AS {m}_{j}" for m in METRICS for j in k)
-    per_metric = " UNION ALL ".join(
-        f"SELECT language, '{m}' AS metric, {', '.join(f'{m}_{j} AS s{j}' for j in k)}, count(*) AS n FROM w "
-        f"GROUP BY ALL" for m in METRICS)
-    return df(db, (
-        f"WITH {qf}, w AS (SELECT qf.language, {wide} FROM item_scores i JOIN qf ON {on_qf(f, 'i')} "
-        f"WHERE list_contains(?, i.judge_id) AND {pred} GROUP BY qf.language, i.dataset, i.query_id, i.model_id) "
-        f"SELECT * FROM ({per_metric}) ORDER BY ALL"
-    ), [*p_qf, *(j for _ in METRICS for j in judges), list(judges), *p_model])
-
-
-def _counted_patterns(db: str | Path, f: Filters, judges: tuple[str, ...]) -> pd.DataFrame:
-    """``_patterns`` from ``jury_patterns``: each judge's score taken from its place in the judge set (NULL where the
-    set lacks it) and the counts summed over models, scripts and judge sets."""
+    are every judge of the view's datasets; under a theme filter its definition over ``jury_items`` of the filtered
+    queries; for some judges only, over the definition of ``jury_items`` over their item scores
+    (``common.group_source``). Each judge's score is taken from its place in the judge set (NULL where the set lacks
+    it), the counts summed over models, scripts and judge sets."""
+    inputs = [] if _whole_jury(db, f, judges) else [_judges_items(f, judges)]
+    source, p_source = group_source("jury_patterns", f, inputs=inputs, through=("jury_items",))
     pred, params = group_pred(f, "j")
     at = f"list_position(string_split(j.judge_set, chr({ord(JUDGE_SET_SEP)})), ?)"
     spread = ", ".join(f"j.scores[{at}] AS s{k}" for k in range(len(judges)))
     return df(db, f"SELECT j.query_language AS language, j.metric, {spread}, sum(j.n)::BIGINT AS n "
-                  f"FROM jury_patterns j WHERE {pred} GROUP BY ALL ORDER BY ALL", [*judges, *params])
+                  f"FROM {source} j WHERE {pred} GROUP BY ALL ORDER BY ALL", [*judges, *p_source, *params])
 
 
 def jury_agreement(db: str | Path, f: Filters, judges: tuple[str, ...]) -> dict[str, pd.DataFrame]:
@@ -131,45 +130,28 @@ def disagreement_items(db: str | Path, f: Filters, judges: tuple[str, ...], metr
     columns named by judge), the query text and the language. Ties by dataset, query and model."""
     if metric not in METRICS:
         raise ValueError(f"unknown metric {metric!r}")
-    qf, p_qf = queries_cte(f)
-    pred, p_model = model_pred(f, "i")
-    cols = ", ".join(f"max(i.{metric}) FILTER (WHERE i.judge_id = ?) AS s{k}" for k in range(len(judges)))
-    if f.dataset is not None and set(judges) == set(_judges_of(db, f.dataset)):  # the writer's jury_items
-        if grouped(f):  # the item's language and every judge's score are in its row
-            where, params = group_pred(f, "j")
-            source, language, with_qf = "jury_items j", "j.query_language", "WITH "
-        else:
-            where, params = model_pred(f, "j")
-            source, language, with_qf = f"jury_items j JOIN qf ON {on_qf(f, 'j')}", "qf.language", f"WITH {qf}, "
-            params = [*p_qf, *params]
-        at = f"list_position(string_split(per.judge_set, chr({ord(JUDGE_SET_SEP)})), ?)"
-        out = df(db, (
-            f"{with_qf}per AS (SELECT j.dataset, j.query_id, j.model_id, {language} AS language, "
-            f"j.{metric}_n AS n_judges, j.{metric}_min AS min, j.{metric}_max AS max, "
-            f"j.{metric}_max - j.{metric}_min AS spread, j.{metric}_std AS std, j.{metric}_mean AS mean, j.judge_set, "
-            f"j.{metric}_scores AS scores FROM {source} WHERE {where} AND j.{metric}_n > 0 "
-            "ORDER BY spread DESC, std DESC, j.dataset, j.query_id, j.model_id LIMIT ?) "
-            "SELECT per.* EXCLUDE (judge_set, scores), "
-            + ", ".join(f"per.scores[{at}] AS s{k}" for k in range(len(judges))) + ", q.query FROM per "
-            "JOIN queries q USING (dataset, query_id) ORDER BY spread DESC, std DESC, dataset, query_id, model_id"
-        ), [*params, int(top), *judges])
-        return out.rename(columns={f"s{k}": j for k, j in enumerate(judges)})
+    inputs = [] if _whole_jury(db, f, judges) else [_judges_items(f, judges)]  # else the writer's rows
+    source, p_source = group_source("jury_items", f, inputs=inputs)
+    where, params = group_pred(f, "j")
+    at = f"list_position(string_split(per.judge_set, chr({ord(JUDGE_SET_SEP)})), ?)"
     out = df(db, (
-        f"WITH {qf}, per AS (SELECT i.dataset, i.query_id, i.model_id, qf.language, count(i.{metric}) AS n_judges, "
-        f"min(i.{metric}) AS min, max(i.{metric}) AS max, max(i.{metric}) - min(i.{metric}) AS spread, "
-        f"stddev_pop(i.{metric}) AS std, avg(i.{metric}) AS mean, {cols} FROM item_scores i JOIN qf "
-        f"ON {on_qf(f, 'i')} WHERE list_contains(?, i.judge_id) AND {pred} GROUP BY ALL HAVING count(i.{metric}) > 0 "
-        "ORDER BY spread DESC, std DESC, i.dataset, i.query_id, i.model_id LIMIT ?) "
-        "SELECT per.*, q.query FROM per JOIN queries q USING (dataset, query_id) "
-        "ORDER BY spread DESC, std DESC, dataset, query_id, model_id"
-    ), [*p_qf, *judges, list(judges), *p_model, int(top)])
+        f"WITH per AS (SELECT j.dataset, j.query_id, j.model_id, j.query_language AS language, "
+        f"j.{metric}_n AS n_judges, j.{metric}_min AS min, j.{metric}_max AS max, "
+        f"j.{metric}_max - j.{metric}_min AS spread, j.{metric}_std AS std, j.{metric}_mean AS mean, j.judge_set, "
+        f"j.{metric}_scores AS scores FROM {source} j WHERE {where} AND j.{metric}_n > 0 "
+        "ORDER BY spread DESC, std DESC, j.dataset, j.query_id, j.model_id LIMIT ?) "
+        "SELECT per.* EXCLUDE (judge_set, scores), "
+        + ", ".join(f"per.scores[{at}] AS s{k}" for k in range(len(judges))) + ", q.query FROM per "
+        "JOIN queries q USING (dataset, query_id) ORDER BY spread DESC, std DESC, dataset, query_id, model_id"
+    ), [*p_source, *params, int(top), *judges])
     return out.rename(columns={f"s{k}": j for k, j in enumerate(judges)})
 
 
-def _judges_of(db: str | Path, dataset: str) -> list[str]:
-    """Every judge that scored ``dataset`` (the judges a row of ``jury_items`` is made of)."""
-    return [j for (j,) in df(db, "SELECT DISTINCT judge_id FROM score_groups WHERE dataset = ?",
-                             [dataset]).itertuples(index=False)]
+def _judges_of(db: str | Path, dataset: str | None) -> list[str]:
+    """Every judge that scored ``dataset`` (None: any dataset): the judges a row of ``jury_items`` is made of."""
+    pred, params = ("dataset = ?", [dataset]) if dataset is not None else ("TRUE", [])
+    return [j for (j,) in df(db, f"SELECT DISTINCT judge_id FROM score_groups WHERE {pred}",
+                             params).itertuples(index=False)]
 
 
 def judge_matrix(db: str | Path, f: Filters, judges: tuple[str, ...], metric: str) -> pd.DataFrame:

@@ -25,7 +25,6 @@ from pipeline.read.common import (
     df,
     group_pred,
     group_source,
-    grouped,
     model_pred,
     on_qf,
     queries_cte,
@@ -33,7 +32,7 @@ from pipeline.read.common import (
     weights_dict,
 )
 from pipeline.read.judge_trust import CONSISTENCY_COLUMNS, consistency_sql, pool_consistency
-from pipeline.read.jury import JURY_PREFIX, is_jury
+from pipeline.read.jury import JURY_PREFIX, is_jury, item_source
 from pipeline.store import LEXICAL, SHARED_READERS
 
 CI_RESAMPLES = 1000  # percentile bootstrap; 1,000 resamples fix a 95% interval's ends to ~±0.01 of its width
@@ -51,13 +50,11 @@ def score_patterns(con: Any, f: Filters, judge: str) -> dict[str, np.ndarray]:
     A score is the item's mean over its parsed samples (``item_scores``), NULL when none parsed; means of a
     few integer samples take few values, so the patterns stay few. With the items' judgments and parse
     failures summed, and their most samples. Read from ``score_groups`` (the writer's patterns, as lists, per
-    language and script; under a theme filter its definition over the filtered queries, ``group_source``), or for a
-    jury by grouping its ``jury_items`` (which hold their query's language and script).
+    language and script), or its definition over the filtered queries (``group_source``): under a theme filter, and
+    for a jury over its item scores (``jury.item_source``, bound as ``item_scores``).
     """
-    if is_jury(judge):  # a frame: a NULL score is NaN (fetchnumpy's masked arrays would read it as 0)
-        got = con.execute(*_jury_patterns_sql(f, judge)).df()
-        return {c: got[c].to_numpy() for c in PATTERN_COLUMNS}
-    source, p_source = group_source("score_groups", f)
+    inputs = [("item_scores", *item_source(f, judge))] if is_jury(judge) else []
+    source, p_source = group_source("score_groups", f, inputs=inputs)
     pred, params = group_pred(f, "g")
     lists = (*METRICS, "n", "judgments", "unparsed", "samples")
     groups = con.sql(f"SELECT g.query_language AS language, g.model_id, {', '.join(f'g.{c}' for c in lists)} "
@@ -81,7 +78,7 @@ def score_patterns(con: Any, f: Filters, judge: str) -> dict[str, np.ndarray]:
 
 def _merge_patterns(key: np.ndarray, cols: dict[str, np.ndarray]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """Patterns of several groups of one key (a language and model) as one set: sorted by key and scores (NULL
-    last, as ``_jury_patterns_sql`` sorts them), equal patterns summed (most samples)."""
+    last, as ``score_groups`` sorts them), equal patterns summed (most samples)."""
     scores = [cols[m].astype(float) for m in METRICS]
     order = np.lexsort([*reversed(scores), key])
     key, scores = key[order], [m[order] for m in scores]
@@ -93,22 +90,6 @@ def _merge_patterns(key: np.ndarray, cols: dict[str, np.ndarray]) -> tuple[np.nd
     out |= {c: np.add.reduceat(cols[c][order], starts) for c in ("n", "judgments", "parse_failures")}
     out["samples"] = np.maximum.reduceat(cols["samples"][order], starts)
     return key[starts], out
-
-
-def _jury_patterns_sql(f: Filters, judge: str) -> tuple[str, list[Any]]:
-    """``score_patterns`` of a jury, by grouping ``jury_items`` (no join to the queries but for a theme filter: each
-    item row holds its language and script)."""
-    how = judge.removeprefix(JURY_PREFIX)
-    pred, params = group_pred(f, "j")
-    scores = ", ".join(f"j.{m}_{how} AS {m}" for m in METRICS)
-    with_qf, themed, p_qf = "", "", []
-    if not grouped(f):  # a theme filter: the items of the filtered queries
-        qf, p_qf = queries_cte(f)
-        with_qf, themed = f"WITH {qf} ", f"SEMI JOIN qf ON {on_qf(f, 'j')} "
-    return (f"{with_qf}SELECT j.query_language AS language, j.model_id, {scores}, count(*) AS n, "
-            "sum(j.judgments) AS judgments, sum(j.unparsed) AS parse_failures, max(j.samples) AS samples "
-            f"FROM jury_items j {themed}WHERE {pred} GROUP BY ALL "
-            f"ORDER BY language, j.model_id, {', '.join(METRICS)}"), [*p_qf, *params]
 
 
 def _split_patterns(patterns: dict[str, np.ndarray]) -> tuple[pd.DataFrame, dict[str, dict[str, np.ndarray]]]:
@@ -219,19 +200,22 @@ def jury_base(db: str | Path, f: Filters, judge: str) -> dict[str, Any]:
     """What ``model_means`` reads of ``leaderboard_base`` (``table``: per language and model each metric's mean and n,
     items and judgments), for a jury from the writer's ``jury_patterns``: per metric the items of each tuple of its
     judges' scores, whose mean or median is the jury's score of them (as ``jury_items``' own); judgments are its
-    judges' (``score_groups``). No patterns across metrics: no CIs (``leaderboard_base`` has them)."""
+    judges' (``score_groups``); under a theme filter both tables' definitions over the filtered queries
+    (``group_source``). No patterns across metrics: no CIs (``leaderboard_base`` has them)."""
     fn = {"mean": "list_avg", "median": "list_median"}[judge.removeprefix(JURY_PREFIX)]
     pred, params = group_pred(f, "j")
     g_pred, g_params = group_pred(f, "g")
+    patterns, p_patterns = group_source("jury_patterns", f, through=("jury_items",))  # a theme: of its queries
+    groups, p_groups = group_source("score_groups", f)
     with SHARED_READERS.cursor(db) as con:
         per = con.execute(
             f"SELECT language, model_id, metric, sum(n)::BIGINT AS items, sum(n) FILTER (WHERE v IS NOT NULL)::BIGINT "
             "AS scored, sum(v * n) FILTER (WHERE v IS NOT NULL) / sum(n) FILTER (WHERE v IS NOT NULL) AS mean "
             f"FROM (SELECT j.query_language AS language, j.model_id, j.metric, {fn}(j.scores) AS v, j.n "
-            f"FROM jury_patterns j WHERE {pred}) GROUP BY ALL ORDER BY language, model_id", params).df()
+            f"FROM {patterns} j WHERE {pred}) GROUP BY ALL ORDER BY language, model_id", [*p_patterns, *params]).df()
         judgments = con.execute(
             "SELECT g.query_language AS language, g.model_id, sum(list_sum(g.judgments))::BIGINT AS judgments "
-            f"FROM score_groups g WHERE {g_pred} GROUP BY ALL", g_params).df()
+            f"FROM {groups} g WHERE {g_pred} GROUP BY ALL", [*p_groups, *g_params]).df()
     if per.empty:
         return {"table": pd.DataFrame(columns=["language", "model_id", *METRICS, *(f"n_{m}" for m in METRICS),
                                                "items", "judgments"])}

@@ -54,10 +54,10 @@ def _tables(con) -> set[str]:
     return {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
 
 
-def _grouped(f: Filters, have: set[str]) -> bool:
-    """Whether the writer's Med-CoDE groups (``derived_critiques``) answer this view: they exist (an older file has
-    them after ``upgrade``) and there is no theme filter (themes are not a group key)."""
-    return not f.themes and {"critique_groups", "lexical_groups"} <= have
+def _present(have: set[str], *tables: str) -> bool:
+    """Whether the file has the writer's Med-CoDE tables (``derived_critiques``; an older file has them after
+    ``upgrade``)."""
+    return set(tables) <= have
 
 
 def _hist_from_groups(table: str, keys: dict[str, str], measures: tuple[str, ...]) -> str:
@@ -70,30 +70,41 @@ def _hist_from_groups(table: str, keys: dict[str, str], measures: tuple[str, ...
     return f"SELECT {', '.join(keys)}, measure, v, sum(k)::BIGINT AS k, sum(s) AS s FROM ({parts}) GROUP BY ALL"
 
 
-def _view_from_groups(con, f: Filters, use_tables: bool) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+def _rows_once(con, table: str, f: Filters, present: bool) -> str:
+    """``table`` when it answers the view (``group_source``), else a temporary table of its definition's rows over the
+    filtered queries (a few hundred groups): computed once for the several statements that read it."""
+    source, params = group_source(table, f, present)
+    if source == table:
+        return table
+    con.execute(f"CREATE OR REPLACE TEMP TABLE _view_{table} AS SELECT * FROM {source}", params)
+    return f"_view_{table}"
+
+
+def _view_from_groups(con, f: Filters, present: bool) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """``medcode_view``'s per-group frames (both grouping sets, probability and lexical histograms) from
-    ``critique_groups`` and ``lexical_groups`` (``use_tables``), else from their definitions over the filtered
+    ``critique_groups`` and ``lexical_groups`` (when ``present``), else from their definitions over the filtered
     queries (``group_source``: a theme filter, an older file without them)."""
     pred, params = group_pred(f, "g")
-    critiques, p_critiques = group_source("critique_groups", f, use_tables)
-    lexical, p_lexical = group_source("lexical_groups", f, use_tables)
-    means = ", ".join(f"sum(g.{p}_sum) / nullif(sum(list_sum(g.{p}_k)), 0) AS {p}" for p in DISAGREEMENT)
-    family = "g.classifier_family"
-    both = con.execute(
-        f"SELECT grouping(g.query_language) AS per_model, g.dataset, g.query_language AS language, g.model_id, "
-        f"g.critic_id, {family} AS classifier, sum(g.n)::BIGINT AS n, sum(g.uniform)::BIGINT AS uniform, {means} "
-        f"FROM {critiques} g WHERE {pred} GROUP BY GROUPING SETS ((g.dataset, g.query_language, g.model_id, "
-        f"g.critic_id, {family}), (g.model_id, g.dataset, g.critic_id, {family})) HAVING sum(g.n) > 0",
-        [*p_critiques, *params]).df()
-    keys = {"model_id": "model_id", "dataset": "dataset"}
-    # a definition (not a table) is computed once per statement, not once per histogram measure
-    once = {True: ("", "{}"), False: ("WITH src AS MATERIALIZED (SELECT * FROM {}) ", "src")}[use_tables]
-    p_hist = con.execute(once[0].format(critiques) + _hist_from_groups(
-        once[1].format(critiques), {**keys, "critic_id": "critic_id", "classifier": "classifier_family"},
-        DISAGREEMENT).format(pred=pred), [*p_critiques, *params * len(DISAGREEMENT)]).df()
-    l_hist = con.execute(once[0].format(lexical) + _hist_from_groups(once[1].format(lexical), keys,
-                                                                      ("meteor", "rouge_l")).format(pred=pred),
-                         [*p_lexical, *params * 2]).df()
+    rows = {t: _rows_once(con, t, f, present) for t in ("critique_groups", "lexical_groups")}
+    try:
+        means = ", ".join(f"sum(g.{p}_sum) / nullif(sum(list_sum(g.{p}_k)), 0) AS {p}" for p in DISAGREEMENT)
+        family = "g.classifier_family"
+        both = con.execute(
+            f"SELECT grouping(g.query_language) AS per_model, g.dataset, g.query_language AS language, g.model_id, "
+            f"g.critic_id, {family} AS classifier, sum(g.n)::BIGINT AS n, sum(g.uniform)::BIGINT AS uniform, {means} "
+            f"FROM {rows['critique_groups']} g WHERE {pred} GROUP BY GROUPING SETS ((g.dataset, g.query_language, "
+            f"g.model_id, g.critic_id, {family}), (g.model_id, g.dataset, g.critic_id, {family})) HAVING sum(g.n) > 0",
+            params).df()
+        keys = {"model_id": "model_id", "dataset": "dataset"}
+        p_hist = con.execute(_hist_from_groups(rows["critique_groups"], {
+            **keys, "critic_id": "critic_id", "classifier": "classifier_family"}, DISAGREEMENT).format(pred=pred),
+            params * len(DISAGREEMENT)).df()
+        l_hist = con.execute(_hist_from_groups(rows["lexical_groups"], keys, ("meteor", "rouge_l")).format(pred=pred),
+                             params * 2).df()
+    finally:
+        for table, name in rows.items():
+            if name != table:
+                con.execute(f"DROP TABLE {name}")
     return both, p_hist, l_hist
 
 
@@ -113,8 +124,7 @@ def medcode_view(db: str | Path, f: Filters, judge: str | None = None) -> dict[s
     """
     with SHARED_READERS.cursor(db) as con:
         have = _tables(con)
-        grouped = _grouped(f, have)
-        both, p_hist, l_hist = _view_from_groups(con, f, grouped)
+        both, p_hist, l_hist = _view_from_groups(con, f, _present(have, "critique_groups", "lexical_groups"))
         acc = _accuracy(con, db, f) if ANSWER_CHECKS in have else pd.DataFrame(
             columns=["model_id", "dataset", "method", "checker_id", "total", "parsed", "k"])
         configs = [r[0] for r in con.execute("SELECT DISTINCT config FROM runs").fetchall()] if "runs" in have else []
@@ -273,10 +283,9 @@ def medcode_correlations(db: str | Path, f: Filters, judge: str | None, critic: 
     qf, p_qf = queries_cte(f)
     with SHARED_READERS.cursor(db) as con:
         have = _tables(con)
-        grouped = _grouped(f, have) and "critique_items" in have
         # the groups and the items (their definitions over the filtered queries under a theme filter) count every
         # classified critique of a stored query, current or not
-        groups, p_groups = group_source("critique_groups", f, grouped)
+        groups, p_groups = group_source("critique_groups", f, _present(have, "critique_groups"))
         g_pred, p_group = group_pred(f, "g")
         critics = [r[0] for r in con.execute(
             f"SELECT g.critic_id FROM {groups} g WHERE {g_pred} GROUP BY ALL HAVING sum(g.classified) > 0 "
@@ -284,7 +293,7 @@ def medcode_correlations(db: str | Path, f: Filters, judge: str | None, critic: 
         critic = critic if critic in critics else (critics[0] if critics else "")
         # The sample is the CORRELATION_ITEMS critiques of the smallest hash; from the groups' counts per top 8 bits
         # of it, the last bucket it reaches, so that only the critiques up to it are sorted (the same sample)
-        last = _last_bucket(con, f, critic) if grouped else None  # (a theme filter: the scan is small anyway)
+        last = _last_bucket(con, f, critic) if groups == "critique_groups" else None  # (a theme filter: a small scan)
         p_bucket = [] if last is None or last == 255 else [(last + 1) << 56]
 
         def bucket(hashed: str) -> str:  # a range of the hash: the scan skips what it can
@@ -315,7 +324,7 @@ def medcode_correlations(db: str | Path, f: Filters, judge: str | None, critic: 
         probabilities = ("c.model_id, c.p_none, c.p_low, c.p_moderate, c.p_high, "
                          "c.p_low + 2 * c.p_moderate + 3 * c.p_high AS expected, ")
         # the sample's rows with their lexical scores, from one relation
-        sample, p_sample = group_source("critique_items", f, grouped)
+        sample, p_sample = group_source("critique_items", f, _present(have, "critique_items"))
         i_pred, p_items = group_pred(f, "c")
         items = con.execute(
             f"WITH c AS (SELECT * FROM (SELECT * FROM {sample} c WHERE c.critic_id = ? AND {i_pred} "

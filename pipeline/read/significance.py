@@ -32,7 +32,7 @@ from pipeline.read.common import (
     current_join,
     df,
     group_pred,
-    grouped,
+    group_source,
     model_pred,
     on_qf,
     queries_cte,
@@ -112,22 +112,17 @@ def calibration_arrays(db: str | Path, f: Filters, judge: str, language: str) ->
     very ones counted); the unlabelled counts are every item's (``leaderboard.score_patterns``: the writer's counted
     patterns where the view allows) less the labelled."""
     lf = f.with_(languages=(language,))
-    if grouped(lf):  # the pairs carry their query's language and script
-        where, params = group_pred(lf, "p")
-        with_qf, pairs = "", f"label_pairs p WHERE {where}"
-    else:
-        qf, p_qf = queries_cte(lf)
-        where, params = model_pred(lf, "p")
-        with_qf, pairs = f"WITH {qf} ", f"label_pairs p JOIN qf ON {on_qf(lf, 'p')} WHERE {where}"
-        params = [*p_qf, *params]
+    source, p_source = group_source("label_pairs", lf)  # under a theme filter its rows of the filtered queries
+    where, p_where = group_pred(lf, "p")  # the pairs carry their query's language and script
+    pairs, params = f"{source} p WHERE {where}", [*p_source, *p_where]
     if not is_jury(judge):
-        labelled = (f"{with_qf}SELECT p.model_id, p.label_metric AS metric, p.llm AS judge, p.human, count(*) AS n "
+        labelled = (f"SELECT p.model_id, p.label_metric AS metric, p.llm AS judge, p.human, count(*) AS n "
                     f"FROM {pairs} AND p.judge_id = ? AND list_contains(?, p.label_metric) GROUP BY ALL")
         params = [*params, judge, list(METRICS)]
     else:
         how = judge.removeprefix(JURY_PREFIX)
         value = "CASE h.metric " + " ".join(f"WHEN '{m}' THEN j.{m}_{how}" for m in METRICS) + " END"
-        labelled = (f"{with_qf}SELECT h.model_id, h.metric, {value} AS judge, h.human, count(*) AS n FROM ("
+        labelled = (f"SELECT h.model_id, h.metric, {value} AS judge, h.human, count(*) AS n FROM ("
                     "SELECT DISTINCT p.dataset, p.query_id, p.model_id, p.label_metric AS metric, p.human "
                     f"FROM {pairs} AND list_contains(?, p.label_metric)) h JOIN jury_items j ON j.dataset = h.dataset "
                     "AND j.query_id = h.query_id AND j.model_id = h.model_id GROUP BY ALL")

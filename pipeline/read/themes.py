@@ -22,7 +22,7 @@ import pandas as pd
 from pipeline.analysis.stats import bootstrap_mean_cis
 from pipeline.dataset import LANGUAGES
 from pipeline.metrics import METRICS
-from pipeline.read.common import Filters, df, group_pred, model_pred, weights_dict
+from pipeline.read.common import Filters, df, group_pred, group_source, model_pred, weights_dict
 from pipeline.read.jury import is_jury, item_source
 from pipeline.store import SHARED_READERS
 from pipeline.store.derived_groups import NO_THEME
@@ -35,29 +35,20 @@ def theme_scores(db: str | Path, f: Filters, judge: str) -> pd.DataFrame:
     """Per (language, theme, model): each metric's mean item score and n.
 
     With a theme filter only those themes are shown. Unparsed judgments are excluded; with several
-    samples an item's score is the mean of its parsed samples. One judge's sums come from the writer's
-    ``theme_groups``; a jury's item scores are grouped here.
+    samples an item's score is the mean of its parsed samples. Summed from the writer's ``theme_groups`` (the theme
+    filter is on its key); for a jury from the same table's definition over the jury's item scores
+    (``jury.item_source`` bound as ``item_scores``) of the filtered queries.
     """
-    if not is_jury(judge):  # the writer's sums per theme (``theme_groups``; the theme filter is on its key)
-        pred, p_group = group_pred(f.with_(themes=()), "g")
-        theme_pred, p_theme = ("list_contains(?, g.theme)", [list(f.themes)]) if f.themes else ("TRUE", [])
-        means = ", ".join(f"sum(g.{m}_sum) / nullif(sum(g.{m}_n), 0) AS {m}, sum(g.{m}_n)::BIGINT AS n_{m}"
-                          for m in METRICS)
-        out = df(db, f"SELECT g.query_language AS language, g.theme, g.model_id, {means} FROM theme_groups g "
-                     f"WHERE g.judge_id = ? AND {pred} AND {theme_pred} GROUP BY ALL ORDER BY ALL",
-                 [judge, *p_group, *p_theme])
-        out["n"] = out[[f"n_{m}" for m in METRICS]].max(axis=1)
-        return out[["language", "theme", "model_id", "n", *METRICS, *(f"n_{m}" for m in METRICS)]]
-    where, params = f.with_(themes=()).sql(r=None)
-    theme_pred, p_theme = ("list_contains(?, th.theme)", [list(f.themes)]) if f.themes else ("TRUE", [])
-    pred, p_model = model_pred(f, "i")
-    th = (f"th AS (SELECT * FROM (SELECT q.dataset, q.query_id, q.language, unnest(CASE WHEN len(q.themes) = 0 "
-          f"THEN ['{NO_THEME}'] ELSE q.themes END) AS theme FROM queries q WHERE {where}) th WHERE {theme_pred})")
-    means = ", ".join(f"avg(i.{m}) AS {m}, count(i.{m}) AS n_{m}" for m in METRICS)
-    source, p_source = item_source(f, judge)
-    out = df(db, f"WITH {th} SELECT th.language, th.theme, i.model_id, {means} FROM {source} i JOIN th "
-                 f"ON th.dataset = i.dataset AND th.query_id = i.query_id WHERE i.judge_id = ? AND {pred} "
-                 "GROUP BY ALL ORDER BY ALL", [*params, *p_theme, *p_source, judge, *p_model])
+    every_theme = f.with_(themes=())  # the theme filter is on the key (a query without any is under ``(none)``)
+    source, p_source = ("theme_groups", []) if not is_jury(judge) else group_source(
+        "theme_groups", every_theme, inputs=[("item_scores", *item_source(f, judge))])
+    pred, p_group = group_pred(every_theme, "g")
+    theme_pred, p_theme = ("list_contains(?, g.theme)", [list(f.themes)]) if f.themes else ("TRUE", [])
+    means = ", ".join(f"sum(g.{m}_sum) / nullif(sum(g.{m}_n), 0) AS {m}, sum(g.{m}_n)::BIGINT AS n_{m}"
+                      for m in METRICS)
+    out = df(db, f"SELECT g.query_language AS language, g.theme, g.model_id, {means} FROM {source} g "
+                 f"WHERE g.judge_id = ? AND {pred} AND {theme_pred} GROUP BY ALL ORDER BY ALL",
+             [*p_source, judge, *p_group, *p_theme])
     out["n"] = out[[f"n_{m}" for m in METRICS]].max(axis=1)
     return out[["language", "theme", "model_id", "n", *METRICS, *(f"n_{m}" for m in METRICS)]]
 
