@@ -65,7 +65,7 @@ _VERDICTS = ("SELECT p.dataset, p.query_id, p.model_a, p.model_b, 'judge' AS ori
              + " WHERE p.parse_ok GROUP BY p.dataset, p.query_id, p.model_a, p.model_b, p.judge_id")
 # Only the votes and verdicts are restricted to the touched keys (a placeholder in both parts restricts each part's
 # own alias): a join of the few touched rows to the whole responses and queries by equality is cheaper than
-# restricting those too (a vote's refresh on the 1M-vote file: 17 ms instead of 70). A pair's two orders are both
+# restricting those too (docs/arena.md measures it). A pair's two orders are both
 # current, so they compared the same two texts: their lengths and styles are equal.
 
 PAIR_GROUP = ("dataset", "origin", "judge", "language", "script", "complete", "model_a", "model_b", "outcome",

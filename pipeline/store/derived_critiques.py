@@ -1,7 +1,7 @@
 """The derived Med-CoDE tables: per (dataset, model, query language, query script) what the Med-CoDE page sums.
 
-The page (``pipeline.read.medcode.medcode_view``) grouped 1.8 M critiques and 1.8 M responses on every cold render
-at 100× the paper's scale (≈ 1.7 s). The writer keeps those groups instead, for the keys a batch touched, in the
+The page (``pipeline.read.medcode.medcode_view``) grouped every critique and response on every cold render
+(bench/README.md measures it). The writer keeps those groups instead, for the keys a batch touched, in the
 same transaction (``Derived``: recomputed by key), as it keeps ``score_groups`` / ``response_groups``:
 
 - ``critique_groups`` — per (dataset, model, critic, classifier family — ``logprobs`` for every ``logprobs…`` tag,
@@ -23,7 +23,7 @@ same transaction (``Derived``: recomputed by key), as it keeps ``score_groups`` 
   ``critiques`` (dataset, query, model, critic), with its query's language and script, ``h`` =
   hash(dataset, query, model) (the order of the correlations' fixed sample), its four probabilities and
   ``response_hash``, and the lexical scores of the critiqued text: what ``medcode_correlations`` reads of its
-  sample without joining ``responses`` and ``response_facts`` (two scans of 1.8 M rows at 100×).
+  sample without joining ``responses`` and ``response_facts`` (two scans of every row).
 
 The key's classifier column is ``classifier_family``, not ``classifier``: a write to ``critiques`` touches every
 group of its (dataset, model, critic), so a critique reclassified under another tag leaves its old group too.

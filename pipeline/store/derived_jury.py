@@ -11,7 +11,7 @@ language and script, the ``judges`` that scored it, their summed ``judgments`` a
 ``jury_patterns`` counts the rows of ``jury_items`` per (dataset, model, query language and script): per metric each
 distinct (``judge_set``, ``scores``: every judge's score in the set's order) and its ``n`` items — what Krippendorff's
 α and the pairwise κ count, and a jury's mean or median of each metric (the mean or median of a tuple) — so the pages
-sum a few thousand patterns instead of an item row per answer (1.8 M at 100× the paper's scale). It is a *counted*
+sum a few thousand patterns instead of an item row per answer. It is a *counted*
 table (``Derived.counts``): a write adds the touched items' new rows and subtracts their old ones instead of
 regrouping every item of a touched model (a batch of a fast judge spans every model). A row's ``pattern`` is its
 judge set and scores as text, so it can be part of the key (DuckDB does not index lists).
