@@ -36,7 +36,7 @@ from pipeline.dataset import Chunk, Dataset, Query
 from pipeline.models import backend_class, create_backend, is_exclusive, unavailable_reason
 from pipeline.models.base import Backend, PromptTokens, cache_key
 from pipeline.read.cost import cost_of
-from pipeline.steps import PENDING
+from pipeline.steps import PENDING, translate
 from pipeline.steps.context import Pending, ResponseItem
 from pipeline.store import Store, text_hash
 
@@ -199,6 +199,7 @@ class Estimate:
 
     # -- stages --
     def run(self) -> Estimate:
+        translate.apply_stored_translations(self)  # as the run does first: machine renderings of earlier runs
         for stage in self.stages:
             if stage not in PENDING:  # no LLM calls
                 continue

@@ -55,13 +55,13 @@ def needs_translation(q: Query) -> bool:
     return q.language != "en" and not q.query_en
 
 
-def apply_stored_translations(ctx: RunContext) -> None:
+def apply_stored_translations(ctx: Inputs) -> None:
     """Give the selected queries without a human ``query_en`` their stored machine rendering (if any)."""
-    if not any(needs_translation(q) for q in ctx.queries) or not ctx.store.path.exists():
+    if not any(needs_translation(q) for q in ctx.queries):
         return
-    stored = {(qid, h): text for qid, h, text in ctx.store.fetch(
+    stored = {(qid, h): text for qid, h, text in ctx.fetch(
         "SELECT query_id, source_hash, text FROM translations WHERE dataset = ? AND model_id = ? AND error IS NULL",
-        [ctx.dataset_name, QUERY])}
+        [ctx.dataset.name, QUERY])}
     ctx.queries = [q.model_copy(update={"query_en": stored[(q.query_id, text_hash(q.query))],
                                         "query_en_source": "machine"})
                    if needs_translation(q) and (q.query_id, text_hash(q.query)) in stored else q
@@ -69,16 +69,17 @@ def apply_stored_translations(ctx: RunContext) -> None:
 
 
 def pending_queries(ctx: Inputs) -> list[Pending]:
-    """The translator's calls (with one configured) for the selected non-English queries without a human
-    ``query_en`` nor a stored machine rendering of their current text."""
+    """The translator's calls (with one configured) for the selected non-English queries the dataset gives without
+    ``query_en`` (before stored renderings are applied) that have no stored rendering of their current text."""
     mc = ctx.config.translator
     if mc is None:
         return []
     done = {(qid, h): () for qid, h in ctx.fetch(
         "SELECT query_id, source_hash FROM translations WHERE dataset = ? AND model_id = ? AND error IS NULL",
         [ctx.dataset.name, QUERY])}
+    given = {q.query_id: q for q in ctx.dataset.queries}
     calls = [Call((q.query_id, text_hash(q.query)), translation_request(q.query, q.language), q)
-             for q in ctx.queries if needs_translation(q)]
+             for q in (given[sq.query_id] for sq in ctx.queries) if needs_translation(q)]
     return [pending_of("translate", mc, calls, done, lambda c, d: True)]
 
 
