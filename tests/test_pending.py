@@ -49,7 +49,8 @@ def _config(tmp_path: Path, server: FixtureServer, limit: int) -> RunConfig:
         _dataset(folder)
     return load_config(write_config(
         tmp_path / "run.yaml", dataset=folder, db=tmp_path / "results.duckdb", limit=limit,
-        models=[role["gen-a"], role["gen-b"]], judge={**role["judge"], "metrics": ["FC", "COH"], "sanity_items": limit // 2},
+        models=[role["gen-a"], role["gen-b"]],
+        judge={**role["judge"], "metrics": ["FC", "COH"], "sanity_items": limit // 2},
         pairwise={}, rubric_grader=role["grader"], llm_accuracy=role["checker"], translator=role["translator"],
         medcode={"critic": role["critic"], "classifier": "logprobs", "teacher": role["teacher"]}))
 
