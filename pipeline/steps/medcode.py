@@ -216,6 +216,8 @@ def pending(ctx: Inputs) -> list[Pending]:
     (``then``). Without the classifier's checkpoint nothing counts as finished (the run stops before, the dry run
     says so)."""
     mc = ctx.config.medcode
+    if mc is None:
+        return []
     critic = _critic_config(ctx)
     max_tokens = min(critic.max_tokens, CRITIQUE_MAX_TOKENS)
     try:
