@@ -115,17 +115,11 @@ def classifier_missing(config: RunConfig, stages: list[str]) -> str | None:
     return None
 
 
-def medcode_calls_per_item(config: RunConfig) -> int:
-    """LLM calls of the medcode stage per answered item: the critique, plus the classification prompt when the
-    classifier is ``logprobs``; a trained classifier (``trained`` or a path) runs locally, no call."""
-    return 2 if config.medcode is not None and config.medcode.classifier == "logprobs" else 1
-
-
 def print_dry_run(config: RunConfig, dataset: Dataset, queries: list[Query], stages: list[str],
                   console: Console) -> int:
     """List every model with its role, languages and what it needs that is missing (key, endpoint, vLLM, GPUs),
-    how many LLM calls the run would make at most, and the estimate of its calls, tokens and cost
-    (``pipeline.estimate``); calls nothing, writes nothing."""
+    how many LLM calls the run would make at most (the sum of the estimate's lines: the calls not finished yet)
+    and the estimate of its calls, tokens and cost (``pipeline.estimate``); calls nothing, writes nothing."""
     table = Table(title=f"dry run: {config.name} on {dataset.name} ({len(queries)} queries)")
     for col in ("role", "model", "provider", "languages", "queries", "needs", "status"):
         table.add_column(col, overflow="fold", no_wrap=col == "model")  # a model id stays whole (copy-paste)
@@ -141,27 +135,18 @@ def print_dry_run(config: RunConfig, dataset: Dataset, queries: list[Query], sta
     console.print(table)
     if reason := classifier_missing(config, stages):
         console.print(f"[red]missing:[/] {reason}", highlight=False, soft_wrap=True)
-    answered = sum(sum(1 for q in queries if not m.languages or q.language in m.languages) for m in config.models)
-    calls = {"generate": answered}
-    if config.judge and "judge" in stages:
-        calls["judge"] = answered * sum(len(j.metrics) * j.samples for j in config.judges)
-    if config.medcode and "medcode" in stages:
-        calls["medcode"] = answered * medcode_calls_per_item(config)
-    if config.llm_accuracy and "accuracy" in stages:
-        calls["llm-accuracy"] = answered
-    if config.medcode and config.medcode.teacher and "medcode-label" in stages:
-        calls["medcode-label"] = answered
-    if config.rubric_grader and "rubric" in stages:  # one call per criterion of every answered rubric item
-        calls["rubric"] = sum(len(q.rubric) for m in config.models for q in queries
-                              if q.rubric and (not m.languages or q.language in m.languages))
-    reasked = {"judge", "rubric", "medcode", "medcode-label", "llm-accuracy"} & set(calls)
-    again = (f"; an unparsed output of {', '.join(sorted(reasked))} is asked again up to {config.reask.times} more "
+    from pipeline.estimate import Estimate, print_estimate
+
+    est = Estimate(config, dataset, queries, stages).run()
+    calls: dict[str, int] = {}
+    for ln in est.lines:
+        calls[ln.stage] = calls.get(ln.stage, 0) + ln.calls
+    reasked = sorted({ln.stage for ln in est.lines if ln.reasked})
+    again = (f"; an unparsed output of {', '.join(reasked)} is asked again up to {config.reask.times} more "
              "time(s)" if reasked and config.reask.times else "")
     console.print(f"stages: {', '.join(stages)}; at most {sum(calls.values())} LLM calls "
                   f"({', '.join(f'{k} {v}' for k, v in calls.items())}); cached calls are not repeated{again}")
-    from pipeline.estimate import Estimate, print_estimate
-
-    print_estimate(Estimate(config, dataset, queries, stages).run(), console)
+    print_estimate(est, console)
     return 0
 
 

@@ -68,13 +68,14 @@ def test_dry_run_names_a_missing_trained_checkpoint_and_counts_the_critique_only
     assert len(missing) == 1 and missing[0].startswith("missing: medcode classifier 'trained'"), text
     assert str(tmp_path / "absent") in missing[0]  # one line, however narrow the console
     # a trained classifier runs in process: 3 answers → 3 critic calls (generate: 3 more, extractive, no LLM)
-    assert "at most 6 LLM calls (generate 3, medcode 3)" in text
+    assert "at most 6 LLM calls (generate 3, medcode-critique 3)" in " ".join(text.split())
     assert "medcode-classify" not in text
     # a path without a checkpoint is named too; logprobs needs none and costs a second call per answer
     text = _dry_run(_config(tmp_path, str(tmp_path / "elsewhere")))
     assert sum("missing: medcode classifier" in line and "train-classifier" in line for line in text.splitlines()) == 1
     text = _dry_run(_config(tmp_path, "logprobs"))
-    assert "at most 9 LLM calls (generate 3, medcode 6)" in text and "missing: medcode" not in text
+    assert "at most 9 LLM calls (generate 3, medcode-critique 3, medcode-classify 3)" in " ".join(text.split())
+    assert "missing: medcode" not in text
 
 
 def test_dry_run_counts_a_present_checkpoint_as_ready(tmp_path, monkeypatch):
@@ -83,7 +84,7 @@ def test_dry_run_counts_a_present_checkpoint_as_ready(tmp_path, monkeypatch):
     (folder / "config.json").write_text("{}")
     monkeypatch.setattr(medcode, "TRAINED_CLASSIFIER", folder)
     text = _dry_run(_config(tmp_path, "trained"))
-    assert "missing: medcode" not in text and "medcode 3)" in text
+    assert "missing: medcode" not in text and "medcode-critique 3)" in text
 
 
 def test_run_without_the_trained_checkpoint_stops_before_any_call(tmp_path, monkeypatch):

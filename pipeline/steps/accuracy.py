@@ -19,7 +19,7 @@ import time
 
 from pipeline.models.base import ChatRequest, Completion, GenerateParams, Message
 from pipeline.prompts import load_text
-from pipeline.steps.context import ResponseItem, RunContext, finished, responses_to_score, still_to_do
+from pipeline.steps.context import Call, Inputs, Pending, ResponseItem, RunContext, finished, pending_of
 from pipeline.store.rows import AnswerCheckRow
 
 PARSER = "parser"
@@ -63,8 +63,7 @@ def choice_check(item: ResponseItem) -> tuple[bool | None, str | None, str]:
 async def step_accuracy(ctx: RunContext) -> None:
     """Exact-match accuracy for multiple-choice items; LLM-Accuracy for every item when a checker is configured."""
     started = time.perf_counter()
-    items = responses_to_score(ctx)
-    choice = [it for it in items if it.query.options and it.query.answer]
+    choice = [it for it in ctx.responses() if it.query.options and it.query.answer]
     if choice:
         rows = []
         for it in choice:
@@ -75,22 +74,28 @@ async def step_accuracy(ctx: RunContext) -> None:
         ctx.write(rows)
         ctx.note("accuracy-choice", PARSER, items=len(rows), errors=sum(r.correct is None for r in rows),
                  wall_s=time.perf_counter() - started)
+    for p in pending(ctx):
+        def to_rows(call: Call, c: Completion, checker_id: str = p.model.id) -> list[AnswerCheckRow]:
+            if not c.ok:  # a failed call is not a verdict: retried next run
+                return []
+            it = call.item
+            return [AnswerCheckRow(dataset=ctx.dataset_name, query_id=it.query.query_id, model_id=it.model_id,
+                                   method="llm", checker_id=checker_id, correct=parse_verdict(c.text), parsed=None,
+                                   raw_output=c.text, response_hash=it.response_hash, run_id=ctx.run_id)]
+
+        await ctx.send(p, to_rows, label=f"LLM-Accuracy ({p.model.id})")
+
+
+def pending(ctx: Inputs) -> list[Pending]:
+    """LLM-Accuracy's calls (with a checker configured): one per selected response not yet checked for its current
+    text (an unreadable verdict is asked again, ``reask.on_rerun``)."""
     mc = ctx.config.llm_accuracy
     if mc is None:
-        return
+        return []
     done = finished(ctx, "answer_checks", ("query_id", "model_id"), where={"method": "llm", "checker_id": mc.id},
                     unparsed="correct IS NULL")
-    todo, skipped = still_to_do(items, lambda it: it.key, done, lambda it, d: d[0] == it.response_hash)
     params = GenerateParams(max_tokens=mc.max_tokens, temperature=0.0, json_schema=SCHEMA)
-
-    def to_rows(i: int, c: Completion) -> list[AnswerCheckRow]:
-        if not c.ok:  # a failed call is not a verdict: retried next run
-            return []
-        it = todo[i]
-        return [AnswerCheckRow(dataset=ctx.dataset_name, query_id=it.query.query_id, model_id=it.model_id,
-                               method="llm", checker_id=mc.id, correct=parse_verdict(c.text), parsed=None,
-                               raw_output=c.text, response_hash=it.response_hash, run_id=ctx.run_id)]
-
-    await ctx.drive("llm-accuracy", ctx.model(mc),
-                    [ChatRequest(messages=accuracy_messages(it), params=params) for it in todo], to_rows,
-                    label=f"LLM-Accuracy ({mc.id})", skipped=skipped, unparsed=lambda c: parse_verdict(c.text) is None)
+    calls = [Call(it.key, ChatRequest(messages=accuracy_messages(it), params=params), it, it.assumed)
+             for it in ctx.responses()]
+    return [pending_of("llm-accuracy", mc, calls, done, lambda c, d: d[0] == c.item.response_hash,
+                       unparsed=lambda c: parse_verdict(c.text) is None)]

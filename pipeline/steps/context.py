@@ -1,8 +1,10 @@
 """What a step is given: the run's config, store, dataset, selected queries, models and progress.
 
-A step is an async function ``step(ctx: RunContext) -> None``. It finds its pending items, skips
-finished keys, sends the rest through ``ctx.drive`` (cache, concurrency, retries; rows saved as
-they complete) and records what it did for the run's summary. Steps never import the runner.
+A step is an async function ``step(ctx: RunContext) -> None``. An LLM step says what it has still to do once,
+in its ``pending(ctx: Inputs) -> list[Pending]`` (per model: the calls not finished for their current inputs, and
+how many are); the step sends those through ``ctx.send`` (cache, concurrency, retries; rows saved as they complete)
+and the dry run's estimate (``pipeline.estimate``) tallies the same calls from its own view of the inputs. Steps
+never import the runner.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import contextlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from rich.console import Console
 from rich.progress import Progress
@@ -91,6 +93,17 @@ class RunContext:
     @property
     def dataset_name(self) -> str:
         return self.dataset.name
+
+    # -- the inputs of ``pending`` (``Inputs``): what is stored now --
+    def fetch(self, sql: str, params: list) -> list[tuple]:
+        return self.store.fetch(sql, params)
+
+    def responses(self) -> list[ResponseItem]:
+        return responses_to_score(self)
+
+    def chunks(self, queries: Sequence[Query] | None = None, *,
+               fallback_to_refs: bool = False) -> dict[str, tuple[list[Chunk], list[Chunk]]]:
+        return stored_chunks(self, queries, fallback_to_refs=fallback_to_refs)
 
     def model(self, model_id: str | ModelConfig) -> Model:
         """The shared ``Model`` (backend + cache + limits) for an id; created once per run."""
@@ -238,6 +251,15 @@ class RunContext:
                                highlight=False, soft_wrap=True)
         return last  # type: ignore[return-value]
 
+    async def send(self, pending: Pending, to_rows: Callable[[Call, Completion], list[Row]], *, label: str,
+                   start: int = 0, stop: int | None = None) -> list[Completion]:
+        """``drive`` the calls ``start:stop`` of ``pending`` through its model, its finished keys counted as
+        skipped (with the first slice), its unparsed test re-asking; ``to_rows(call, completion)`` saves each."""
+        calls = pending.calls[start:stop]
+        return await self.drive(pending.stage, self.model(pending.model), [c.request for c in calls],
+                                lambda i, c: to_rows(calls[i], c), label=label,
+                                skipped=pending.done if start == 0 else 0, unparsed=pending.unparsed)
+
     def note(self, stage: str, model_id: str, items: int, skipped: int = 0, errors: int = 0,
              wall_s: float = 0.0) -> None:
         """Record a non-LLM stage's work for the summary (and as the run's progress)."""
@@ -271,19 +293,71 @@ def stored_chunks(ctx: RunContext, queries: Sequence[Query] | None = None, *,
     return out
 
 
-# -- the scoring skeleton: pending responses, finished keys, the rest ----------------------------------
+# -- pending work: what a stage still has to send, per model ----------------------------------------
 @dataclass(frozen=True)
 class ResponseItem:
-    """A stored, error-free response of a selected model to a selected query: what a scoring step scores."""
+    """A stored, error-free response of a selected model to a selected query: what a scoring step scores. The dry
+    run's estimate also passes responses not generated yet: empty text, no hash (never finished), and ``assumed``
+    tokens (its model's ``max_tokens``) standing for the text in the prompts that hold it."""
 
     query: Query
     model_id: str
     text: str
-    response_hash: str
+    response_hash: str | None
+    assumed: int = 0
 
     @property
     def key(self) -> tuple[str, str]:
         return self.query.query_id, self.model_id
+
+
+@dataclass(frozen=True)
+class Call:
+    """One request a stage would send: its key (as the stage's finished keys), the request, what the step saves
+    the result with (``item``), and ``assumed`` tokens its prompt lacks (responses not generated yet)."""
+
+    key: tuple
+    request: ChatRequest
+    item: Any = None
+    assumed: int = 0
+
+
+@dataclass
+class Pending:
+    """A stage's work for one model: the calls not finished for their current inputs (in the order they are sent)
+    and how many are finished (``done``, not repeated). ``unparsed`` is the step's test of an output it cannot read
+    (asked again, ``RunContext.drive``); ``then`` builds a follow-up stage from these calls' outputs (None: not
+    known), as Med-CoDE classifies its critiques."""
+
+    stage: str
+    model: ModelConfig
+    calls: list[Call]
+    done: int = 0
+    unparsed: Callable[[Completion], bool] | None = None
+    then: Callable[[list[str | None]], Pending] | None = None
+
+
+class Inputs(Protocol):
+    """What ``pending`` reads: a ``RunContext`` (what is stored now) or the dry run's estimate (stored, else the
+    stand-ins and upper bounds it assumes)."""
+
+    config: RunConfig
+    dataset: Dataset
+    queries: list[Query]
+    generator_models: list[ModelConfig]
+
+    def fetch(self, sql: str, params: list) -> list[tuple]: ...
+    def responses(self) -> list[ResponseItem]: ...
+    def chunks(self, queries: Sequence[Query] | None = None, *,
+               fallback_to_refs: bool = False) -> dict[str, tuple[list[Chunk], list[Chunk]]]: ...
+
+
+def pending_of(stage: str, model: ModelConfig, calls: Sequence[Call], done: dict[tuple, tuple],
+               is_current: Callable[[Call, tuple], bool], **extra: Any) -> Pending:
+    """The ``Pending`` of ``calls``: those whose key is finished for their current inputs (``done``: key → stored
+    inputs) are done, the others are to send."""
+    todo = [c for c in calls if c.key not in done or not is_current(c, done[c.key])]
+    return Pending(stage, model, todo, len(calls) - len(todo), **extra)
 
 
 def responses_to_score(ctx: RunContext) -> list[ResponseItem]:
@@ -296,7 +370,7 @@ def responses_to_score(ctx: RunContext) -> list[ResponseItem]:
     return [ResponseItem(selected[q], m, text, h) for q, m, text, h in rows if q in selected and m in model_ids]
 
 
-def finished(ctx: RunContext, table: str, key: tuple[str, ...], *, where: dict[str, str] | None = None,
+def finished(ctx: Inputs, table: str, key: tuple[str, ...], *, where: dict[str, str] | None = None,
              also: tuple[str, ...] = (), unparsed: str | None = None) -> dict[tuple, tuple]:
     """Finished keys of a scoring table for this dataset: key → (response_hash, *also).
 
@@ -308,8 +382,8 @@ def finished(ctx: RunContext, table: str, key: tuple[str, ...], *, where: dict[s
     preds = "".join(f" AND {col} = ?" for col in where)
     if unparsed and ctx.config.reask.on_rerun:
         preds += f" AND NOT coalesce({unparsed}, false)"
-    rows = ctx.store.fetch(f"SELECT {', '.join(key)}, response_hash{''.join(', ' + c for c in also)} FROM {table} "
-                           f"WHERE dataset = ?{preds}", [ctx.dataset_name, *where.values()])
+    rows = ctx.fetch(f"SELECT {', '.join(key)}, response_hash{''.join(', ' + c for c in also)} FROM {table} "
+                     f"WHERE dataset = ?{preds}", [ctx.dataset.name, *where.values()])
     n = len(key)
     return {tuple(r[:n]): tuple(r[n:]) for r in rows}
 

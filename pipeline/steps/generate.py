@@ -19,7 +19,7 @@ from pipeline.dataset import LANGUAGES, REFUSAL_SENTENCE, Chunk, Dataset, Query
 from pipeline.models import Completion, is_exclusive
 from pipeline.models.base import ChatRequest, GenerateParams, Message
 from pipeline.prompts import PROMPTS_DIR, load_text
-from pipeline.steps.context import RunContext, stored_chunks
+from pipeline.steps.context import Call, Inputs, Pending, RunContext, pending_of
 from pipeline.store.rows import ResponseRow
 
 EMPTY_KB = "(empty)"
@@ -98,40 +98,44 @@ def prompt_hash(messages: Sequence[Message]) -> str:
 
 
 # -- the step ---------------------------------------------------------------------------------------
-async def step_generate(ctx: RunContext) -> None:
-    """Every selected model answers every selected query from the same stored chunks."""
-    chunks = stored_chunks(ctx)
-    done = {(q, m): h for q, m, h in ctx.store.fetch(
+def pending(ctx: Inputs) -> list[Pending]:
+    """Per generator: its calls for the selected queries of its languages that have no error-free response to the
+    same prompt (a changed prompt or chunk set asks again). A call's item is the query and its prompt hash."""
+    chunks = ctx.chunks()
+    done = {(q, m): (h,) for q, m, h in ctx.fetch(
         "SELECT query_id, model_id, prompt_hash FROM responses WHERE dataset = ? AND error IS NULL",
-        [ctx.dataset_name])}
-
-    async def for_model(mc: ModelConfig) -> None:
+        [ctx.dataset.name])}
+    out = []
+    for mc in ctx.generator_models:
         params = GenerateParams(max_tokens=mc.max_tokens, temperature=mc.temperature)
-        todo: list[tuple[Query, ChatRequest, str]] = []
-        queries = [q for q in ctx.queries if not mc.languages or q.language in mc.languages]
-        for q in queries:
-            raw, updates = chunks[q.query_id]
-            request = build_request(q, raw, updates, params, ctx.dataset)
-            phash = prompt_hash(request.messages)
-            if done.get((q.query_id, mc.id)) != phash:
-                todo.append((q, request, phash))
-        model = ctx.model(mc)
 
-        def to_rows(i: int, c: Completion) -> list[ResponseRow]:
-            q, _, phash = todo[i]
-            return [ResponseRow(dataset=ctx.dataset_name, query_id=q.query_id, model_id=mc.id, run_id=ctx.run_id,
-                                prompt_hash=phash, text=c.text if c.ok else None, error=c.error,
+        def call(q: Query, mc: ModelConfig = mc, params: GenerateParams = params) -> Call:
+            request = build_request(q, *chunks[q.query_id], params, ctx.dataset)
+            return Call((q.query_id, mc.id), request, (q, prompt_hash(request.messages)))
+
+        calls = [call(q) for q in ctx.queries if not mc.languages or q.language in mc.languages]
+        out.append(pending_of("generate", mc, calls, done, lambda c, d: d[0] == c.item[1]))
+    return out
+
+
+async def step_generate(ctx: RunContext) -> None:
+    """Every selected model answers what ``pending`` says, from the same stored chunks."""
+
+    async def for_model(p: Pending) -> None:
+        def to_rows(call: Call, c: Completion) -> list[ResponseRow]:
+            q, phash = call.item
+            return [ResponseRow(dataset=ctx.dataset_name, query_id=q.query_id, model_id=p.model.id,
+                                run_id=ctx.run_id, prompt_hash=phash, text=c.text if c.ok else None, error=c.error,
                                 latency_s=c.latency_s, prompt_tokens=c.prompt_tokens,
                                 completion_tokens=c.completion_tokens, cached=c.cached)]
 
-        await ctx.drive("generate", model, [t[1] for t in todo], to_rows, label=f"generate {mc.id}",
-                        skipped=len(queries) - len(todo))
+        await ctx.send(p, to_rows, label=f"generate {p.model.id}")
 
-    async def one_at_a_time(models: list[ModelConfig]) -> None:
-        for mc in models:
-            await for_model(mc)
-            ctx.release(mc.id)
+    async def one_at_a_time(todo: list[Pending]) -> None:
+        for p in todo:
+            await for_model(p)
+            ctx.release(p.model.id)
 
-    shared = [m for m in ctx.generator_models if not is_exclusive(m)]
-    exclusive = [m for m in ctx.generator_models if is_exclusive(m)]
-    await asyncio.gather(*(for_model(m) for m in shared), one_at_a_time(exclusive))
+    todo = pending(ctx)
+    await asyncio.gather(*(for_model(p) for p in todo if not is_exclusive(p.model)),
+                         one_at_a_time([p for p in todo if is_exclusive(p.model)]))

@@ -26,19 +26,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pipeline.config import JudgeConfig
 from pipeline.dataset import Chunk, Query
 from pipeline.metrics import METRICS, registry, rubric
 from pipeline.models.base import ChatRequest, Completion, GenerateParams, Message, Model
 from pipeline.prompts import load_text
-from pipeline.steps.context import (
-    ResponseItem,
-    RunContext,
-    finished,
-    responses_to_score,
-    still_to_do,
-    stored_chunks,
-)
+from pipeline.steps.context import Call, Inputs, Pending, RunContext, finished, pending_of
 from pipeline.steps.generate import format_chunks
 from pipeline.store.rows import JudgmentRow
 
@@ -300,37 +292,39 @@ async def judge_response(judge: Model, *, query: Query, response: str, raw: list
     return [judgment_result(c.metric, c.sample, done) for c, done in zip(calls, completions, strict=True)]
 
 
-async def step_judge(ctx: RunContext) -> None:
-    """Every judge (the jury when there are several) scores every selected response, not yet judged for its
-    current text, on its metrics."""
-    chunks = stored_chunks(ctx)
-    items = responses_to_score(ctx)
+def pending(ctx: Inputs) -> list[Pending]:
+    """Per judge (the jury when there are several): its calls for every selected response not yet judged for its
+    current text on each metric and sample (an unparsed judgment is asked again, ``reask.on_rerun``)."""
+    chunks = ctx.chunks()
+    items = ctx.responses()
+    out = []
     for jc in ctx.config.judges:
-        await _judge_with(ctx, jc, items, chunks)
+        calls = [Call((*item.key, c.metric, c.sample), c.request, (item, c), item.assumed) for item in items
+                 for c in judge_calls(item.query, item.text, *chunks[item.query.query_id], metrics=jc.metrics,
+                                      samples=jc.samples, temperature=jc.temperature, max_tokens=jc.max_tokens,
+                                      prompts=ctx.dataset.prompt_text)]
+        done = finished(ctx, "judgments", ("query_id", "model_id", "metric", "sample"), where={"judge_id": jc.id},
+                        unparsed="NOT parse_ok")
+        out.append(pending_of("judge", ctx.config.model_config_for(jc.id), calls, done,
+                              lambda c, d: d[0] == c.item[0].response_hash,
+                              unparsed=lambda c: not parse_judgment(c.text)[2]))
+    return out
 
 
-async def _judge_with(ctx: RunContext, jc: JudgeConfig, items: list[ResponseItem],
-                      chunks: dict[str, tuple[list[Chunk], list[Chunk]]]) -> None:
-    judge = ctx.model(jc.id)
-    candidates = [(item, call) for item in items
-                  for call in judge_calls(item.query, item.text, *chunks[item.query.query_id], metrics=jc.metrics,
-                                          samples=jc.samples, temperature=jc.temperature, max_tokens=jc.max_tokens,
-                                          prompts=ctx.dataset.prompt_text)]
-    done = finished(ctx, "judgments", ("query_id", "model_id", "metric", "sample"), where={"judge_id": jc.id},
-                    unparsed="NOT parse_ok")
-    todo, skipped = still_to_do(candidates, lambda t: (*t[0].key, t[1].metric, t[1].sample), done,
-                                lambda t, d: d[0] == t[0].response_hash)
+async def step_judge(ctx: RunContext) -> None:
+    """Every judge scores what ``pending`` says it has still to judge."""
+    for p in pending(ctx):
+        judge_id = p.model.id
 
-    def to_rows(i: int, completion: Completion) -> list[JudgmentRow]:
-        if not completion.ok:  # a backend failure is not a judgment: not stored, retried next run
-            return []
-        item, call = todo[i]
-        result = judgment_result(call.metric, call.sample, completion)
-        return [JudgmentRow(
-            dataset=ctx.dataset_name, query_id=item.query.query_id, model_id=item.model_id, judge_id=jc.id,
-            metric=call.metric, sample=call.sample, score=result["score"], parse_ok=result["parse_ok"],
-            justification=result["justification"], raw_output=result["raw_output"],
-            response_hash=item.response_hash, run_id=ctx.run_id, cached=completion.cached)]
+        def to_rows(call: Call, completion: Completion, judge_id: str = judge_id) -> list[JudgmentRow]:
+            if not completion.ok:  # a backend failure is not a judgment: not stored, retried next run
+                return []
+            item, jcall = call.item
+            result = judgment_result(jcall.metric, jcall.sample, completion)
+            return [JudgmentRow(
+                dataset=ctx.dataset_name, query_id=item.query.query_id, model_id=item.model_id, judge_id=judge_id,
+                metric=jcall.metric, sample=jcall.sample, score=result["score"], parse_ok=result["parse_ok"],
+                justification=result["justification"], raw_output=result["raw_output"],
+                response_hash=item.response_hash, run_id=ctx.run_id, cached=completion.cached)]
 
-    await ctx.drive("judge", judge, [t[1].request for t in todo], to_rows, label=f"judge {jc.id}", skipped=skipped,
-                    unparsed=lambda c: not parse_judgment(c.text)[2])
+        await ctx.send(p, to_rows, label=f"judge {judge_id}")

@@ -39,7 +39,7 @@ from pipeline.disagreement import LABEL_ALIASES, LABELS, PROB_COLUMNS
 from pipeline.errors import UserError
 from pipeline.models.base import ChatRequest, Completion, GenerateParams, Message, Model
 from pipeline.prompts import load_text
-from pipeline.steps.context import ResponseItem, RunContext, finished, responses_to_score, still_to_do
+from pipeline.steps.context import Call, Inputs, Pending, ResponseItem, RunContext, finished, pending_of
 from pipeline.store.rows import CritiqueRow
 
 NO_LABEL_TOKEN = "logprobs:no-label-token"
@@ -205,13 +205,45 @@ def classifier_tag(classifier: str) -> str:
 
 
 # -- the step --------------------------------------------------------------------------------------
-def _critic_config(ctx: RunContext) -> ModelConfig:
+def _critic_config(ctx: Inputs) -> ModelConfig:
     critic = ctx.config.medcode.critic
     return critic if isinstance(critic, ModelConfig) else ctx.config.model_config_for(critic)
 
 
+def pending(ctx: Inputs) -> list[Pending]:
+    """The critic's calls for every selected response without a critique of its current text by the configured
+    classifier (a stored failure is asked again); with ``logprobs`` each critique's classification follows
+    (``then``). Without the classifier's checkpoint nothing counts as finished (the run stops before, the dry run
+    says so)."""
+    mc = ctx.config.medcode
+    if mc is None:
+        return []
+    critic = _critic_config(ctx)
+    max_tokens = min(critic.max_tokens, CRITIQUE_MAX_TOKENS)
+    try:
+        wanted = classifier_tag(mc.classifier)
+    except UserError:
+        wanted = None
+
+    def is_current(call: Call, done: tuple) -> bool:
+        response_hash, tag = done
+        same = wanted is not None and (tag == wanted or (wanted == "logprobs" and tag.startswith("logprobs")))
+        return response_hash == call.item.response_hash and same
+
+    def classify(critiques: list[str | None]) -> Pending:  # item: the critique's position; one not known yet is
+        return Pending("medcode-classify", critic, [  # assumed max_tokens long
+            Call((), classify_request(text.strip() if text is not None else ""), i,
+                 0 if text is not None else max_tokens) for i, text in enumerate(critiques)])
+
+    done = finished(ctx, "critiques", ("query_id", "model_id"), where={"critic_id": critic.id},
+                    also=("classifier",), unparsed="error IS NOT NULL")
+    calls = [Call(it.key, critique_request(it.query, it.text, max_tokens), it, it.assumed) for it in ctx.responses()]
+    return [pending_of("medcode-critique", critic, calls, done, is_current, unparsed=lambda c: not c.text.strip(),
+                       then=classify if mc.classifier == "logprobs" else None)]
+
+
 async def step_medcode(ctx: RunContext) -> None:
-    """Critique every selected response and classify each critique; one ``critiques`` row per response.
+    """Critique what ``pending`` says and classify each critique; one ``critiques`` row per response.
 
     A failed critic call is counted and retried on the next run; an empty critique is asked again (``reask``),
     and one still empty is stored as a failure (``error``, no distribution; asked again by the next run), so no
@@ -220,52 +252,41 @@ async def step_medcode(ctx: RunContext) -> None:
     import asyncio
 
     mc = ctx.config.medcode
-    critic_cfg = _critic_config(ctx)
-    critic = ctx.model(critic_cfg)
-    max_tokens = min(critic_cfg.max_tokens, CRITIQUE_MAX_TOKENS)
+    (p,) = pending(ctx)
+    critic_cfg = p.model
     wanted_tag = classifier_tag(mc.classifier)
-
-    def is_current(item: ResponseItem, done: tuple) -> bool:
-        response_hash, tag = done
-        same_classifier = tag == wanted_tag or (wanted_tag == "logprobs" and tag.startswith("logprobs"))
-        return response_hash == item.response_hash and same_classifier
-
-    todo, skipped = still_to_do(responses_to_score(ctx), lambda it: it.key,
-                                finished(ctx, "critiques", ("query_id", "model_id"), where={"critic_id": critic_cfg.id},
-                                         also=("classifier",), unparsed="error IS NOT NULL"), is_current)
+    todo = p.calls
 
     def row_for(item: ResponseItem, critique: str, probs: Sequence[float] | None, tag: str) -> CritiqueRow:
         return CritiqueRow(dataset=ctx.dataset_name, query_id=item.query.query_id, model_id=item.model_id,
                            critic_id=critic_cfg.id, **critique_result(critique, probs, tag),
                            response_hash=item.response_hash, run_id=ctx.run_id)
 
+    def empty_or_nothing(call: Call, c: Completion) -> list[CritiqueRow]:
+        return [row_for(call.item, "", None, wanted_tag)] if c.ok and not c.text.strip() else []
+
     # Critique, then classify, a block at a time: a critique is saved only with its distribution,
     # so an interrupted run loses at most one block (its critiques stay in the LLM cache anyway).
     for start in range(0, max(len(todo), 1), MEDCODE_BLOCK):
         block = todo[start:start + MEDCODE_BLOCK]
         span = f"{start + 1}-{start + len(block)} of {len(todo)}" if len(todo) > MEDCODE_BLOCK else ""
-
-        def empty_or_nothing(i: int, c: Completion, block=block) -> list[CritiqueRow]:
-            return [row_for(block[i], "", None, wanted_tag)] if c.ok and not c.text.strip() else []
-
-        critiques = await ctx.drive(
-            "medcode-critique", critic, [critique_request(it.query, it.text, max_tokens) for it in block],
-            empty_or_nothing, label=f"medcode critique {critic_cfg.id} {span}".rstrip(),
-            skipped=skipped if start == 0 else 0, unparsed=lambda c: not c.text.strip())
-        ok = [(it, c.text.strip()) for it, c in zip(block, critiques, strict=True) if c.ok and c.text.strip()]
-        if mc.classifier == "logprobs":
-            def to_rows(i: int, c: Completion, ok=ok) -> list[CritiqueRow]:
+        critiques = await ctx.send(p, empty_or_nothing, label=f"medcode critique {critic_cfg.id} {span}".rstrip(),
+                                   start=start, stop=start + MEDCODE_BLOCK)
+        ok = [(call.item, c.text.strip()) for call, c in zip(block, critiques, strict=True)
+              if c.ok and c.text.strip()]
+        if p.then is not None:  # logprobs: the critic classifies its critiques
+            def to_rows(call: Call, c: Completion, ok=ok) -> list[CritiqueRow]:
                 if not c.ok:
                     return []
                 probs, tag = distribution_from_logprobs(c.top_logprobs)
-                return [row_for(*ok[i], probs, tag)]
+                return [row_for(*ok[call.item], probs, tag)]
 
-            await ctx.drive("medcode-classify", critic, [classify_request(text) for _, text in ok], to_rows,
-                            label=f"medcode classify (logprobs of {critic_cfg.id}) {span}".rstrip())
+            await ctx.send(p.then([text for _, text in ok]), to_rows,
+                           label=f"medcode classify (logprobs of {critic_cfg.id}) {span}".rstrip())
             continue
         if not ok:
             continue
         started = time.perf_counter()
         probs = await asyncio.to_thread(classify_with_checkpoint, mc.classifier, [text for _, text in ok])
-        ctx.write([row_for(item, text, p, wanted_tag) for (item, text), p in zip(ok, probs, strict=True)])
+        ctx.write([row_for(item, text, dist, wanted_tag) for (item, text), dist in zip(ok, probs, strict=True)])
         ctx.note("medcode-classify", wanted_tag, items=len(ok), wall_s=time.perf_counter() - started)

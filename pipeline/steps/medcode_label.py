@@ -21,7 +21,7 @@ from pipeline.dataset import Query
 from pipeline.disagreement import LABEL_ALIASES, LABELS
 from pipeline.models.base import ChatRequest, Completion, GenerateParams, Message
 from pipeline.prompts import load_text
-from pipeline.steps.context import RunContext, finished, responses_to_score, still_to_do
+from pipeline.steps.context import Call, Inputs, Pending, RunContext, finished, pending_of
 from pipeline.store.rows import LabelledCritiqueRow
 
 CRITIQUE_MAX_CHARS = 800
@@ -86,27 +86,34 @@ def parse_teacher(raw: str | None) -> tuple[str, str | None]:
     return critique.strip(), label
 
 
-async def step_label(ctx: RunContext) -> None:
-    """The teacher labels every selected current response it has not labelled yet (one call each); one
-    ``labelled_critiques`` row per response, source = the teacher's id."""
-    teacher = ctx.config.medcode.teacher
+def pending(ctx: Inputs) -> list[Pending]:
+    """The teacher's calls: one per selected current response it has not labelled yet (an unreadable label is
+    asked again, ``reask.on_rerun``)."""
+    teacher = ctx.config.medcode.teacher if ctx.config.medcode is not None else None
+    if teacher is None:
+        return []
     done = finished(ctx, "labelled_critiques", ("query_id", "model_id"), where={"source": teacher.id},
                     unparsed="label IS NULL")
-    todo, skipped = still_to_do(responses_to_score(ctx), lambda it: it.key, done,
-                                lambda it, d: d[0] == it.response_hash)
-    def to_rows(i: int, c: Completion) -> list[LabelledCritiqueRow]:
-        if not c.ok:  # a failed call is not a label: retried next run
-            return []
-        it = todo[i]
-        critique, label = parse_teacher(c.text)
-        return [LabelledCritiqueRow(dataset=ctx.dataset_name, query_id=it.query.query_id, model_id=it.model_id,
-                                    source=teacher.id, critique=critique, label=label, response_hash=it.response_hash,
-                                    run_id=ctx.run_id, raw_output=c.text)]
+    calls = [Call(it.key, teacher_request(it.query, it.text, teacher.max_tokens), it, it.assumed)
+             for it in ctx.responses()]
+    return [pending_of("medcode-label", teacher, calls, done, lambda c, d: d[0] == c.item.response_hash,
+                       unparsed=lambda c: parse_teacher(c.text)[1] is None)]
 
-    await ctx.drive("medcode-label", ctx.model(teacher),
-                    [teacher_request(it.query, it.text, teacher.max_tokens) for it in todo], to_rows,
-                    label=f"medcode label (teacher {teacher.id})", skipped=skipped,
-                    unparsed=lambda c: parse_teacher(c.text)[1] is None)
-    if unparsed := ctx.records[-1].unparsed:
-        ctx.console.print(f"medcode label: {unparsed} of {len(todo)} labels unparsed (stored as NULL with the "
-                          "teacher's output; never exported)", highlight=False)
+
+async def step_label(ctx: RunContext) -> None:
+    """The teacher labels what ``pending`` says (one call each); one ``labelled_critiques`` row per response,
+    source = the teacher's id."""
+    for p in pending(ctx):
+        def to_rows(call: Call, c: Completion, source: str = p.model.id) -> list[LabelledCritiqueRow]:
+            if not c.ok:  # a failed call is not a label: retried next run
+                return []
+            it = call.item
+            critique, label = parse_teacher(c.text)
+            return [LabelledCritiqueRow(dataset=ctx.dataset_name, query_id=it.query.query_id, model_id=it.model_id,
+                                        source=source, critique=critique, label=label,
+                                        response_hash=it.response_hash, run_id=ctx.run_id, raw_output=c.text)]
+
+        await ctx.send(p, to_rows, label=f"medcode label (teacher {p.model.id})")
+        if unparsed := ctx.records[-1].unparsed:
+            ctx.console.print(f"medcode label: {unparsed} of {len(p.calls)} labels unparsed (stored as NULL with the "
+                              "teacher's output; never exported)", highlight=False)

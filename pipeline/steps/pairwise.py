@@ -23,7 +23,7 @@ from pipeline.config import PairwiseConfig
 from pipeline.dataset import Chunk, Query
 from pipeline.models.base import ChatRequest, Completion, GenerateParams, Message
 from pipeline.prompts import load_text
-from pipeline.steps.context import ResponseItem, RunContext, responses_to_score, still_to_do, stored_chunks
+from pipeline.steps.context import Call, Inputs, Pending, ResponseItem, RunContext, pending_of
 from pipeline.steps.generate import format_chunks
 from pipeline.steps.judge import _balanced_objects, _find_key, _load_object
 from pipeline.store.rows import PairwiseVerdictRow
@@ -99,45 +99,50 @@ def pairs_to_judge(items: Sequence[ResponseItem], config: PairwiseConfig) -> lis
     return [p for chosen in kept.values() for p in chosen]
 
 
-async def step_pairwise(ctx: RunContext) -> None:
-    """Every judge compares the chosen pairs of current responses in both orders, skipping what it has already
-    judged for the same two texts."""
-    chunks = stored_chunks(ctx)
-    pairs = pairs_to_judge(responses_to_score(ctx), ctx.config.pairwise)
-    for jc in ctx.config.judges:
-        await _pairwise_with(ctx, jc.id, pairs, chunks)
-
-
-async def _pairwise_with(ctx: RunContext, judge_id: str, pairs: list[tuple[ResponseItem, ResponseItem]],
-                         chunks: dict[str, tuple[list[Chunk], list[Chunk]]]) -> None:
+def pending(ctx: Inputs) -> list[Pending]:
+    """Per judge: its calls for the chosen pairs of current responses in both orders (the item: model_a's and
+    model_b's responses and the one shown first), skipping what it has judged for the same two texts (an
+    unreadable verdict is asked again, ``reask.on_rerun``)."""
     config = ctx.config.pairwise
-    schema = verdict_schema(config.max_tokens)
-    candidates = [(a, b, first) for a, b in pairs for first in (a, b)]
-    readable = " AND parse_ok" if ctx.config.reask.on_rerun else ""  # a rerun asks again what stayed unread
-    done = {(q, ma, mb, f): (ha, hb) for q, ma, mb, f, ha, hb in ctx.store.fetch(
-        "SELECT query_id, model_a, model_b, first, response_hash_a, response_hash_b FROM pairwise_verdicts "
-        "WHERE dataset = ? AND judge_id = ?" + readable, [ctx.dataset_name, judge_id])}
-    todo, skipped = still_to_do(
-        candidates, lambda t: (t[0].query.query_id, t[0].model_id, t[1].model_id, t[2].model_id), done,
-        lambda t, d: d == (t[0].response_hash, t[1].response_hash))
+    if config is None:
+        return []
+    chunks = ctx.chunks()
+    pairs = pairs_to_judge(ctx.responses(), config)
+    params = GenerateParams(max_tokens=config.max_tokens, temperature=0.0,
+                            json_schema=verdict_schema(config.max_tokens))
 
-    def request(a: ResponseItem, b: ResponseItem, first: ResponseItem) -> ChatRequest:
+    def call(a: ResponseItem, b: ResponseItem, first: ResponseItem) -> Call:
         second = b if first is a else a
         messages = build_pairwise_messages(a.query, first.text, second.text, *chunks[a.query.query_id],
                                            prompts=ctx.dataset.prompt_text)
-        return ChatRequest(messages=messages, params=GenerateParams(
-            max_tokens=config.max_tokens, temperature=0.0, json_schema=schema))
+        return Call((a.query.query_id, a.model_id, b.model_id, first.model_id),
+                    ChatRequest(messages=messages, params=params), (a, b, first), a.assumed + b.assumed)
 
-    def to_rows(i: int, completion: Completion) -> list[PairwiseVerdictRow]:
-        if not completion.ok:  # a backend failure is not a verdict: not stored, retried next run
-            return []
-        a, b, first = todo[i]
-        verdict = in_model_terms(parse_verdict(completion.text), first.model_id, a.model_id, b.model_id)
-        return [PairwiseVerdictRow.of(
-            dataset=ctx.dataset_name, query_id=a.query.query_id, judge_id=judge_id, model_a=a.model_id,
-            model_b=b.model_id, text_a=a.text, text_b=b.text, first=first.model_id, verdict=verdict,
-            parse_ok=verdict is not None, raw_output=completion.text or "", run_id=ctx.run_id,
-            cached=completion.cached)]
+    calls = [call(a, b, first) for a, b in pairs for first in (a, b)]
+    readable = " AND parse_ok" if ctx.config.reask.on_rerun else ""  # a rerun asks again what stayed unread
+    out = []
+    for jc in ctx.config.judges:
+        done = {(q, ma, mb, f): (ha, hb) for q, ma, mb, f, ha, hb in ctx.fetch(
+            "SELECT query_id, model_a, model_b, first, response_hash_a, response_hash_b FROM pairwise_verdicts "
+            "WHERE dataset = ? AND judge_id = ?" + readable, [ctx.dataset.name, jc.id])}
+        out.append(pending_of("pairwise", ctx.config.model_config_for(jc.id), calls, done,
+                              lambda c, d: d == (c.item[0].response_hash, c.item[1].response_hash),
+                              unparsed=lambda c: parse_verdict(c.text) is None))
+    return out
 
-    await ctx.drive("pairwise", ctx.model(judge_id), [request(*t) for t in todo], to_rows,
-                    label=f"pairwise {judge_id}", skipped=skipped, unparsed=lambda c: parse_verdict(c.text) is None)
+
+async def step_pairwise(ctx: RunContext) -> None:
+    """Every judge compares what ``pending`` says, in both orders."""
+    for p in pending(ctx):
+        def to_rows(call: Call, completion: Completion, judge_id: str = p.model.id) -> list[PairwiseVerdictRow]:
+            if not completion.ok:  # a backend failure is not a verdict: not stored, retried next run
+                return []
+            a, b, first = call.item
+            verdict = in_model_terms(parse_verdict(completion.text), first.model_id, a.model_id, b.model_id)
+            return [PairwiseVerdictRow.of(
+                dataset=ctx.dataset_name, query_id=a.query.query_id, judge_id=judge_id, model_a=a.model_id,
+                model_b=b.model_id, text_a=a.text, text_b=b.text, first=first.model_id, verdict=verdict,
+                parse_ok=verdict is not None, raw_output=completion.text or "", run_id=ctx.run_id,
+                cached=completion.cached)]
+
+        await ctx.send(p, to_rows, label=f"pairwise {p.model.id}")

@@ -29,7 +29,7 @@ from typing import Any
 from pipeline.dataset import Criterion, Query
 from pipeline.models.base import ChatRequest, Completion, GenerateParams, Message
 from pipeline.prompts import load_text
-from pipeline.steps.context import ResponseItem, RunContext, finished, responses_to_score, still_to_do
+from pipeline.steps.context import Call, Inputs, Pending, ResponseItem, RunContext, finished, pending_of
 from pipeline.store.rows import RubricGradeRow
 
 EXPLANATION_MAX_CHARS = 400
@@ -133,36 +133,41 @@ def parse_grade(raw: str | None) -> tuple[bool | None, str]:
 
 
 # -- the step ------------------------------------------------------------------------------------------
-async def step_rubric(ctx: RunContext) -> None:
-    """The rubric grader grades every criterion of every selected response to a query with a rubric, once per
-    response text and criterion (a changed response, criterion text, points or tags is graded again)."""
+def pending(ctx: Inputs) -> list[Pending]:
+    """The grader's calls for every criterion of every selected response to a query with a rubric, not yet graded
+    for the response's text and the criterion (a changed response, criterion text, points or tags is graded
+    again; an unreadable grade is asked again, ``reask.on_rerun``)."""
     gc = ctx.config.rubric_grader
     if gc is None:
-        return
-    items = [it for it in responses_to_score(ctx) if it.query.rubric]
+        return []
+    items = [it for it in ctx.responses() if it.query.rubric]
     calls = grade_calls(items, max_tokens=gc.max_tokens, temperature=gc.temperature, prompts=ctx.dataset.prompt_text)
     done = finished(ctx, "rubric_grades", ("query_id", "model_id", "criterion_index"), where={"grader_id": gc.id},
                     also=("criterion", "points", "tags"), unparsed="met IS NULL")
 
-    def is_current(call: GradeCall, d: tuple) -> bool:
+    def is_current(call: Call, d: tuple) -> bool:
         response_hash, criterion, points, tags = d
-        c = call.criterion
-        return (response_hash == call.item.response_hash and criterion == c.criterion and points == c.points
+        c = call.item.criterion
+        return (response_hash == call.item.item.response_hash and criterion == c.criterion and points == c.points
                 and list(tags or ()) == list(c.tags))
 
-    todo, skipped = still_to_do(calls, lambda call: call.key, done, is_current)
+    return [pending_of("rubric", gc, [Call(c.key, c.request, c, c.item.assumed) for c in calls], done, is_current,
+                       unparsed=lambda c: parse_grade(c.text)[0] is None)]
 
-    def to_rows(i: int, completion: Completion) -> list[RubricGradeRow]:
-        if not completion.ok:  # a backend failure is not a grade: not stored, retried next run
-            return []
-        call = todo[i]
-        met, explanation = parse_grade(completion.text)
-        return [RubricGradeRow(
-            dataset=ctx.dataset_name, query_id=call.item.query.query_id, model_id=call.item.model_id,
-            grader_id=gc.id, criterion_index=call.index, criterion=call.criterion.criterion,
-            points=call.criterion.points, tags=list(call.criterion.tags), met=met, explanation=explanation,
-            raw_output=completion.text, response_hash=call.item.response_hash, run_id=ctx.run_id,
-            cached=completion.cached)]
 
-    await ctx.drive("rubric", ctx.model(gc), [c.request for c in todo], to_rows, label=f"rubric grader {gc.id}",
-                    skipped=skipped, unparsed=lambda c: parse_grade(c.text)[0] is None)
+async def step_rubric(ctx: RunContext) -> None:
+    """The rubric grader grades what ``pending`` says, one call per response and criterion."""
+    for p in pending(ctx):
+        def to_rows(c: Call, completion: Completion, grader_id: str = p.model.id) -> list[RubricGradeRow]:
+            if not completion.ok:  # a backend failure is not a grade: not stored, retried next run
+                return []
+            call: GradeCall = c.item
+            met, explanation = parse_grade(completion.text)
+            return [RubricGradeRow(
+                dataset=ctx.dataset_name, query_id=call.item.query.query_id, model_id=call.item.model_id,
+                grader_id=grader_id, criterion_index=call.index, criterion=call.criterion.criterion,
+                points=call.criterion.points, tags=list(call.criterion.tags), met=met, explanation=explanation,
+                raw_output=completion.text, response_hash=call.item.response_hash, run_id=ctx.run_id,
+                cached=completion.cached)]
+
+        await ctx.send(p, to_rows, label=f"rubric grader {p.model.id}")

@@ -19,10 +19,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from pipeline.analysis.reliability import discrimination_auc
-from pipeline.config import JudgeConfig
 from pipeline.dataset import REFUSAL_SENTENCE, Dataset, Query
 from pipeline.models.base import Completion
-from pipeline.steps.context import RunContext, stored_chunks
+from pipeline.steps.context import Call, Inputs, Pending, RunContext, pending_of
 from pipeline.store.rows import ReliabilityRow, SanityRow
 
 # -- the sanity set --------------------------------------------------------------------------------
@@ -62,50 +61,54 @@ def sanity_variants(query: Query, dataset: Dataset) -> list[tuple[str, str, str]
     return out
 
 
+def pending(ctx: Inputs) -> list[Pending]:
+    """Per judge: its calls for every variant of its sanity set on every metric and sample not judged yet (the
+    item: query id, variant, kind and the judge call). The chunks are the stored ones, else the query's kb_refs."""
+    from pipeline.steps.judge import judge_calls
+
+    out = []
+    for jc in ctx.config.judges:
+        queries = spread_across_languages(ctx.queries, jc.sanity_items)
+        chunks = ctx.chunks(queries, fallback_to_refs=True)
+        done = {tuple(r): () for r in ctx.fetch(
+            "SELECT query_id, metric, variant, sample FROM judge_sanity WHERE dataset = ? AND judge_id = ?",
+            [ctx.dataset.name, jc.id])}
+        calls = [Call((q.query_id, c.metric, variant, c.sample), c.request, (q.query_id, variant, kind, c))
+                 for q in queries for variant, kind, text in sanity_variants(q, ctx.dataset)
+                 for c in judge_calls(q, text, *chunks[q.query_id], metrics=jc.metrics, samples=jc.samples,
+                                      temperature=jc.temperature, max_tokens=jc.max_tokens,
+                                      prompts=ctx.dataset.prompt_text)]
+        out.append(pending_of("sanity", ctx.config.model_config_for(jc.id), calls, done, lambda c, d: True))
+    return out
+
+
 async def step_sanity(ctx: RunContext) -> None:
     """Judge the sanity set on every configured metric; store per-metric discrimination AUC."""
-    for jc in ctx.config.judges:
-        await _sanity_of(ctx, jc)
+    for p in pending(ctx):
+        await _sanity_of(ctx, p)
 
 
-async def _sanity_of(ctx: RunContext, jc: JudgeConfig) -> None:
-    from pipeline.steps.judge import judge_calls, judgment_result
+async def _sanity_of(ctx: RunContext, p: Pending) -> None:
+    from pipeline.steps.judge import judgment_result
 
-    judge = ctx.model(jc.id)
-    queries = spread_across_languages(ctx.queries, jc.sanity_items)
-    chunks = stored_chunks(ctx, queries, fallback_to_refs=True)
-    done = {tuple(r) for r in ctx.store.fetch(
-        "SELECT query_id, metric, variant, sample FROM judge_sanity WHERE dataset = ? AND judge_id = ?",
-        [ctx.dataset_name, jc.id])}
-    todo, skipped = [], 0
-    for q in queries:
-        raw, updates = chunks[q.query_id]
-        for variant, kind, text in sanity_variants(q, ctx.dataset):
-            for call in judge_calls(q, text, raw, updates, metrics=jc.metrics, samples=jc.samples,
-                                    temperature=jc.temperature, max_tokens=jc.max_tokens,
-                                    prompts=ctx.dataset.prompt_text):
-                if (q.query_id, call.metric, variant, call.sample) in done:
-                    skipped += 1
-                else:
-                    todo.append((q.query_id, variant, kind, call))
+    judge_id = p.model.id
 
-    def to_rows(i: int, completion: Completion) -> list[SanityRow]:
+    def to_rows(call: Call, completion: Completion) -> list[SanityRow]:
         if not completion.ok:
             return []
-        query_id, variant, kind, call = todo[i]
-        result = judgment_result(call.metric, call.sample, completion)
-        return [SanityRow(dataset=ctx.dataset_name, query_id=query_id, judge_id=jc.id, metric=call.metric,
-                          variant=variant, kind=kind, sample=call.sample, score=result["score"],
+        query_id, variant, kind, jcall = call.item
+        result = judgment_result(jcall.metric, jcall.sample, completion)
+        return [SanityRow(dataset=ctx.dataset_name, query_id=query_id, judge_id=judge_id, metric=jcall.metric,
+                          variant=variant, kind=kind, sample=jcall.sample, score=result["score"],
                           parse_ok=result["parse_ok"], raw_output=result["raw_output"])]
 
-    await ctx.drive("sanity", judge, [t[3].request for t in todo], to_rows, label=f"judge sanity {jc.id}",
-                    skipped=skipped)
+    await ctx.send(p, to_rows, label=f"judge sanity {judge_id}")
     started = time.perf_counter()
     sanity = ctx.store.fetch_df(
         "SELECT judge_id, metric, kind, score, parse_ok FROM judge_sanity WHERE dataset = ? AND judge_id = ?",
-        [ctx.dataset_name, jc.id])
+        [ctx.dataset_name, judge_id])
     aucs = discrimination_auc(sanity)
     ctx.write([ReliabilityRow(dataset=ctx.dataset_name, judge_id=r.judge_id, metric=r.metric,
                               auc=None if np.isnan(r.auc) else r.auc, n_good=r.n_good, n_bad=r.n_bad,
                               n_unparsed=r.n_unparsed, run_id=ctx.run_id) for r in aucs.itertuples()])
-    ctx.note("sanity-auc", jc.id, items=len(aucs), wall_s=time.perf_counter() - started)
+    ctx.note("sanity-auc", judge_id, items=len(aucs), wall_s=time.perf_counter() - started)

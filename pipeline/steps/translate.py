@@ -23,7 +23,7 @@ from pipeline.dataset.languages import script_letters
 from pipeline.errors import UserError
 from pipeline.models.base import ChatRequest, Completion, GenerateParams, Model
 from pipeline.prompts import load_text
-from pipeline.steps.context import RunContext, responses_to_score
+from pipeline.steps.context import Call, Inputs, Pending, RunContext, pending_of
 from pipeline.store.rows import TranslationRow, text_hash
 
 QUERY = ""  # TranslationRow.model_id of a query's own translation
@@ -55,17 +55,32 @@ def needs_translation(q: Query) -> bool:
     return q.language != "en" and not q.query_en
 
 
-def apply_stored_translations(ctx: RunContext) -> None:
+def apply_stored_translations(ctx: Inputs) -> None:
     """Give the selected queries without a human ``query_en`` their stored machine rendering (if any)."""
-    if not any(needs_translation(q) for q in ctx.queries) or not ctx.store.path.exists():
+    if not any(needs_translation(q) for q in ctx.queries):
         return
-    stored = {(qid, h): text for qid, h, text in ctx.store.fetch(
+    stored = {(qid, h): text for qid, h, text in ctx.fetch(
         "SELECT query_id, source_hash, text FROM translations WHERE dataset = ? AND model_id = ? AND error IS NULL",
-        [ctx.dataset_name, QUERY])}
+        [ctx.dataset.name, QUERY])}
     ctx.queries = [q.model_copy(update={"query_en": stored[(q.query_id, text_hash(q.query))],
                                         "query_en_source": "machine"})
                    if needs_translation(q) and (q.query_id, text_hash(q.query)) in stored else q
                    for q in ctx.queries]
+
+
+def pending_queries(ctx: Inputs) -> list[Pending]:
+    """The translator's calls (with one configured) for the selected non-English queries the dataset gives without
+    ``query_en`` (before stored renderings are applied) that have no stored rendering of their current text."""
+    mc = ctx.config.translator
+    if mc is None:
+        return []
+    done = {(qid, h): () for qid, h in ctx.fetch(
+        "SELECT query_id, source_hash FROM translations WHERE dataset = ? AND model_id = ? AND error IS NULL",
+        [ctx.dataset.name, QUERY])}
+    given = {q.query_id: q for q in ctx.dataset.queries}
+    calls = [Call((q.query_id, text_hash(q.query)), translation_request(q.query, q.language), q)
+             for q in (given[sq.query_id] for sq in ctx.queries) if needs_translation(q)]
+    return [pending_of("translate", mc, calls, done, lambda c, d: True)]
 
 
 async def step_translate(ctx: RunContext) -> None:
@@ -74,22 +89,19 @@ async def step_translate(ctx: RunContext) -> None:
     todo = [q for q in ctx.queries if needs_translation(q)]
     if not todo:
         return
-    mc = ctx.config.translator
-    if mc is None:
+    if ctx.config.translator is None:
         ids = ", ".join(q.query_id for q in todo[:5]) + (" …" if len(todo) > 5 else "")
         raise UserError(f"{len(todo)} non-English queries have no query_en ({ids}): set `translator:` in the "
                            "config, or give them a human query_en")
-    model = ctx.model(mc)
+    for p in pending_queries(ctx):
+        def to_rows(call: Call, c: Completion, translator_id: str = p.model.id) -> list[TranslationRow]:
+            q = call.item
+            text = clean(c.text) if c.ok else ""
+            return [TranslationRow(dataset=ctx.dataset_name, query_id=q.query_id, model_id=QUERY,
+                                   translator_id=translator_id, source_hash=text_hash(q.query), text=text,
+                                   error=None if text else (c.error or "empty translation"))]
 
-    def to_rows(i: int, c: Completion) -> list[TranslationRow]:
-        q = todo[i]
-        text = clean(c.text) if c.ok else ""
-        return [TranslationRow(dataset=ctx.dataset_name, query_id=q.query_id, model_id=QUERY, translator_id=mc.id,
-                               source_hash=text_hash(q.query), text=text,
-                               error=None if text else (c.error or "empty translation"))]
-
-    await ctx.drive("translate", model, [translation_request(q.query, q.language) for q in todo], to_rows,
-                    label=f"translate queries ({mc.id})")
+        await ctx.send(p, to_rows, label=f"translate queries ({p.model.id})")
     apply_stored_translations(ctx)
     missing = [q.query_id for q in ctx.queries if needs_translation(q)]
     if missing:
@@ -106,28 +118,35 @@ def needs_rendering(text: str, q: Query) -> bool:
     return q.script == "latin" or script_letters(text or "", q.language) > 0
 
 
-async def step_translate_responses(ctx: RunContext) -> None:
-    """Render non-English responses into English for readers (never used for scoring)."""
+def pending_responses(ctx: Inputs) -> list[Pending]:
+    """The translator's calls (with one configured) for the selected responses that need an English rendering
+    (``needs_rendering``; a response not generated yet may, when its query is not English) and have none of their
+    current text."""
     mc = ctx.config.translator
     if mc is None:
-        return
-    started = time.perf_counter()
-    items = [it for it in responses_to_score(ctx) if needs_rendering(it.text, it.query)]
-    done = {(q, m): h for q, m, h in ctx.store.fetch(
+        return []
+    done = {(q, m): (h,) for q, m, h in ctx.fetch(
         "SELECT query_id, model_id, source_hash FROM translations WHERE dataset = ? AND translator_id = ? "
-        "AND model_id <> ?", [ctx.dataset_name, mc.id, QUERY])}
-    todo = [it for it in items if done.get(it.key) != it.response_hash]
-    if not todo:
-        ctx.note("translate-responses", mc.id, items=0, skipped=len(items), wall_s=time.perf_counter() - started)
-        return
+        "AND model_id <> ?", [ctx.dataset.name, mc.id, QUERY])}
+    calls = [Call(it.key, translation_request(it.text, it.query.language, of="response"), it, it.assumed)
+             for it in ctx.responses()
+             if needs_rendering(it.text, it.query) or (it.response_hash is None and it.query.language != "en")]
+    return [pending_of("translate-responses", mc, calls, done, lambda c, d: d[0] == c.item.response_hash)]
 
-    def to_rows(i: int, c: Completion) -> list[TranslationRow]:
-        it = todo[i]
-        text = clean(c.text) if c.ok else ""
-        return [TranslationRow(dataset=ctx.dataset_name, query_id=it.query.query_id, model_id=it.model_id,
-                               translator_id=mc.id, source_hash=it.response_hash, text=text,
-                               error=None if text else (c.error or "empty translation"))]
 
-    await ctx.drive("translate-responses", ctx.model(mc),
-                    [translation_request(it.text, it.query.language, of="response") for it in todo], to_rows,
-                    label=f"translate responses for readers ({mc.id})", skipped=len(items) - len(todo))
+async def step_translate_responses(ctx: RunContext) -> None:
+    """Render non-English responses into English for readers (never used for scoring)."""
+    started = time.perf_counter()
+    for p in pending_responses(ctx):
+        if not p.calls:
+            ctx.note("translate-responses", p.model.id, items=0, skipped=p.done, wall_s=time.perf_counter() - started)
+            continue
+
+        def to_rows(call: Call, c: Completion, translator_id: str = p.model.id) -> list[TranslationRow]:
+            it = call.item
+            text = clean(c.text) if c.ok else ""
+            return [TranslationRow(dataset=ctx.dataset_name, query_id=it.query.query_id, model_id=it.model_id,
+                                   translator_id=translator_id, source_hash=it.response_hash, text=text,
+                                   error=None if text else (c.error or "empty translation"))]
+
+        await ctx.send(p, to_rows, label=f"translate responses for readers ({p.model.id})")

@@ -1,0 +1,122 @@
+"""One rule per LLM stage for what is still to do (``pending``): the run sends exactly the calls it lists, and the
+dry run's estimate tallies the same work (its ``calls + done`` per stage and model are the run's pending totals;
+its count of LLM calls is the sum of its lines; pairwise is estimated too)."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from pipeline.config import RunConfig, load_config
+from pipeline.dataset import load_dataset
+from pipeline.estimate import Estimate
+from pipeline.runner import execute, parse_stages, print_dry_run, select_queries
+from pipeline.steps import PENDING, STEPS
+from pipeline.steps.context import RunContext
+from tests.support.datasets import write_config
+from tests.support.openai_fixture import FixtureServer
+
+RUBRIC = [{"criterion": "Advises asking the eye team before restarting.", "points": 5, "tags": ["axis:accuracy"]},
+          {"criterion": "Tells the patient to stop the drops at once.", "points": -3, "tags": ["axis:accuracy"]}]
+ROLES = ("gen-a", "gen-b", "judge", "grader", "critic", "teacher", "checker", "translator")
+STAGES = "translate,generate,translate-responses,judge,pairwise,rubric,medcode,medcode-label,accuracy,sanity"
+
+
+def _dataset(folder: Path) -> Path:
+    """A closed-book set of English and Hindi queries (the Hindi ones without ``query_en``: machine-translated)."""
+    folder.mkdir(parents=True)
+    rows = [{"query_id": f"q{i}", "language": "hi" if i % 2 else "en",
+             "query": f"मोतियाबिंद ऑपरेशन के बाद मैं {i} दिन में क्या कर सकता हूँ?" if i % 2
+             else f"Question {i}: after my cataract operation, when can I swim again?",
+             "gt_response": f"Answer {i}: usually within a week; ask your doctor.", "themes": [], "kb_refs": [],
+             "update_sensitive": False, "rubric": RUBRIC} for i in range(6)]
+    (folder / "queries.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), "utf-8")
+    return folder
+
+
+def _config(tmp_path: Path, server: FixtureServer, limit: int) -> RunConfig:
+    """Every LLM role on the fixture server (its own model id each) over ``limit`` queries, half of them in the
+    judge's sanity set."""
+    role = {r: {"id": f"openai-compatible/{r}", "base_url": server.base_url, "max_retries": 0} for r in ROLES}
+    folder = tmp_path / "qa"
+    if not folder.exists():
+        _dataset(folder)
+    return load_config(write_config(
+        tmp_path / "run.yaml", dataset=folder, db=tmp_path / "results.duckdb", limit=limit,
+        models=[role["gen-a"], role["gen-b"]],
+        judge={**role["judge"], "metrics": ["FC", "COH"], "sanity_items": limit // 2},
+        pairwise={}, rubric_grader=role["grader"], llm_accuracy=role["checker"], translator=role["translator"],
+        medcode={"critic": role["critic"], "classifier": "logprobs", "teacher": role["teacher"]}))
+
+
+def _request(r) -> str:
+    return json.dumps({"messages": r.messages, "params": vars(r.params)}, sort_keys=True, default=str)
+
+
+def _recording_run(config: RunConfig, monkeypatch: pytest.MonkeyPatch):
+    """Run every stage; return (per stage: its pending computed right before it ran, the requests each driven
+    stage sent first, by (stage, model))."""
+    pending: dict[str, list] = {}
+    sent: dict[tuple[str, str], list[str]] = defaultdict(list)
+    drive = RunContext.drive
+
+    async def recording(self, stage, model, requests, to_rows, **kw):
+        sent[(stage, model.id)] += [_request(r) for r in requests]
+        return await drive(self, stage, model, requests, to_rows, **kw)
+
+    monkeypatch.setattr(RunContext, "drive", recording)
+    for stage in PENDING:
+        step = STEPS[stage]
+
+        async def wrapped(ctx, stage=stage, step=step):
+            pending[stage] = PENDING[stage](ctx)
+            await step(ctx)
+
+        monkeypatch.setitem(STEPS, stage, wrapped)
+    result = execute(config, stages=STAGES, console=Console(file=io.StringIO()))
+    monkeypatch.undo()
+    return result, pending, sent
+
+
+def test_the_run_sends_what_pending_lists_and_the_estimate_tallies_the_same(tmp_path, monkeypatch):
+    with FixtureServer(latency_s=0.0) as server:
+        execute(_config(tmp_path, server, limit=2), stages=STAGES, console=Console(file=io.StringIO()))  # a part
+        config = _config(tmp_path, server, limit=6)
+        dataset = load_dataset(config.dataset)
+        queries, stages = select_queries(dataset, config), parse_stages(STAGES, config)
+        estimate = Estimate(config, dataset, queries, stages).run()
+        out = io.StringIO()
+        print_dry_run(config, dataset, queries, stages, Console(file=out, width=400))
+        result, pending, sent = _recording_run(config, monkeypatch)
+    assert result.status == "finished"
+
+    # (a) every stage sends exactly the calls its pending lists, in that order, and counts the rest as skipped
+    records = {(r.stage, r.model_id): r for r in result.records}
+    totals = {}
+    for stage in PENDING:
+        assert pending[stage], stage
+        for p in pending[stage]:
+            assert p.calls and p.done, (stage, p.model.id)  # the partial run finished some, left others
+            assert sent[(p.stage, p.model.id)] == [_request(c.request) for c in p.calls], (stage, p.model.id)
+            assert records[(p.stage, p.model.id)].skipped == p.done
+            totals[(p.stage, p.model.id)] = (len(p.calls), p.done)
+            if p.then is not None:  # the critic classifies each critique it wrote
+                totals[("medcode-classify", p.model.id)] = (len(sent[("medcode-classify", p.model.id)]), 0)
+    assert len(sent) == len(totals)  # nothing was sent beyond the pending calls
+
+    # (b) the estimate before the run: the same work per stage and model (done before, and the calls left)
+    lines = {(ln.stage, ln.model_id): (ln.calls, ln.done) for ln in estimate.lines}
+    assert lines == totals
+    assert {"pairwise", "medcode-label", "sanity", "translate"} <= {stage for stage, _ in lines}  # (c)
+    count = re.search(r"at most (\d+) LLM calls \(([^)]*)\)", " ".join(out.getvalue().split()))
+    assert count and int(count.group(1)) == sum(ln.calls for ln in estimate.lines)
+    by_stage = defaultdict(int)
+    for ln in estimate.lines:
+        by_stage[ln.stage] += ln.calls
+    assert count.group(2) == ", ".join(f"{stage} {n}" for stage, n in by_stage.items())
