@@ -56,18 +56,25 @@ QUEUE_COLUMNS = ["dataset", "query_id", "model_id", "language", "severity", "rea
                  *([LOW] if LOW else []), "answerable", "over_refusal", "judge_spread", "harmful_met", "reviewed"]
 
 
+def facts_pred(f: Filters, alias: str = "v") -> tuple[str, list[Any]]:
+    """The sidebar's filters as a predicate on ``review_facts`` (alias ``alias``), by the table's own columns: its
+    rows are the responses without an error, with their query's language, script and themes."""
+    preds, params = ([f"{alias}.dataset = ?"], [f.dataset]) if f.dataset is not None else ([], [])
+    for column, values in (("query_language", f.languages), ("query_script", f.scripts), ("model_id", f.models)):
+        if values:
+            preds.append(f"list_contains(?, {alias}.{column})")
+            params.append(list(values))
+    if f.themes:
+        preds.append(f"list_has_any({alias}.themes, ?)")
+        params.append(list(f.themes))
+    return " AND ".join(preds) or "TRUE", params
+
+
 def _queue_sql(f: Filters, judge: str | None) -> tuple[str, list[Any]]:
     """The queue's rows (``review_facts``: what the writer keeps of every response without an error) with their
     severity and whether a rule fired, for ``judge``'s score of the review metric; the sidebar's filters on the
-    table's own columns."""
-    preds, params = ["v.dataset = ?"], [f.dataset]
-    for column, values in (("query_language", f.languages), ("query_script", f.scripts), ("model_id", f.models)):
-        if values:
-            preds.append(f"list_contains(?, v.{column})")
-            params.append(list(values))
-    if f.themes:
-        preds.append("list_has_any(v.themes, ?)")
-        params.append(list(f.themes))
+    table's own columns (``facts_pred``)."""
+    where, params = facts_pred(f)
     fc_zero = "coalesce(v.answerable AND list_contains(v.fc_low, ?), false)"
     sql = (
         "SELECT v.dataset, v.query_id, v.model_id, v.query_language AS language, v.answerable, v.p_high, "
@@ -77,7 +84,7 @@ def _queue_sql(f: Filters, judge: str | None) -> tuple[str, list[Any]]:
         f"+ v.judge_spread + least(coalesce(v.harmful_met, 0), {WEIGHTS['harmful_cap']}) AS severity, "
         f"coalesce(v.p_high >= {HIGH_SHOWN}, false) OR {fc_zero} OR coalesce(v.over_refusal = false, false) "
         f"OR v.judge_spread > 0 OR coalesce(v.harmful_met, 0) > 0 AS flagged FROM review_facts v "
-        f"WHERE {' AND '.join(preds)}"
+        f"WHERE {where}"
     )
     return sql, [judge or "", judge or "", *params]
 
