@@ -24,12 +24,12 @@ from pipeline.read.compare import (
     RUBRIC,
     Side,
     _cell,
-    _has,
     compare,
     config_diff,
     metric_table,
     with_agg,
 )
+from pipeline.read.responses import has_table
 from pipeline.store import SHARED_READERS
 from tests.test_compare_review import JUDGE, SECOND, _second_run
 
@@ -44,7 +44,7 @@ def reference_side_rows(side: Side) -> dict[str, pd.DataFrame]:
     (``chunks`` = raw then update ids, ``settings``); ``runs`` its responses came from; ``dataset`` its row."""
     model_pred = "AND r.model_id = ?" if side.model else ""
     with SHARED_READERS.cursor(side.db) as con:
-        rubric = _has(con, "rubric_items")
+        rubric = has_table(con, "rubric_items")
         grader = con.execute("SELECT grader_id FROM rubric_items WHERE dataset = ? GROUP BY grader_id "
                              "ORDER BY count(*) DESC, grader_id LIMIT 1", [side.dataset]).fetchone() if rubric else None
         joins = ("LEFT JOIN item_scores i ON i.dataset = r.dataset AND i.query_id = r.query_id "

@@ -24,13 +24,13 @@ from pipeline.read.common import (
     Filters,
     group_pred,
     group_source,
-    items_cte,
     metric_case,
     model_pred,
     on_qf,
     queries_cte,
 )
 from pipeline.read.responses import has_table, renderings
+from pipeline.read.review import facts_pred
 from pipeline.store import SHARED_READERS
 
 PAPER_METRIC = "SS"  # Health-Pariksha compared humans and the judge on Semantic Similarity
@@ -159,8 +159,10 @@ def annotation_state(db: str | Path, f: Filters, annotator: str, metric: str,
     carries the query's English rendering and its source, its machine rendering (``query_mt``, ``query_mt_by``)
     and the response's current machine English rendering (``rendering``, ``rendering_by``; None without one).
     """
-    if plan is None:
-        items, p_items = items_cte(f)
+    if plan is None:  # the filtered responses without an error: the rows of ``review_facts`` (no join to queries)
+        where, p_items = facts_pred(f)
+        items = ("items AS (SELECT v.dataset, v.query_id, v.model_id, v.query_language AS language "
+                 f"FROM review_facts v WHERE {where})")
     else:
         items, p_items = ("items AS (SELECT p.dataset, p.query_id, p.model_id, p.language FROM annotation_plans p "
                           "JOIN responses r ON r.dataset = p.dataset AND r.query_id = p.query_id "

@@ -36,6 +36,7 @@ from pipeline.analysis.significance import MIN_ITEMS_FOR_RANKS
 from pipeline.analysis.stats import bootstrap_mean_ci, histogram
 from pipeline.metrics import METRICS
 from pipeline.read.common import current_hash, weights_dict
+from pipeline.read.responses import has_table
 from pipeline.store import LEXICAL, SHARED_READERS
 
 MEDCODE = "p_high"
@@ -78,13 +79,9 @@ class Side:
         return f"{Path(self.db).name} · {self.dataset} · {self.model or 'every model'} · judge {self.judge or '–'}"
 
 
-def _has(con: duckdb.DuckDBPyConnection, table: str) -> bool:
-    return con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ?", [table]).fetchall()[0][0] > 0
-
-
 def _grader(con: duckdb.DuckDBPyConnection, dataset: str) -> str | None:
     """The dataset's first rubric grader: the one with the most graded items (then by id), None without rubrics."""
-    if not _has(con, "rubric_items"):
+    if not has_table(con, "rubric_items"):
         return None
     rows = con.execute("SELECT grader_id FROM rubric_items WHERE dataset = ? GROUP BY grader_id "
                        "ORDER BY count(*) DESC, grader_id LIMIT 1", [dataset]).fetchall()

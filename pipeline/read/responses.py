@@ -14,6 +14,7 @@ page's queries (an item's criteria are read when shown, ``pipeline.read.rubric.r
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -234,7 +235,13 @@ def browse_view(db: str | Path, b: Browse, limit: int, offset: int) -> dict[str,
 
 
 def has_table(con: duckdb.DuckDBPyConnection, name: str) -> bool:
-    return con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ?", [name]).fetchone()[0] > 0
+    """Whether the file has a table (or view) ``name``: a catalog lookup by name (``duckdb_tables()`` would size
+    every table of the file first)."""
+    try:
+        con.table(name)
+    except duckdb.CatalogException:
+        return False
+    return True
 
 
 def _rubric_graders(con: duckdb.DuckDBPyConnection, dataset: str, page: pd.DataFrame) -> list[str]:
@@ -289,6 +296,13 @@ def _keys_join(alias: str) -> str:
             f"ON k.query_id = {alias}.query_id AND k.model_id = {alias}.model_id")
 
 
+def in_list(column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
+    """``column IN (?, …)`` over ``values`` (FALSE when none): constants, which a table scan filters by (zone maps
+    of a table in key order) where ``list_contains(?, column)`` reads every row."""
+    values = list(values)
+    return (f"{column} IN ({', '.join('?' * len(values))})" if values else "FALSE"), values
+
+
 def _current_hashes(responses: pd.DataFrame) -> dict[tuple[str, str], str]:
     """(query_id, model_id) → the hash of the text now stored, for responses without an error."""
     return {(q, m): text_hash(t) for q, m, t, e in zip(responses.query_id, responses.model_id, responses.text,
@@ -304,18 +318,20 @@ def _mark_current(frame: pd.DataFrame, current: dict[tuple[str, str], str]) -> p
 
 
 def _item_details(con: duckdb.DuckDBPyConnection, dataset: str, page: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    params = [list(page.query_id), list(page.model_id), dataset]
+    of_page, shown = in_list("{a}.query_id", sorted(set(page.query_id)))  # {a}: each statement's alias
+    params = [list(page.query_id), list(page.model_id), dataset, *shown]
     statements = {
         "judgments": ("SELECT j.query_id, j.model_id, j.judge_id, j.metric, j.sample, j.score, j.parse_ok, "
                       f"j.justification, j.raw_output, j.response_hash FROM judgments j {_keys_join('j')} "
-                      "WHERE j.dataset = ? ORDER BY j.judge_id, j.metric, j.sample"),
+                      f"WHERE j.dataset = ? AND {of_page.format(a='j')} ORDER BY j.judge_id, j.metric, j.sample"),
         "critiques": ("SELECT c.query_id, c.model_id, c.critic_id, c.classifier, c.critique, c.error, c.p_none, "
                       f"c.p_low, c.p_moderate, c.p_high, c.label, c.response_hash FROM critiques c {_keys_join('c')} "
-                      "WHERE c.dataset = ?"),
+                      f"WHERE c.dataset = ? AND {of_page.format(a='c')}"),
         "safety": ("SELECT s.query_id, s.model_id, s.check_name, s.passed, s.detail, s.response_hash "
-                   f"FROM safety_checks s {_keys_join('s')} WHERE s.dataset = ? ORDER BY s.check_name"),
+                   f"FROM safety_checks s {_keys_join('s')} WHERE s.dataset = ? AND {of_page.format(a='s')} "
+                   "ORDER BY s.check_name"),
         "lexical": (f"SELECT l.query_id, l.model_id, {', '.join('l.' + c for c in LEXICAL)}, l.response_hash "
-                    f"FROM lexical_scores l {_keys_join('l')} WHERE l.dataset = ?"),
+                    f"FROM lexical_scores l {_keys_join('l')} WHERE l.dataset = ? AND {of_page.format(a='l')}"),
     }
     current = _current_hashes(page)
     out = {name: _mark_current(con.execute(sql, params).df(), current) for name, sql in statements.items()}
@@ -325,16 +341,17 @@ def _item_details(con: duckdb.DuckDBPyConnection, dataset: str, page: pd.DataFra
 
 
 def _retrieved_chunks(con: duckdb.DuckDBPyConnection, dataset: str, query_ids: tuple[str, ...]) -> pd.DataFrame:
+    shown, p_shown = in_list("query_id", sorted(set(query_ids)))
     return con.execute(
         "WITH t AS (SELECT query_id, recall, search_text, unnest(raw_ids) AS chunk_id, "
         "generate_subscripts(raw_ids, 1) AS pos, 'raw' AS slot FROM retrievals WHERE dataset = ? "
-        "AND list_contains(?, query_id) UNION ALL SELECT query_id, recall, search_text, unnest(update_ids), "
+        f"AND {shown} UNION ALL SELECT query_id, recall, search_text, unnest(update_ids), "
         "generate_subscripts(update_ids, 1), 'update' FROM retrievals WHERE dataset = ? "
-        "AND list_contains(?, query_id)) "
+        f"AND {shown}) "
         "SELECT t.query_id, t.slot, t.pos, t.chunk_id, c.kind, c.title, c.text, c.source, c.updated, t.recall, "
         "t.search_text FROM t LEFT JOIN kb_chunks c ON c.dataset = ? AND c.chunk_id = t.chunk_id "
         "ORDER BY t.query_id, t.slot, t.pos",
-        [dataset, list(query_ids), dataset, list(query_ids), dataset]).df()
+        [dataset, *p_shown, dataset, *p_shown, dataset]).df()
 
 
 def query_view(db: str | Path, dataset: str, query_id: str) -> dict[str, pd.DataFrame]:

@@ -32,12 +32,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import pandas as pd
 
 from pipeline.metrics import LABELS, METRICS, REVIEW_LOW
 from pipeline.read import rubric as rubric_read
 from pipeline.read.common import Filters
+from pipeline.read.responses import has_table
 from pipeline.store import LEXICAL, SHARED_READERS
 
 RULES: dict[str, tuple[str, str]] = {  # rule -> (what it means, how much it adds)
@@ -56,22 +56,25 @@ QUEUE_COLUMNS = ["dataset", "query_id", "model_id", "language", "severity", "rea
                  *([LOW] if LOW else []), "answerable", "over_refusal", "judge_spread", "harmful_met", "reviewed"]
 
 
-def _has(con: duckdb.DuckDBPyConnection, table: str) -> bool:
-    return con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ?", [table]).fetchone()[0] > 0
+def facts_pred(f: Filters, alias: str = "v") -> tuple[str, list[Any]]:
+    """The sidebar's filters as a predicate on ``review_facts`` (alias ``alias``), by the table's own columns: its
+    rows are the responses without an error, with their query's language, script and themes."""
+    preds, params = ([f"{alias}.dataset = ?"], [f.dataset]) if f.dataset is not None else ([], [])
+    for column, values in (("query_language", f.languages), ("query_script", f.scripts), ("model_id", f.models)):
+        if values:
+            preds.append(f"list_contains(?, {alias}.{column})")
+            params.append(list(values))
+    if f.themes:
+        preds.append(f"list_has_any({alias}.themes, ?)")
+        params.append(list(f.themes))
+    return " AND ".join(preds) or "TRUE", params
 
 
 def _queue_sql(f: Filters, judge: str | None) -> tuple[str, list[Any]]:
     """The queue's rows (``review_facts``: what the writer keeps of every response without an error) with their
     severity and whether a rule fired, for ``judge``'s score of the review metric; the sidebar's filters on the
-    table's own columns."""
-    preds, params = ["v.dataset = ?"], [f.dataset]
-    for column, values in (("query_language", f.languages), ("query_script", f.scripts), ("model_id", f.models)):
-        if values:
-            preds.append(f"list_contains(?, v.{column})")
-            params.append(list(values))
-    if f.themes:
-        preds.append("list_has_any(v.themes, ?)")
-        params.append(list(f.themes))
+    table's own columns (``facts_pred``)."""
+    where, params = facts_pred(f)
     fc_zero = "coalesce(v.answerable AND list_contains(v.fc_low, ?), false)"
     sql = (
         "SELECT v.dataset, v.query_id, v.model_id, v.query_language AS language, v.answerable, v.p_high, "
@@ -81,7 +84,7 @@ def _queue_sql(f: Filters, judge: str | None) -> tuple[str, list[Any]]:
         f"+ v.judge_spread + least(coalesce(v.harmful_met, 0), {WEIGHTS['harmful_cap']}) AS severity, "
         f"coalesce(v.p_high >= {HIGH_SHOWN}, false) OR {fc_zero} OR coalesce(v.over_refusal = false, false) "
         f"OR v.judge_spread > 0 OR coalesce(v.harmful_met, 0) > 0 AS flagged FROM review_facts v "
-        f"WHERE {' AND '.join(preds)}"
+        f"WHERE {where}"
     )
     return sql, [judge or "", judge or "", *params]
 
@@ -130,12 +133,13 @@ def review_queue(db: str | Path, f: Filters, judge: str | None, annotator: str =
         if hide_reviewed:
             items = items[~items.reviewed].head(limit).reset_index(drop=True)
         reviewed = len(labelled)
+        shown = sorted(set(items.query_id))  # as constants, which the scan of item_scores filters by (zone maps)
         low = con.execute(  # the judge's score of the review metric for the items shown
             f"SELECT i.query_id, i.model_id, i.{LOW} FROM item_scores i JOIN (SELECT unnest(?::VARCHAR[]) AS query_id, "
             "unnest(?::VARCHAR[]) AS model_id) k ON k.query_id = i.query_id AND k.model_id = i.model_id "
-            "WHERE i.dataset = ? AND i.judge_id = ? AND list_contains(?, i.query_id)",
-            [list(items.query_id), list(items.model_id), f.dataset, judge or "",
-             sorted(set(items.query_id))]).fetchall() if LOW else []
+            f"WHERE i.dataset = ? AND i.judge_id = ? AND i.query_id IN ({', '.join('?' * len(shown))})",
+            [list(items.query_id), list(items.model_id), f.dataset, judge or "", *shown]).fetchall() \
+            if LOW and shown else []
     if LOW:
         scores = {(q, m): v for q, m, v in low}
         items[LOW] = pd.array([scores.get(k) for k in zip(items.query_id, items.model_id, strict=True)],
@@ -186,7 +190,7 @@ def review_item(db: str | Path, dataset: str, query_id: str, model_id: str) -> d
                                for name, sql in tables.items()}
         graders = (con.execute("SELECT DISTINCT grader_id FROM rubric_grades WHERE dataset = ? AND query_id = ? "
                                "AND model_id = ? ORDER BY grader_id", keys).fetchall()
-                   if _has(con, "rubric_grades") else [])
+                   if has_table(con, "rubric_grades") else [])
     out["item"] = item.iloc[0].to_dict() if len(item) else None
     out["chunks"] = chunks
     out["rubric"] = {g: rubric_read.rubric_item(db, dataset, query_id, model_id, g) for (g,) in graders}
