@@ -60,16 +60,17 @@ def correlations(frame: pd.DataFrame, quantities: Sequence[str], targets: Sequen
                  by: str | None = None, pooled: str = "(all models)") -> pd.DataFrame:
     """Pearson r of every quantity with every target over the rows of ``frame`` (pairwise complete), pooled and
     per value of ``by``: columns ``group``, ``quantity``, ``score``, ``r``, ``lo``, ``hi`` (Fisher z), ``n``."""
-    groups: list[tuple[str, pd.DataFrame]] = [(pooled, frame)]
-    if by is not None:
-        groups += [(str(g), part) for g, part in frame.groupby(by, sort=True)]
+    matrix = frame[[*quantities, *targets]].to_numpy(dtype=float, na_value=np.nan)  # one copy, sliced per group
+    groups: list[tuple[str, np.ndarray]] = [(pooled, matrix)]
+    if by is not None:  # as groupby(by, sort=True): keys in order (no missing key), each group's rows in frame order
+        codes, keys = pd.factorize(frame[by], sort=True)
+        groups += [(str(g), matrix[codes == k]) for k, g in enumerate(keys)]
     rows = []
-    for name, part in groups:
-        values = part[[*quantities, *targets]].astype(float)
-        present = values.notna().to_numpy(dtype=float)
+    for name, values in groups:
+        present = (~np.isnan(values)).astype(float)
         counts = present.T @ present
         with np.errstate(invalid="ignore", divide="ignore"):
-            r = values.corr(min_periods=2).to_numpy()
+            r = pd.DataFrame(values).corr(min_periods=2).to_numpy()
         for i, q in enumerate(quantities):
             for j, t in enumerate(targets, start=len(quantities)):
                 n = int(counts[i, j])

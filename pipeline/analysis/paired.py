@@ -21,18 +21,32 @@ Input: one row per item, one column per model, NaN where a model has no score. P
 
 from __future__ import annotations
 
+import functools
 import itertools
+from contextlib import AbstractContextManager
 from math import comb
 from statistics import NormalDist
+from typing import Any
 
 import numpy as np
 import pandas as pd
-from threadpoolctl import threadpool_limits
+from threadpoolctl import ThreadpoolController
 
 from pipeline.analysis.significance import PAIRWISE_COLUMNS
 from pipeline.analysis.stats import EXPANSION_MAX_SKEW, EXPANSION_MIN_N
 
 N_RESAMPLES = 1000
+
+
+@functools.cache
+def _threadpools() -> ThreadpoolController:
+    """The process's thread pools (found once: listing the loaded libraries costs more than a small product)."""
+    return ThreadpoolController()
+
+
+def _one_blas_thread() -> AbstractContextManager[Any]:
+    """A context in which BLAS runs on one thread (a small product: BLAS threads only wait on a busy machine)."""
+    return _threadpools().limit(limits=1, user_api="blas")
 
 
 def _moment_sums(values: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -41,7 +55,7 @@ def _moment_sums(values: np.ndarray) -> tuple[np.ndarray, ...]:
     x = np.where(mask, values, 0.0)
     k = values.shape[1]
     stacked = np.concatenate([mask.astype(float), x, x**2, x**3, x**4], axis=1)  # items × (5 · models)
-    with threadpool_limits(limits=1, user_api="blas"):  # a small product: BLAS threads only wait on a busy machine
+    with _one_blas_thread():
         gram = stacked.T @ stacked
     s = {(p, q): gram[p * k:(p + 1) * k, q * k:(q + 1) * k] for p in range(5) for q in range(5) if p + q <= 4}
     sums = [sum(comb(k, j) * (-1) ** (k - j) * s[(j, k - j)] for j in range(k + 1)) for k in range(1, 5)]
@@ -117,7 +131,7 @@ def _resampled(values: np.ndarray, a: np.ndarray, b: np.ndarray, n_resamples: in
     weights = rng.multinomial(n_items, np.full(n_items, 1 / n_items), size=n_resamples).astype(float)
     shared = ~np.isnan(values[:, a]) & ~np.isnan(values[:, b])
     diffs = np.where(shared, np.nan_to_num(values[:, a]) - np.nan_to_num(values[:, b]), 0.0)
-    with np.errstate(invalid="ignore", divide="ignore"), threadpool_limits(limits=1, user_api="blas"):
+    with np.errstate(invalid="ignore", divide="ignore"), _one_blas_thread():
         boot = (weights @ diffs) / (weights @ shared.astype(float))  # (resamples, pairs); NaN: no shared item drawn
     half = (1 - confidence) / 2
     quantile = np.nanquantile if np.isnan(boot).any() else np.quantile

@@ -319,15 +319,17 @@ def medcode_correlations(db: str | Path, f: Filters, judge: str | None, critic: 
             return (", ".join(f"i.{m}" for m in METRICS) + ", " + ", ".join(f"{lexical}.{c}" for c in LEXICAL)
                     + f", {accuracy} ")
 
-        judged = ("LEFT JOIN item_scores i ON i.dataset = c.dataset AND i.query_id = c.query_id "
-                  "AND i.model_id = c.model_id AND i.judge_id = ? ")
+        # the judge's scores of the sample's queries only: the scan of item_scores skips most rows before the join
+        judged = (f"LEFT JOIN (SELECT i.dataset, i.query_id, i.model_id, {', '.join(f'i.{m}' for m in METRICS)} "
+                  "FROM item_scores i WHERE i.judge_id = ? AND i.query_id IN (SELECT query_id FROM c)) i "
+                  "ON i.dataset = c.dataset AND i.query_id = c.query_id AND i.model_id = c.model_id ")
         probabilities = ("c.model_id, c.p_none, c.p_low, c.p_moderate, c.p_high, "
                          "c.p_low + 2 * c.p_moderate + 3 * c.p_high AS expected, ")
         # the sample's rows with their lexical scores, from one relation
         sample, p_sample = group_source("critique_items", f, _present(have, "critique_items"))
         i_pred, p_items = group_pred(f, "c")
         items = con.execute(
-            f"WITH c AS (SELECT * FROM (SELECT * FROM {sample} c WHERE c.critic_id = ? AND {i_pred} "
+            f"WITH c AS MATERIALIZED (SELECT * FROM (SELECT * FROM {sample} c WHERE c.critic_id = ? AND {i_pred} "
             f"AND {bucket('c.h')} ORDER BY c.h LIMIT {CORRELATION_ITEMS}) c WHERE c.cur) "
             f"SELECT {probabilities}{scores('c')}FROM c {judged}{checks}",
             [*p_sample, critic, *p_items, *p_bucket, judge or "", *([checker or ""] if checks else [])]).df()

@@ -272,7 +272,7 @@ def rubric_tags(db: str | Path, dataset: str, grader: str, *, n_bootstrap: int =
 
 
 _TAG_VALUES = (
-    "items AS (SELECT * FROM {items} WHERE dataset = ? AND grader_id = ? AND score IS NOT NULL), "
+    "items AS {inline}(SELECT * FROM {items} WHERE dataset = ? AND grader_id = ? AND score IS NOT NULL), "
     "vals AS (SELECT model_id, '" + OVERALL + "' AS tag, 0 AS kind_order, score FROM items "
     "UNION ALL SELECT i.model_id, '" + QUERY_THEME + "' || unnest(q.themes) AS tag, 1 AS kind_order, i.score "
     "FROM items i JOIN queries q ON q.dataset = i.dataset AND q.query_id = i.query_id "
@@ -288,7 +288,11 @@ def _rubric_tags_derived(db: str | Path, dataset: str, grader: str, n_bootstrap:
     histogram, and ``clipped_stats_binned``. ``kind`` is example when the tag is an example tag of every item it
     tags (HealthBench's importer copies an item's example tags onto all its criteria), else rubric."""
     params = [dataset, grader] * 2
-    values = _TAG_VALUES.format(items=_source(db, "rubric_items"), tag_items=_source(db, "rubric_tag_items"))
+    items = _source(db, "rubric_items")
+    # the stored table's rows are read where used (a filtered scan costs less than keeping them for two readers);
+    # its definition, in a file without it, is computed once
+    values = _TAG_VALUES.format(items=items, tag_items=_source(db, "rubric_tag_items"),
+                                inline="NOT MATERIALIZED " if items == "rubric_items" else "")
     groups = _read(db, f"WITH {values} SELECT model_id, tag, max(kind_order) AS kind_order, {_POWER} FROM vals "
                    "GROUP BY ALL", params)
     if groups is None or groups.empty:

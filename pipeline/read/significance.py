@@ -62,12 +62,21 @@ def item_matrix(db: str | Path, f: Filters, judge: str, language: str, models: t
             f"FROM {source} i JOIN codes qf ON {on_qf(lf, 'i')} WHERE i.judge_id = ? AND list_contains(?, i.model_id) "
             f"AND {pred}", [*p_qf, list(models), *p_source, judge, list(models), *p_model]).fetchnumpy()
     qi, mi = got["qi"].astype(np.int64), got["mi"].astype(np.int64)
-    used, row = np.unique(qi, return_inverse=True)
-    out = np.full((len(used), len(models), len(METRICS)), np.nan)
+    row, n_items = _dense_rows(qi)
+    out = np.full((n_items, len(models), len(METRICS)), np.nan)
     for k, m in enumerate(METRICS):
         values = got[m]
         out[row, mi, k] = np.ma.filled(values.astype(float), np.nan) if np.ma.isMaskedArray(values) else values
     return out
+
+
+def _dense_rows(codes: np.ndarray) -> tuple[np.ndarray, int]:
+    """Each code's rank among the distinct codes (non-negative integers) and how many there are: ``np.unique``'s
+    inverse, by marking the codes present (no sort)."""
+    present = np.zeros(int(codes.max()) + 1 if len(codes) else 0, dtype=bool)
+    present[codes] = True
+    rank = np.cumsum(present) - 1
+    return rank[codes], int(present.sum())
 
 
 def item_scores_of(matrix: np.ndarray, weights: dict[str, float], metric: str = "AGG") -> np.ndarray:

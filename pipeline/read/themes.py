@@ -158,16 +158,22 @@ def variant_changes(db: str | Path, f: Filters, judge: str, weights: tuple[float
                            "round(a_score - b_score, 2) AS d, count(*) AS n, sum(a_score) AS sum_a, "
                            "sum(b_score) AS sum_b FROM x GROUP BY ALL ORDER BY ALL", params).fetchall()
     groups: dict[tuple[str, str], dict[str, Any]] = {}
+    oriented: dict[tuple[str, str, str, str], tuple[list[str], bool]] = {}  # a few pairs of sides, many rows
     for a_lang, a_script, b_lang, b_script, model, d, n, sum_a, sum_b in rows:
-        kinds, a_is_variant = orient((a_lang, a_script), (b_lang, b_script))
-        sign = 1.0 if a_is_variant else -1.0
+        sides = (a_lang, a_script, b_lang, b_script)
+        if sides not in oriented:
+            oriented[sides] = orient((a_lang, a_script), (b_lang, b_script))
+        kinds, a_is_variant = oriented[sides]
+        change = round((1.0 if a_is_variant else -1.0) * d, 2)
         variant, base = (sum_a, sum_b) if a_is_variant else (sum_b, sum_a)
         for k in kinds:
-            g = groups.setdefault((k, model), {"n": 0, "base": 0.0, "variant": 0.0, "hist": {}})
+            g = groups.get((k, model))
+            if g is None:
+                g = groups[(k, model)] = {"n": 0, "base": 0.0, "variant": 0.0, "hist": {}}
             g["n"] += n
             g["base"] += base
             g["variant"] += variant
-            g["hist"][round(sign * d, 2)] = g["hist"].get(round(sign * d, 2), 0) + n
+            g["hist"][change] = g["hist"].get(change, 0) + n
     if not groups:
         return pd.DataFrame(columns=VARIANT_COLUMNS)
     keys = sorted(groups)
