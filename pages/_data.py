@@ -143,7 +143,11 @@ def model_means(db: str | Path, f: Filters, judge: str, weights: tuple[float, ..
 @cached
 def leaderboard(db: str, f: Filters, judge: str, weights: tuple[float, ...], language: str,
                 preset: str | None = None) -> pd.DataFrame:
-    """One language's leaderboard with CIs (``read.leaderboard.leaderboard`` over the cached base)."""
+    """One language's leaderboard with CIs (``read.leaderboard.leaderboard`` over the cached base). A jury's base is
+    of that language's queries only: its patterns are ``score_groups``' definition over its item scores, and no other
+    view shares that base (the heatmap reads ``jury_base``), so the other languages are computed when shown."""
+    if is_jury(judge) and (not f.languages or language in f.languages):
+        f = f.with_(languages=(language,))
     return leaderboard_read.leaderboard(leaderboard_base(db, f, judge), weights, language, preset)
 
 

@@ -224,6 +224,28 @@ def test_a_jurys_means_from_its_counted_scores_are_those_of_its_item_scores(jury
                                           check_dtype=False, rtol=1e-12)
 
 
+def test_a_jurys_leaderboard_of_one_language_is_that_of_the_whole_view(jury_db):
+    """The dashboard computes a jury's leaderboard from its base of the shown language's queries only; every column,
+    CIs included, must be what the base of the whole view gives."""
+    from pages import _data as data
+
+    weights = weights_tuple(DEFAULT_WEIGHTS)
+    f = Filters(dataset="synthetic")
+    with duckdb.connect(str(jury_db), read_only=True) as con:
+        theme = con.execute("SELECT min(t) FROM (SELECT unnest(themes) AS t FROM queries)").fetchall()[0][0]
+    views = [f, f.with_(languages=("hi", "ta")), f.with_(themes=(theme,)), f.with_(scripts=("latin",))]
+    shown_rows = 0
+    for view in views:
+        for judge in ("jury:mean", "jury:median"):
+            whole = lb.leaderboard_base(jury_db, view, judge)
+            for language in ("en", "hi"):
+                data.clear_caches()
+                shown = data.leaderboard(str(jury_db), view, judge, weights, language)
+                pd.testing.assert_frame_equal(shown, lb.leaderboard(whole, weights, language),
+                                              check_dtype=len(shown) > 0)  # no rows: no values to type
+                shown_rows += len(shown)
+    assert shown_rows
+
 def test_the_writers_theme_groups_give_the_theme_scores_the_items_would(jury_db, monkeypatch):
     """The themes page sums the writer's ``theme_groups`` for one judge; that must give what grouping the items
     (each query under each of its themes, or ``(none)``) gives, for every sidebar filter, themes included."""

@@ -100,8 +100,8 @@ def _split_patterns(patterns: dict[str, np.ndarray]) -> tuple[pd.DataFrame, dict
     model's index), counts ``n`` and the ``scores`` matrix.
     """
     if not len(patterns["n"]):
-        return pd.DataFrame(columns=["language", "model_id", *METRICS, *(f"n_{m}" for m in METRICS), "items",
-                                     "judgments", "parse_failures", "samples"]), {}
+        return pd.DataFrame(columns=["language", "model_id", *(c for m in METRICS for c in (f"n_{m}", m)), "items",
+                                     "judgments", "parse_failures", "samples"]), {}  # the order of the columns below
     language, model = patterns["language"], patterns["model_id"]
     new_language = np.r_[True, language[1:] != language[:-1]]
     new_group = new_language | np.r_[True, model[1:] != model[:-1]]

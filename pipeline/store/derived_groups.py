@@ -40,6 +40,8 @@ NO_THEME = "(none)"  # the theme of a query without one (pipeline.read.themes)
 THEME_KEY = ("dataset", "judge_id", "model_id", "theme", *GROUP)
 _QUERY = ("JOIN queries q ON q.dataset = {a}.dataset AND q.query_id = {a}.query_id")
 _PATTERN_ORDER = ", ".join(METRICS)  # every list of a group in the same order: patterns are distinct, so no ties
+# a group's lists: one ordered list of its patterns (one sort per group, not one per list), then each field
+_PATTERN_LISTS = (*METRICS, "n", "judgments", "unparsed", "samples")
 
 _SCORE_PATTERNS = (
     "SELECT i.dataset, i.judge_id, i.model_id, q.language AS query_language, "
@@ -53,10 +55,11 @@ _SCORE_PATTERNS = (
 DERIVED = (
     Derived("score_groups", key=SCORE_KEY, reads=("item_scores", "queries"), alias="i", watch=WATCH, select=(
         "SELECT dataset, judge_id, model_id, query_language, query_script, "
-        + ", ".join(f"list({c} ORDER BY {_PATTERN_ORDER}) AS {c}" for c in (*METRICS, "n", "judgments", "unparsed",
-                                                                             "samples"))
-        + f", list_sort(list_distinct(flatten(list(runs)))) AS runs FROM ({_SCORE_PATTERNS}) "
-        "GROUP BY dataset, judge_id, model_id, query_language, query_script")),
+        + ", ".join(f"list_transform(p, lambda x: x.{c}) AS {c}" for c in _PATTERN_LISTS)
+        + ", runs FROM (SELECT dataset, judge_id, model_id, query_language, query_script, "
+        f"list(struct_pack({', '.join(f'{c} := {c}' for c in _PATTERN_LISTS)}) ORDER BY {_PATTERN_ORDER}) AS p, "
+        f"list_sort(list_distinct(flatten(list(runs)))) AS runs FROM ({_SCORE_PATTERNS}) "
+        "GROUP BY dataset, judge_id, model_id, query_language, query_script)")),
     Derived("theme_groups", key=THEME_KEY, reads=("item_scores", "queries"), alias="i", watch=WATCH, select=(
         "SELECT dataset, judge_id, model_id, theme, query_language, query_script, "
         + ", ".join(f"sum({m}) AS {m}_sum, count({m})::INTEGER AS {m}_n" for m in METRICS)
