@@ -51,7 +51,8 @@ def jury_label(judge: str, members: int | None = None) -> str:
 def item_source(f: Filters, judge: str) -> tuple[str, list[Any]]:
     """A relation with ``item_scores``' columns for a FROM clause: the table itself for a judge, or the
     jury's per-item scores (``judge_id`` = the jury's name) over every judge of the filtered dataset, from the
-    writer's ``jury_items`` (no grouping of every judge's rows; no ``runs``: a jury's are its judges')."""
+    writer's ``jury_items`` (no grouping of every judge's rows; no ``runs``: a jury's are its judges'), with the
+    query's language and script as ``item_scores`` carries them (``score_groups`` reads them there)."""
     if not is_jury(judge):
         return "item_scores", []
     how = judge.removeprefix(JURY_PREFIX)
@@ -61,7 +62,8 @@ def item_source(f: Filters, judge: str) -> tuple[str, list[Any]]:
         params.append(list(f.models))
     scores = ", ".join(f"{m}_{how} AS {m}" for m in METRICS)
     return (f"(SELECT dataset, query_id, model_id, ?::VARCHAR AS judge_id, {scores}, judgments, unparsed, "
-            f"samples, []::VARCHAR[] AS runs FROM jury_items WHERE {pred})"), [judge, *params]
+            f"samples, []::VARCHAR[] AS runs, query_language, query_script FROM jury_items WHERE {pred})",
+            [judge, *params])
 
 
 def _judges_items(f: Filters, judges: tuple[str, ...]) -> tuple[str, str, list[Any]]:

@@ -24,7 +24,8 @@ How a table is kept:
   ``n`` = 0 deleted, instead of regrouping every row of the touched groups (``jury_patterns``).
 
 ``watch`` narrows what a write to a base table touches: only the keys whose values of those columns change (a run
-rewrites every query; only a changed rubric matters to the rubric tables).
+rewrites every query; only a changed rubric matters to the rubric tables). The base table may be read directly or
+through the derived tables it reads (``score_groups`` reads a query's language and script from ``item_scores``).
 
 ``ordered`` computes the refresh order from the declared reads (``graphlib``: parents first) and fails on a cycle,
 an unknown table, or a definition that reads a table it does not declare (DuckDB's own parser lists the tables a
@@ -116,11 +117,12 @@ def ordered(declarations: Iterable[Derived], base: Mapping[str, Columns]) -> tup
             raise ValueError(f"{d.name} reads unknown tables {unknown}")
         if d.counts is not None and d.reads != (d.counts.parent,):
             raise ValueError(f"{d.name}: a counted table reads its parent alone")
-        if unread := [t for t, _ in d.watch if t not in d.reads or t not in base]:
-            raise ValueError(f"{d.name} watches {unread}, base tables it does not read")
         d.placeholders()
     order = graphlib.TopologicalSorter({d.name: [t for t in d.reads if t in by_name] for d in by_name.values()})
     ranked = {name: by_name[name] for name in order.static_order()}
+    for d in ranked.values():  # a base table read directly or through the derived tables it reads (no cycle now)
+        if unread := [t for t, _ in d.watch if t not in sources(ranked, d.name, base)]:
+            raise ValueError(f"{d.name} watches {unread}, base tables it does not read")
     return ranked, column_types(ranked, base)
 
 

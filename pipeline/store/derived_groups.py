@@ -36,6 +36,7 @@ SCORE_KEY = ("dataset", "judge_id", "model_id", *GROUP)
 RESPONSE_KEY = ("dataset", "model_id", *GROUP)
 RETRIEVAL_KEY = ("dataset", *GROUP)
 WATCH = (("queries", ("language", "script", "themes")),)
+LANGUAGE = (("queries", ("language", "script")),)  # read through item_scores (its query_language, query_script)
 NO_THEME = "(none)"  # the theme of a query without one (pipeline.read.themes)
 THEME_KEY = ("dataset", "judge_id", "model_id", "theme", *GROUP)
 _QUERY = ("JOIN queries q ON q.dataset = {a}.dataset AND q.query_id = {a}.query_id")
@@ -44,16 +45,16 @@ _PATTERN_ORDER = ", ".join(METRICS)  # every list of a group in the same order: 
 _PATTERN_LISTS = (*METRICS, "n", "judgments", "unparsed", "samples")
 
 _SCORE_PATTERNS = (
-    "SELECT i.dataset, i.judge_id, i.model_id, q.language AS query_language, "
-    "coalesce(q.script, 'native') AS query_script, " + ", ".join(f"i.{m}" for m in METRICS) + ", "
+    "SELECT i.dataset, i.judge_id, i.model_id, i.query_language, i.query_script, "
+    + ", ".join(f"i.{m}" for m in METRICS) + ", "
     "count(*)::INTEGER AS n, sum(i.judgments)::INTEGER AS judgments, sum(i.unparsed)::INTEGER AS unparsed, "
     "max(i.samples) AS samples, "
     "list_distinct(flatten(list(i.runs))) AS runs "
-    "FROM item_scores i {touched} " + _QUERY.format(a="i") + " GROUP BY ALL"
+    "FROM item_scores i {touched} GROUP BY ALL"  # the item's query's language and script are item_scores' own
 )
 
 DERIVED = (
-    Derived("score_groups", key=SCORE_KEY, reads=("item_scores", "queries"), alias="i", watch=WATCH, select=(
+    Derived("score_groups", key=SCORE_KEY, reads=("item_scores",), alias="i", watch=LANGUAGE, select=(
         "SELECT dataset, judge_id, model_id, query_language, query_script, "
         + ", ".join(f"list_transform(p, lambda x: x.{c}) AS {c}" for c in _PATTERN_LISTS)
         + ", runs FROM (SELECT dataset, judge_id, model_id, query_language, query_script, "

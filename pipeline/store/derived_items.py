@@ -19,19 +19,24 @@ from pipeline.metrics import METRICS
 from pipeline.store.derived import RESPONSE, Derived
 from pipeline.store.rows import LEXICAL
 
+LANGUAGE = (("queries", ("language", "script")),)  # what item_scores carries of its query (a move touches its items)
+
 
 def _on(a: str, b: str) -> str:
     return " AND ".join(f"{a}.{c} = {b}.{c}" for c in RESPONSE)
 
 
 DERIVED = (
-    Derived("item_scores", key=(*RESPONSE, "judge_id"), reads=("judgments", "responses"), alias="j", select=(
+    Derived("item_scores", key=(*RESPONSE, "judge_id"), reads=("judgments", "responses", "queries"), alias="j",
+            watch=LANGUAGE, select=(
         "SELECT j.dataset, j.query_id, j.model_id, j.judge_id, "
         + ", ".join(f"avg(j.score) FILTER (WHERE j.metric = '{m}' AND j.parse_ok) AS {m}" for m in METRICS)
         + ", count(*)::INTEGER AS judgments, count(*) FILTER (WHERE NOT j.parse_ok)::INTEGER AS unparsed, "
-        "max(j.sample) + 1 AS samples, list_sort(list(DISTINCT coalesce(j.run_id, ''))) AS runs "
+        "max(j.sample) + 1 AS samples, list_sort(list(DISTINCT coalesce(j.run_id, ''))) AS runs, "
+        "any_value(q.language) AS query_language, any_value(coalesce(q.script, 'native')) AS query_script "
         "FROM judgments j {touched} "
         f"JOIN responses r ON {_on('r', 'j')} AND r.response_hash = j.response_hash AND r.error IS NULL "
+        "JOIN queries q ON q.dataset = j.dataset AND q.query_id = j.query_id "
         "GROUP BY j.dataset, j.query_id, j.model_id, j.judge_id")),
     Derived("label_pairs", key=(*RESPONSE, "label_metric", "judge_id"),
             reads=("human_labels", "item_scores", "queries"), alias="p",

@@ -28,16 +28,15 @@ STATS = {"mean": "avg", "median": "median", "min": "min", "max": "max", "std": "
 GROUP = ("dataset", "model_id", "query_language", "query_script")
 WATCH = (("queries", ("language", "script")),)
 DERIVED = (
-    Derived("jury_items", key=KEY, reads=("item_scores", "queries"), alias="i", watch=WATCH, select=(
-        "SELECT i.dataset, i.query_id, i.model_id, any_value(q.language) AS query_language, "
-        "any_value(coalesce(q.script, 'native')) AS query_script, count(*)::INTEGER AS judges, "
+    Derived("jury_items", key=KEY, reads=("item_scores",), alias="i", watch=WATCH, select=(
+        "SELECT i.dataset, i.query_id, i.model_id, any_value(i.query_language) AS query_language, "
+        "any_value(i.query_script) AS query_script, count(*)::INTEGER AS judges, "
         f"string_agg(i.judge_id, chr({ord(SEP)}) ORDER BY i.judge_id) AS judge_set, "
         + ", ".join(f"list(i.{m} ORDER BY i.judge_id) AS {m}_scores" for m in METRICS) + ", "
         + ", ".join(f"{fn}(i.{m}) AS {m}_{s}" for m in METRICS for s, fn in STATS.items()) + ", "
         + ", ".join(f"count(i.{m})::INTEGER AS {m}_n" for m in METRICS)
         + ", sum(i.judgments)::INTEGER AS judgments, sum(i.unparsed)::INTEGER AS unparsed, max(i.samples) AS samples "
-        "FROM item_scores i {touched} JOIN queries q ON q.dataset = i.dataset AND q.query_id = i.query_id "
-        "GROUP BY i.dataset, i.query_id, i.model_id")),
+        "FROM item_scores i {touched} GROUP BY i.dataset, i.query_id, i.model_id")),
     # counted from {rows}: jury_items, or the rows of the items a write touched (``Counts``)
     Derived("jury_patterns", key=(*GROUP, "metric", "pattern"), reads=("jury_items",), alias="j",
             counts=Counts("jury_items", ("n",)), select=" UNION ALL ".join(
