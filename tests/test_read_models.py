@@ -371,13 +371,14 @@ def test_the_writers_jury_items_give_the_jury_the_judges_rows_would(jury_db, mon
             got = con.execute(f"SELECT * EXCLUDE (runs) FROM {source} ORDER BY ALL", params).fetchall()
             expected = con.execute(
                 f"SELECT dataset, query_id, model_id, '{jury.jury_id(how)}', "
-                + ", ".join(f"{fn}({m})" for m in METRICS) + ", sum(judgments), sum(unparsed), max(samples) "
+                + ", ".join(f"{fn}({m})" for m in METRICS) + ", sum(judgments), sum(unparsed), max(samples), "
+                "any_value(query_language), any_value(query_script) "  # the query's, as every judge's row has them
                 "FROM item_scores WHERE dataset = 'synthetic' GROUP BY dataset, query_id, model_id ORDER BY ALL"
             ).fetchall()
             assert len(got) == len(expected) > 0
             for a, b in zip(got, expected, strict=True):
-                assert a[:4] == b[:4] and a[-3:] == b[-3:]
-                assert np.allclose(np.array(a[4:-3], dtype=float), np.array(b[4:-3], dtype=float), equal_nan=True)
+                assert a[:4] == b[:4] and a[-5:] == b[-5:]
+                assert np.allclose(np.array(a[4:-5], dtype=float), np.array(b[4:-5], dtype=float), equal_nan=True)
     with duckdb.connect(str(jury_db), read_only=True) as con:
         theme = con.execute("SELECT min(t) FROM (SELECT unnest(themes) AS t FROM queries)").fetchall()[0][0]
     for view in (f, f.with_(languages=("hi", "ta")), f.with_(models=(judges[0], "x")), f.with_(scripts=("latin",)),

@@ -21,7 +21,8 @@ scale. The writer keeps those groups instead, for the keys a batch touched, in t
 
 The key's language and script columns are ``query_language`` / ``query_script``: a write to ``queries``
 touches the whole dataset (``watch``: only when a query's language, script or themes change), not the groups of the
-new values alone.
+new values alone. ``score_groups`` reads them from ``item_scores``, which carries them (no join of every item to
+``queries``; a jury's item scores carry them too), and watches ``queries`` through it.
 """
 
 from __future__ import annotations

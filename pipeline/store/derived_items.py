@@ -2,7 +2,9 @@
 
 - ``item_scores``: one row per judged item (dataset, query, model, judge) with each metric's mean over its parsed
   samples and the item's judgment counts — only judgments whose ``response_hash`` is the stored response's, and
-  never of a response that errored.
+  never of a response that errored; and its query's language and script (``query_language``, ``query_script``:
+  'native' when it has none), so what groups items by them (``score_groups``, ``jury_items``, a jury's item scores)
+  reads them here instead of joining every item to ``queries`` (a query moved to another language touches its items).
 - ``label_pairs``: per human-labelled item, metric and judge the annotators' scores (and their mean) beside the
   judge's item score, with the query's language, script and themes — what every human-vs-judge comparison counts,
   without joining the labels to the judges' items. The metric is ``label_metric``: a judgment of one metric makes
