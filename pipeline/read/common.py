@@ -204,12 +204,23 @@ def group_source(table: str, f: Filters, present: bool = True,
 
     ``inputs`` (name, relation, params) bind a table the definition reads to another relation of its columns, as a
     CTE of that name (it shadows the table): a jury's item scores as ``item_scores`` (``jury.item_source``), or
-    ``item_scores`` of some judges only; then no materialised table answers. ``through``: derived tables the
+    ``item_scores`` of some judges only; then no materialised table answers. Without a theme filter the bound rows
+    are kept by their dataset, query language and script and models (``group_pred``: item rows carry them), the
+    definition computed over them as it is, with no join to the filtered queries. ``through``: derived tables the
     definition reads, bound first (in reading order) to their own rows of the filtered queries — the table when it
     answers (as above), else its definition — e.g. ``jury_items`` for the counted ``jury_patterns``."""
     answers = present and not inputs  # the materialised rows are the definition's over the stored tables
     if answers and grouped(f):
         return table, []
+    if inputs and grouped(f):  # the view's queries are its dataset, languages and scripts, which the bound item rows
+        # carry (item_scores' query_language, query_script): kept by them, not joined to the filtered queries
+        pred, params = group_pred(f, "r")
+        ctes, bound = [], []
+        for name, relation, p in inputs:
+            ctes.append(f"{name} AS (SELECT * FROM (SELECT * FROM {relation}) r WHERE {pred})")
+            bound += [*p, *params]
+        ctes += [f"{name} AS MATERIALIZED ({DERIVED[name].definition()})" for name in through]
+        return f"(WITH {', '.join(ctes)} {DERIVED[table].definition()})", bound
     qf, params = queries_cte(f)
     if answers and "query_id" in DERIVED[table].key:
         return f"(WITH {qf} SELECT t.* FROM {table} t SEMI JOIN qf ON {on_qf(f, 't')})", params
