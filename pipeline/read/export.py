@@ -68,7 +68,7 @@ ABOUT = {
     "llm_cache": "every LLM call's request and completion, with tokens (content-addressed by key)",
     "meta": "database metadata (schema version)",
     "item_scores": "derived: per judged item (response x judge) each metric's mean over its parsed samples, current "
-                   "response texts only",
+                   "response texts only, with its query's language and script",
     "response_facts": "derived: per response its error flag and current lexical scores and safety-check outcomes",
 }
 
