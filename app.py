@@ -236,6 +236,6 @@ PAGES = [st.Page(file, title=title, icon=icon, url_path=url) for file, title, ic
 navigation = st.navigation([st.Page(home, title="Home", icon=":material/home:", url_path="home", default=True),
                             *PAGES])
 ui.require_login()  # serving a team: nothing but a login until the user has one
-with data.held(data.db_path()):  # the render's reads share one DuckDB instance
+with data.render(data.db_path()):  # the render's reads share one DuckDB instance; then its code frozen
     st.session_state["_ctx"] = ui.sidebar()
     navigation.run()

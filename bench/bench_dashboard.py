@@ -179,13 +179,13 @@ def percentile(values: list[float], p: float) -> float:
 def time_queries(db: Path, repeats: int, only: tuple[str, ...] = ()) -> dict[str, Any]:
     """Cold p50/p95 per page (all its own queries together) and per query; one warm call per page.
 
-    Each cold repetition is one render, as app.py makes it: inside ``SHARED_READERS.held`` (the
-    render's reads share one DuckDB instance), caches cleared, the sidebar's queries (drawn on every
+    Each cold repetition is one render, as app.py makes it: inside ``data.render`` (the render's reads
+    share one DuckDB instance; after it, the code it loaded is frozen out of the garbage collector's
+    generations), caches cleared, the sidebar's queries (drawn on every
     page before it, and measured as their own row, which pays for opening the instance) run untimed
     first, as they would have been.
     """
     from pages import _data as data
-    from pipeline.store import SHARED_READERS
 
     out: dict[str, Any] = {}
     groups = page_queries(str(db))
@@ -198,7 +198,7 @@ def time_queries(db: Path, repeats: int, only: tuple[str, ...] = ()) -> dict[str
             call()
         cpu_totals = []
         for _ in range(repeats):
-            with SHARED_READERS.held(db):
+            with data.render(db):  # as app.py: shared reads, then the code it loaded frozen
                 data.clear_caches()
                 if calls is not sidebar:  # the sidebar ran first on every page and cached its queries
                     for _, call in sidebar:

@@ -8,8 +8,11 @@ button and follows the app's own writes. No SQL here.
 
 from __future__ import annotations
 
+import contextlib
 import functools
-from collections.abc import Callable
+import gc
+import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -88,9 +91,34 @@ def cached(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-def held(db: str | Path) -> Any:
-    """A context in which the reads of one render share one read-only DuckDB instance (app.py wraps each run)."""
-    return SHARED_READERS.held(db)
+@contextlib.contextmanager
+def render(db: str | Path) -> Iterator[None]:
+    """One render of the app (app.py wraps each run): its reads share one read-only DuckDB instance; after it, the
+    code it loaded is frozen (``freeze_loaded_code``)."""
+    try:
+        with SHARED_READERS.held(db):
+            yield
+    finally:
+        freeze_loaded_code()
+
+
+_modules_frozen = 0  # len(sys.modules) at the last freeze
+
+
+def freeze_loaded_code() -> None:
+    """After a render that imported modules: take every object alive now out of the garbage collector's
+    generations (``gc.freeze``), the render's young garbage collected first.
+
+    The libraries a page loads (streamlit, pandas, altair, plotly, scipy, scikit-learn: about 200,000 modules,
+    classes and functions) live as long as the server, and a full collection, which Python starts on its own
+    every so often, walks them all and stalls whichever render it strikes. Frozen, they are skipped; what a
+    later render allocates is collected as before. Renders that load nothing new leave it as it is."""
+    global _modules_frozen
+    if len(sys.modules) == _modules_frozen:
+        return
+    gc.collect(1)
+    gc.freeze()
+    _modules_frozen = len(sys.modules)
 
 
 def clear_caches() -> None:

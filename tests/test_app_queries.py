@@ -3,10 +3,13 @@ short-lived connections, pagination, the cache following writes, status without 
 
 from __future__ import annotations
 
+import gc
+import importlib
 import os
 import subprocess
 import sys
 import time
+import weakref
 from pathlib import Path
 
 import duckdb
@@ -91,7 +94,7 @@ def test_reads_leave_the_file_free_for_a_writer(pipeline_db, copy_db):
 def test_a_render_shares_one_reader_and_frees_the_file_when_it_ends(pipeline_db, copy_db):
     db = copy_db(pipeline_db)
     take_write_lock = [sys.executable, "-c", "import sys, duckdb; duckdb.connect(sys.argv[1]).close()", str(db)]
-    with SHARED_READERS.held(db):
+    with data.render(db):  # as app.py wraps each run
         home.overview(db)
         home.choices(db)
         assert subprocess.run(take_write_lock, capture_output=True, timeout=60).returncode != 0  # held
@@ -99,6 +102,35 @@ def test_a_render_shares_one_reader_and_frees_the_file_when_it_ends(pipeline_db,
         with SHARED_READERS.cursor(db) as con:  # reopened, and sees the write
             assert con.execute("SELECT value FROM meta WHERE key = 'probe'").fetchone() == ("written mid-render",)
     subprocess.run(take_write_lock, check=True, timeout=60)  # released when the render ended
+
+
+def test_a_render_that_loaded_code_freezes_it_after_collecting_its_garbage_and_others_leave_the_collector(
+        tmp_path, monkeypatch):
+    class Node:
+        pass
+
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(data, "_modules_frozen", len(sys.modules))
+    gc.unfreeze()
+    try:
+        data.freeze_loaded_code()  # nothing new loaded since the last freeze
+        assert gc.get_freeze_count() == 0
+        (tmp_path / "page_only_module.py").write_text("LOADED = True\n")
+        monkeypatch.delitem(sys.modules, "page_only_module", raising=False)
+        importlib.import_module("page_only_module")
+        cycle = Node()
+        cycle.me = cycle
+        dead = weakref.ref(cycle)
+        del cycle  # garbage only the collector can free
+        with pytest.raises(RuntimeError), data.render(tmp_path / "none.duckdb"):
+            raise RuntimeError("the page stopped")  # st.stop and errors end a render too
+        assert gc.get_freeze_count() > 0
+        assert dead() is None  # collected first, not frozen with the living
+        frozen = gc.get_freeze_count()
+        data.freeze_loaded_code()
+        assert gc.get_freeze_count() == frozen
+    finally:
+        gc.unfreeze()
 
 
 def test_reads_wait_out_a_writing_pipeline(pipeline_db, copy_db):
