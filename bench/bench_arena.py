@@ -144,7 +144,7 @@ def make_database(path: Path, seed: int = 28) -> None:
 
 
 def _comparison_columns(qids: list[str], q_idx, a, b, texts, hashes, styles) -> dict[str, list]:
-    """The columns a comparison row shares (``pipeline.store.rows.compared_texts``) for index arrays."""
+    """The columns a comparison row shares (``pipeline.store.arena_rows.compared_texts``) for index arrays."""
     out: dict[str, list] = {"dataset": [], "query_id": [], "model_a": [], "model_b": [], "response_hash_a": [],
                             "response_hash_b": [], **{f"{f}_{x}": [] for f in ("length", "headers", "lists", "bold")
                                                       for x in ("a", "b")}}

@@ -15,7 +15,8 @@ from pipeline.analysis.arena import BASE, INIT, SCALE, bradley_terry, style_coun
 from pipeline.cli import app
 from pipeline.read import arena
 from pipeline.store import Store
-from pipeline.store.rows import ArenaVoteRow, DatasetRow, QueryRow, ResponseRow, text_hash
+from pipeline.store.arena_rows import ArenaVoteRow
+from pipeline.store.rows import DatasetRow, QueryRow, ResponseRow, text_hash
 
 MODELS = [f"org/model-{i}" for i in range(6)]
 TRUE = np.array([-240.0, -140.0, -50.0, 40.0, 130.0, 230.0])  # Elo-scale strengths, mean 0
@@ -262,7 +263,8 @@ def test_pages_show_the_arena_read_models(voted_db: Path, monkeypatch: pytest.Mo
     from streamlit.testing.v1 import AppTest
 
     from pages import _data as data
-    from pipeline.store.rows import JudgmentRow, PairwiseVerdictRow
+    from pipeline.store.arena_rows import PairwiseVerdictRow
+    from pipeline.store.rows import JudgmentRow
 
     judge = MODELS[5]  # a candidate that also judges: self-preference is shown
     texts = current_texts(voted_db)

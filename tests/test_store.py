@@ -13,15 +13,14 @@ import pytest
 from pipeline.config import SAFETY_CHECKS
 from pipeline.metrics import METRICS
 from pipeline.store import DERIVED, LEXICAL, SCHEMA_VERSION, TABLES, Store
+from pipeline.store.arena_rows import ArenaVoteRow, PairwiseVerdictRow
 from pipeline.store.derived import Derived, ordered
 from pipeline.store.rows import (
-    ArenaVoteRow,
     CritiqueRow,
     HumanLabelRow,
     JudgmentRow,
     LexicalRow,
     MetaRow,
-    PairwiseVerdictRow,
     QueryRow,
     ResponseRow,
     RetrievalRow,

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from pipeline.dataset.label_csv import BadRow, import_command, validate_rows
 from pipeline.store import Store
-from pipeline.store.rows import ARENA_WINNERS, ArenaVoteRow
+from pipeline.store.arena_rows import ARENA_WINNERS, ArenaVoteRow
 
 REQUIRED_COLUMNS = ("query_id", "model_a", "model_b", "winner", "annotator")
 REASON_TAGS = ("wrong", "unsafe", "incomplete", "too long", "wrong language", "ignored the KB update")

@@ -26,7 +26,7 @@ from pipeline.prompts import load_text
 from pipeline.steps.context import Call, Inputs, Pending, ResponseItem, RunContext, pending_of
 from pipeline.steps.generate import format_chunks
 from pipeline.steps.judge import _balanced_objects, _find_key, _load_object
-from pipeline.store.rows import PairwiseVerdictRow
+from pipeline.store.arena_rows import PairwiseVerdictRow
 
 REASON_MAX_CHARS = 400
 _WINNERS = {"a": "A", "b": "B", "tie": "tie", "response a": "A", "response b": "B", "[[a]]": "A", "[[b]]": "B",

@@ -2,39 +2,21 @@
 
 Every written table is a dataclass here: its fields are the table's columns (the DuckDB types follow from the
 annotations, ``pipeline/store/schema.py``), ``TABLE`` its name and ``KEY`` its natural key. The writer accepts only
-these rows, so a row is built in one place.
+these rows, so a row is built in one place. Their base (``Row``, ``now``, ``text_hash``) is ``row.py``, re-exported
+here; the arena's votes and pairwise verdicts are ``arena_rows.py``; ``ROW_CLASSES`` lists them all.
 """
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime
+from datetime import date, datetime
 from typing import Annotated, Any, ClassVar
 
 from pipeline.dataset import Chunk, Dataset, Query
+from pipeline.store.arena_rows import ArenaVoteRow, PairwiseVerdictRow
+from pipeline.store.row import TEXT_HASH_SQL, Row, now, text_hash  # noqa: F401  (re-exported: the rows' base)
 
 BigInt = Annotated[int, "BIGINT"]
-
-
-def now() -> datetime:
-    return datetime.now(UTC).replace(tzinfo=None)
-
-
-def text_hash(text: str | None) -> str:
-    """Short content hash used to tie a score to the exact response text it scored."""
-    return hashlib.sha256((text or "").encode("utf-8")).hexdigest()[:16]
-
-
-# SQL of text_hash, for backfills of databases written before a hash column existed
-TEXT_HASH_SQL = "substr(sha256(coalesce({col}, '')), 1, 16)"
-
-
-class Row:
-    """Base of the row classes: ``TABLE`` names the table, ``KEY`` its primary key."""
-
-    TABLE: ClassVar[str]
-    KEY: ClassVar[tuple[str, ...]]
 
 
 @dataclass(slots=True)
@@ -472,112 +454,6 @@ ROW_CLASSES: tuple[type[Row], ...] = (
     DatasetRow, QueryRow, ChunkRow, RetrievalRow, RunRow, ResponseRow, JudgmentRow, LexicalRow, CritiqueRow,
     SafetyCheckRow, HumanLabelRow, SanityRow, ReliabilityRow, TranslationRow, PlanRow, AnswerCheckRow,
     CacheRow, MetaRow, RubricGradeRow, CriterionLabelRow, LabelledCritiqueRow, CritiqueLabelRow,
+    ArenaVoteRow, PairwiseVerdictRow,
 )
 ROWS: dict[str, type[Row]] = {c.TABLE: c for c in ROW_CLASSES}
-
-
-# -- the doctors' arena (issue 28): pairwise votes and the pairwise judge's verdicts ---------------------------
-ARENA_WINNERS = ("a", "b", "tie", "both_bad")  # a vote's outcome for (model_a, model_b); both_bad counts as a tie
-
-
-def compared_texts(model_a: str, model_b: str, text_a: str, text_b: str) -> dict[str, Any]:
-    """The two compared responses as a comparison row stores them: model_a < model_b (``swapped`` says whether
-    the given order was turned), their text hashes and style counts (``pipeline.analysis.arena.style_counts``:
-    length, markdown headers, list items, bold spans, what style control reads)."""
-    from pipeline.analysis.arena import style_counts
-
-    if model_a == model_b:
-        raise ValueError("a comparison needs two different models")
-    swapped = model_a > model_b
-    if swapped:
-        model_a, model_b, text_a, text_b = model_b, model_a, text_b, text_a
-    style_a, style_b = style_counts(text_a), style_counts(text_b)
-    return {"model_a": model_a, "model_b": model_b, "response_hash_a": text_hash(text_a),
-            "response_hash_b": text_hash(text_b), "swapped": swapped,
-            **{f"{k}_a": v for k, v in style_a.items()}, **{f"{k}_b": v for k, v in style_b.items()}}
-
-
-@dataclass(slots=True)
-class ArenaVoteRow(Row):
-    """A clinician's pairwise preference between two models' responses to one query (the arena page, or
-    ``arena import-votes``). ``model_a`` < ``model_b`` (``of`` orders them and turns ``winner`` with them);
-    ``shown_left`` is the model shown on the left (None when not known, e.g. an imported vote). The hashes and
-    style counts are of the two texts compared: a regenerated response no longer counts."""
-
-    TABLE: ClassVar[str] = "arena_votes"
-    KEY: ClassVar[tuple[str, ...]] = ("dataset", "query_id", "model_a", "model_b", "annotator")
-    dataset: str
-    query_id: str
-    model_a: str
-    model_b: str
-    annotator: str
-    winner: str
-    shown_left: str | None
-    tags: list[str]
-    response_hash_a: str
-    response_hash_b: str
-    length_a: int
-    length_b: int
-    headers_a: int
-    headers_b: int
-    lists_a: int
-    lists_b: int
-    bold_a: int
-    bold_b: int
-    source: str
-    voted_at: datetime = field(default_factory=now)
-
-    @classmethod
-    def of(cls, *, model_a: str, model_b: str, text_a: str, text_b: str, winner: str, **fields: Any) -> ArenaVoteRow:
-        """The vote on the two texts shown, its models in canonical order (``winner`` turned with them)."""
-        if winner not in ARENA_WINNERS:
-            raise ValueError(f"winner {winner!r} is not one of {', '.join(ARENA_WINNERS)}")
-        compared = compared_texts(model_a, model_b, text_a, text_b)
-        if compared.pop("swapped"):
-            winner = {"a": "b", "b": "a"}.get(winner, winner)
-        return cls(winner=winner, **compared, **fields)
-
-
-@dataclass(slots=True)
-class PairwiseVerdictRow(Row):
-    """One pairwise judge call (stage ``pairwise``): ``judge_id`` compared the responses of ``model_a`` < ``model_b``
-    with ``first`` shown first. ``verdict`` ('a', 'b', 'tie') is in terms of model_a / model_b, None when the output
-    could not be read (``parse_ok`` False, ``raw_output`` kept). Both orders of a pair are two rows; hashes and
-    style counts as ``ArenaVoteRow``'s."""
-
-    TABLE: ClassVar[str] = "pairwise_verdicts"
-    KEY: ClassVar[tuple[str, ...]] = ("dataset", "query_id", "judge_id", "model_a", "model_b", "first")
-    dataset: str
-    query_id: str
-    judge_id: str
-    model_a: str
-    model_b: str
-    first: str
-    verdict: str | None
-    parse_ok: bool
-    raw_output: str
-    response_hash_a: str
-    response_hash_b: str
-    length_a: int
-    length_b: int
-    headers_a: int
-    headers_b: int
-    lists_a: int
-    lists_b: int
-    bold_a: int
-    bold_b: int
-    run_id: str | None
-    cached: bool = False
-    created_at: datetime = field(default_factory=now)
-
-    @classmethod
-    def of(cls, *, model_a: str, model_b: str, text_a: str, text_b: str, **fields: Any) -> PairwiseVerdictRow:
-        """The verdict on the two texts (``model_a`` < ``model_b`` already: the verdict is in their terms)."""
-        compared = compared_texts(model_a, model_b, text_a, text_b)
-        if compared.pop("swapped"):
-            raise ValueError("a pairwise verdict's model_a must sort before its model_b")
-        return cls(**compared, **fields)
-
-
-ROW_CLASSES = (*ROW_CLASSES, ArenaVoteRow, PairwiseVerdictRow)
-ROWS.update({c.TABLE: c for c in (ArenaVoteRow, PairwiseVerdictRow)})
