@@ -43,6 +43,7 @@ import duckdb
 
 RESPONSE = ("dataset", "query_id", "model_id")
 QUERY = ("dataset", "query_id")
+QUERY_LANGUAGE = (("queries", ("language", "script")),)  # a watch: only a query moved to another language or script
 Columns = tuple[tuple[str, str], ...]  # (name, DuckDB type), in order
 
 

@@ -23,13 +23,12 @@ old ones.
 
 from __future__ import annotations
 
-from pipeline.store.derived import Counts, Derived
+from pipeline.store.derived import QUERY_LANGUAGE, Counts, Derived
 
 KEY = ("dataset", "query_id", "model_a", "model_b", "origin", "rater")
 STYLE_FEATURES = ("length", "headers", "lists", "bold")  # pipeline.analysis.arena.STYLE_FEATURES (not imported:
 # it would load pandas with the store; tests/test_arena.py checks they are equal)
 STYLE_BINS = 10  # a normalised style difference in [-1, 1] is grouped to 1/STYLE_BINS (stored as the bin number)
-WATCH = (("queries", ("language", "script")),)
 
 
 def _bins(alias: str, aggregate: str = "") -> str:
@@ -75,7 +74,7 @@ _JUDGE = "CASE WHEN c.origin = 'judge' THEN c.rater ELSE '' END AS judge"
 
 DERIVED = (
     Derived("arena_comparisons", key=KEY, reads=("arena_votes", "pairwise_verdicts", "responses", "queries"),
-            alias="v", watch=WATCH, select=(
+            alias="v", watch=QUERY_LANGUAGE, select=(
         "SELECT dataset, query_id, model_a, model_b, origin, rater, language, script, complete, outcome, flipped, "
         f"longer, {', '.join(STYLE_FEATURES)}, first_wins::INTEGER AS first_wins, "
         f"first_decided::INTEGER AS first_decided FROM ({_VOTES} UNION ALL {_VERDICTS})")),

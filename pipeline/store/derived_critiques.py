@@ -27,12 +27,12 @@ same transaction (``Derived``: recomputed by key), as it keeps ``score_groups`` 
 
 The key's classifier column is ``classifier_family``, not ``classifier``: a write to ``critiques`` touches every
 group of its (dataset, model, critic), so a critique reclassified under another tag leaves its old group too.
-A write to ``queries`` touches its dataset only when a query's language or script changes (``WATCH``).
+A write to ``queries`` touches its dataset only when a query's language or script changes (``QUERY_LANGUAGE``).
 """
 
 from __future__ import annotations
 
-from pipeline.store.derived import Derived
+from pipeline.store.derived import QUERY_LANGUAGE, Derived
 from pipeline.store.rows import LEXICAL
 
 GROUP = ("query_language", "query_script")
@@ -43,7 +43,6 @@ PROBABILITIES = ("p_none", "p_low", "p_moderate", "p_high")
 HISTOGRAM_LEXICAL = ("meteor", "rouge_l")
 FAMILY = "CASE WHEN c.classifier LIKE 'logprobs%' THEN 'logprobs' ELSE c.classifier END"
 NO_LABEL = "logprobs:no-label-token"  # the zero-shot classifier's uniform fallback
-WATCH = (("queries", ("language", "script")),)
 _QUERY = "JOIN queries q ON q.dataset = {a}.dataset AND q.query_id = {a}.query_id"
 
 
@@ -86,21 +85,22 @@ _BUCKETS = ("sum(k_all) FILTER (WHERE measure = 'bucket')::INTEGER AS classified
 DERIVED = (
     # n and uniform count the current critiques of the p_none histogram (p_none is never NULL when classified); a
     # group of stale critiques only has n = 0 (its classified ones are in the correlations' buckets)
-    Derived("critique_groups", key=CRITIQUE_KEY, reads=("critiques", "responses", "queries"), alias="c", watch=WATCH,
-            select=(
+    Derived("critique_groups", key=CRITIQUE_KEY, reads=("critiques", "responses", "queries"), alias="c",
+            watch=QUERY_LANGUAGE, select=(
         f"SELECT {', '.join(CRITIQUE_KEY)}, coalesce(sum(k) FILTER (WHERE measure = 'p_none'), 0)::INTEGER AS n, "
         "coalesce(sum(u) FILTER (WHERE measure = 'p_none'), 0)::INTEGER AS uniform, "
         + "".join(f"sum(s) FILTER (WHERE measure = '{p}') AS {p}_sum, " for p in PROBABILITIES)
         + f"{_lists(PROBABILITIES)}, {_BUCKETS} FROM {_bins(CRITIQUE_KEY, _CRITIQUES, (*PROBABILITIES, 'bucket'))} "
         f"GROUP BY {', '.join(CRITIQUE_KEY)}")),
-    Derived("lexical_groups", key=LEXICAL_KEY, reads=("response_facts", "queries"), alias="x", watch=WATCH, select=(
+    Derived("lexical_groups", key=LEXICAL_KEY, reads=("response_facts", "queries"), alias="x", watch=QUERY_LANGUAGE,
+            select=(
         f"SELECT {', '.join(LEXICAL_KEY)}, {_lists(HISTOGRAM_LEXICAL)} FROM "
         f"{_bins(LEXICAL_KEY, _FACTS, HISTOGRAM_LEXICAL)} GROUP BY {', '.join(LEXICAL_KEY)}")),
     # one row per classified critique of a stored query, current or not, with what the correlations read of it, in
     # the sample's order: a file written whole (upgrade) keeps row groups of narrow ranges of h, which a read of the
     # sample's first hashes scans alone (rows a later write appends are in ranges of their own, so reads stay right)
     Derived("critique_items", key=ITEM_KEY, reads=("critiques", "responses", "queries", "lexical_scores"), alias="c",
-            watch=WATCH, select=(
+            watch=QUERY_LANGUAGE, select=(
         "SELECT c.dataset, c.query_id, c.model_id, c.critic_id, q.language AS query_language, "
         "coalesce(q.script, 'native') AS query_script, hash(c.dataset, c.query_id, c.model_id) AS h, "
         f"r.query_id IS NOT NULL AS cur, {', '.join(f'c.{p}' for p in PROBABILITIES)}, c.response_hash, "

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from pipeline.config import SAFETY_CHECKS
 from pipeline.metrics import METRICS
-from pipeline.store.derived import Derived
+from pipeline.store.derived import QUERY_LANGUAGE, Derived
 from pipeline.store.rows import LEXICAL
 
 GROUP = ("query_language", "query_script")
@@ -37,7 +37,6 @@ SCORE_KEY = ("dataset", "judge_id", "model_id", *GROUP)
 RESPONSE_KEY = ("dataset", "model_id", *GROUP)
 RETRIEVAL_KEY = ("dataset", *GROUP)
 WATCH = (("queries", ("language", "script", "themes")),)
-LANGUAGE = (("queries", ("language", "script")),)  # read through item_scores (its query_language, query_script)
 NO_THEME = "(none)"  # the theme of a query without one (pipeline.read.themes)
 THEME_KEY = ("dataset", "judge_id", "model_id", "theme", *GROUP)
 _QUERY = ("JOIN queries q ON q.dataset = {a}.dataset AND q.query_id = {a}.query_id")
@@ -55,7 +54,7 @@ _SCORE_PATTERNS = (
 )
 
 DERIVED = (
-    Derived("score_groups", key=SCORE_KEY, reads=("item_scores",), alias="i", watch=LANGUAGE, select=(
+    Derived("score_groups", key=SCORE_KEY, reads=("item_scores",), alias="i", watch=QUERY_LANGUAGE, select=(
         "SELECT dataset, judge_id, model_id, query_language, query_script, "
         + ", ".join(f"list_transform(p, lambda x: x.{c}) AS {c}" for c in _PATTERN_LISTS)
         + ", runs FROM (SELECT dataset, judge_id, model_id, query_language, query_script, "

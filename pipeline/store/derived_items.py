@@ -18,10 +18,8 @@ from __future__ import annotations
 
 from pipeline.config import SAFETY_CHECKS
 from pipeline.metrics import METRICS
-from pipeline.store.derived import RESPONSE, Derived
+from pipeline.store.derived import QUERY_LANGUAGE, RESPONSE, Derived
 from pipeline.store.rows import LEXICAL
-
-LANGUAGE = (("queries", ("language", "script")),)  # what item_scores carries of its query (a move touches its items)
 
 
 def _on(a: str, b: str) -> str:
@@ -30,7 +28,7 @@ def _on(a: str, b: str) -> str:
 
 DERIVED = (
     Derived("item_scores", key=(*RESPONSE, "judge_id"), reads=("judgments", "responses", "queries"), alias="j",
-            watch=LANGUAGE, select=(
+            watch=QUERY_LANGUAGE, select=(
         "SELECT j.dataset, j.query_id, j.model_id, j.judge_id, "
         + ", ".join(f"avg(j.score) FILTER (WHERE j.metric = '{m}' AND j.parse_ok) AS {m}" for m in METRICS)
         + ", count(*)::INTEGER AS judgments, count(*) FILTER (WHERE NOT j.parse_ok)::INTEGER AS unparsed, "

@@ -20,15 +20,14 @@ judge set and scores as text, so it can be part of the key (DuckDB does not inde
 from __future__ import annotations
 
 from pipeline.metrics import METRICS
-from pipeline.store.derived import Counts, Derived
+from pipeline.store.derived import QUERY_LANGUAGE, Counts, Derived
 
 KEY = ("dataset", "query_id", "model_id")
 SEP = "\x1f"  # between the judge ids of ``judge_set`` (the unit separator: in no judge id)
 STATS = {"mean": "avg", "median": "median", "min": "min", "max": "max", "std": "stddev_pop"}
 GROUP = ("dataset", "model_id", "query_language", "query_script")
-WATCH = (("queries", ("language", "script")),)
 DERIVED = (
-    Derived("jury_items", key=KEY, reads=("item_scores",), alias="i", watch=WATCH, select=(
+    Derived("jury_items", key=KEY, reads=("item_scores",), alias="i", watch=QUERY_LANGUAGE, select=(
         "SELECT i.dataset, i.query_id, i.model_id, any_value(i.query_language) AS query_language, "
         "any_value(i.query_script) AS query_script, count(*)::INTEGER AS judges, "
         f"string_agg(i.judge_id, chr({ord(SEP)}) ORDER BY i.judge_id) AS judge_set, "
