@@ -34,6 +34,9 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+
+from pages._page_list import PAGE_LIST  # noqa: E402  (the repo is on the path from here)
+
 DATA = REPO / "bench" / "data"
 RESULTS = REPO / "bench" / "results" / "dashboard.json"
 TARGETS_MS = {"leaderboards": 100, "responses": 200}  # p50 at 10×
@@ -43,16 +46,12 @@ TARGET_RENDER_S = {10: 2.0, 100: 3.0}  # every page's first render
 # and of the sidebar
 TARGETS_P95_100X_MS = {"leaderboards": 150, "responses": 250}
 TARGET_P95_100X_OTHERS_MS = 300
-PAGE_FILES = {"leaderboards": "pages/1_leaderboards.py", "responses": "pages/2_responses.py",
-              "themes": "pages/3_themes.py", "medcode": "pages/4_medcode.py",
-              "human_vs_llm": "pages/5_human_vs_llm.py", "playground": "pages/6_playground.py",
-              "judge_trust": "pages/7_judge_trust.py", "rubrics": "pages/8_rubrics.py",
-              "compare_runs": "pages/9_compare_runs.py", "review_queue": "pages/10_review_queue.py"}
+PAGE_FILES = {url: file for file, _, _, url, _ in PAGE_LIST}  # every page of the dashboard, by its URL path
 JURY = 1  # further judges in the synthetic databases (bench/generate_db.py --jury): the jury views have data
 # HealthBench-style rubric items (bench/generate_db.py --rubric-items; 20 models × 10 criteria each): at 10× the
 # size of HealthBench (5,000 items, ≈ 1 M criterion grades), where the rubric leaderboard's p95 must be ≤ 150 ms
 RUBRIC_ITEMS = {1: 500, 10: 5000}
-TARGETS_P95_MS = {"rubric_leaderboard": 150, "responses": 200}  # issue 15: p95 at HealthBench's size (10×)
+TARGETS_P95_MS = {"rubrics": 150, "responses": 200}  # issue 15: p95 at HealthBench's size (10×)
 
 
 def database(scale: int) -> Path:
@@ -144,7 +143,7 @@ def page_queries(db: str) -> dict[str, list[tuple[str, Callable[[], Any]]]]:
                          ("annotation_state (not cached)", lambda: data.annotation_state(db, f, "bench", "SS"))],
         "playground": [("dataset_queries", lambda: data.dataset_queries(db, dataset, None)),
                        ("dataset_path", lambda: data.dataset_path(db, dataset))],
-        "rubric_leaderboard": [("rubric_graders", lambda: data.rubric_graders(db, dataset)),
+        "rubrics": [("rubric_graders", lambda: data.rubric_graders(db, dataset)),
                                ("rubric_leaderboard (CIs, all + per language)",
                                 lambda: data.rubric_leaderboard(db, dataset, grader))],
         "rubrics (tags, meta-eval)": [("rubric_tags", lambda: data.rubric_tags(db, dataset, grader)),
@@ -154,6 +153,14 @@ def page_queries(db: str) -> dict[str, list[tuple[str, Callable[[], Any]]]]:
                                                        data.Side(db, dataset, models[1], judge), weights))],
         "review_queue": [("review_queue (not cached)", lambda: data.review_queue(db, f, judge, "bench", "FC")),
                          ("review_item", lambda: data.review_item(db, dataset, "en-00001", models[0]))],
+        "arena": [("has_arena", lambda: data.has_arena(db)),
+                  ("arena_languages", lambda: data.arena_languages(db, dataset)),
+                  ("arena_judges", lambda: data.arena_judges(db) if data.has_arena(db) else []),
+                  ("arena_fit (doctors' leaderboard)",
+                   lambda: data.arena_fit(db, dataset, None, "doctors") if data.has_arena(db) else None),
+                  ("arena_win_matrix",
+                   lambda: data.arena_win_matrix(db, dataset, None, "doctors") if data.has_arena(db) else None)],
+        "dataset": [("dataset_view (sources, chunks, growth, exclusions)", lambda: data.dataset_view(db, dataset))],
     }
 
 
@@ -189,6 +196,9 @@ def time_queries(db: Path, repeats: int, only: tuple[str, ...] = ()) -> dict[str
 
     out: dict[str, Any] = {}
     groups = page_queries(str(db))
+    unmeasured = [url for url in PAGE_FILES if not any(name.split(" ")[0] == url for name in groups)]
+    if unmeasured:  # a page added to the dashboard must be measured too
+        raise SystemExit(f"bench_dashboard: no reads listed in page_queries for page(s) {', '.join(unmeasured)}")
     sidebar = groups["sidebar (every page)"]
     for page, calls in groups.items():
         if only and not page.startswith(only):

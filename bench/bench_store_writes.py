@@ -270,14 +270,13 @@ def concurrency_held(db: Path, workdir: Path, *, concurrency: int, latency: floa
                    "metrics": list(METRICS)}))
         OpenAICompatibleBackend.complete = stamped
         Store.write = timed_write
-        runner.STEPS["judge"] = judged
         try:
             load_before = load1()
-            run(config, stages="generate,judge", console=Console(file=io.StringIO()))
+            with runner.STEPS.replaced("judge", judged):
+                run(config, stages="generate,judge", console=Console(file=io.StringIO()))
         finally:
             OpenAICompatibleBackend.complete = complete
             Store.write = write
-            runner.STEPS["judge"] = step_judge
         load_after = load1()
 
     starts_a = np.array(starts)

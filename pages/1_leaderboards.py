@@ -30,17 +30,8 @@ dataset = ctx.filters.dataset
 
 # -- whose scores: one judge (the sidebar's) or the jury of every judge ---------------------------------------
 members = data.jury_members(ctx.db, dataset)
-jury = data.jury_of(ctx.db, dataset)
-judge = ctx.judge
-if jury:
-    labels = {ctx.judge: ctx.judge, jury: data.jury_label(jury, len(members))}
-    judge = st.segmented_control("Scores by", list(labels), format_func=labels.get, key="lb_src",
-                                 bind="query-params", default=ctx.judge,
-                                 help="One judge (choose which in the sidebar) or the jury: per item and metric the "
-                                      "judges' mean (or median, as the run's config says).") or ctx.judge
-    if judge not in labels:
-        judge = ctx.judge
-jury_members = members if data.is_jury(judge) else ()
+judge, jury_members = ui.scores_by(ctx, "lb_src", help="One judge (choose which in the sidebar) or the jury: per item "
+                                   "and metric the judges' mean (or median, as the run's config says).")
 
 # -- AGG weights: the run's, a preset used as given ---------------------------------------------------------
 defaults = data.run_weights(ctx.db, dataset)

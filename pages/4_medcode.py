@@ -234,21 +234,15 @@ def annotate_view() -> None:
     kind, author = sources.iloc[options.index(pick)][["kind", "author"]]
     skipped = tuple(st.session_state.setdefault("mc_skipped", []))
     done, total, queue = data.critique_queue(ctx.db, scope, annotator, kind, author, skipped)
-    st.progress(done / total if total else 0.0,
-                text=ui.md_escape(f"{done} of {total} critiques checked by {annotator}"))
-    if queue.empty:
-        st.success("Nothing left to check within these filters.")
+
+    def answer_and_critique(item) -> None:
+        ui.show_text("Model response", item.text, empty="(empty response)")
+        ui.show_text(f"Critique ({kind} {author})", item.critique)
+
+    item = ui.label_queue_item(queue, done, total, f"critiques checked by {annotator}", answer_and_critique,
+                               empty="Nothing left to check within these filters.")
+    if item is None:
         return
-    item = queue.iloc[0]
-    with st.container(border=True):
-        st.markdown(f"**{ui.md_escape(item.query_id)}** · {ui.md_escape(ui.lang_label(item.language))} · "
-                    f"*{ui.md_escape(item.model_id)}*")
-        left, right = st.columns(2)
-        with left:
-            ui.show_query(item)
-        with right:
-            ui.show_text("Model response", item.text, empty="(empty response)")
-            ui.show_text(f"Critique ({kind} {author})", item.critique)
     with st.form("mc_label_form", clear_on_submit=True):
         label = st.radio("Disagreement between the response and the ground truth", LABELS, horizontal=True,
                          index=None, key="mc_label")
@@ -256,9 +250,7 @@ def annotate_view() -> None:
                             key="mc_accurate")
         comment = st.text_area("Comment (optional)", key="mc_comment", max_chars=2000)
         save = st.form_submit_button("Save check", type="primary")
-    if st.button("Skip this item"):
-        st.session_state["mc_skipped"] = [*skipped, f"{item.query_id}|{item.model_id}"]
-        st.rerun()
+    ui.skip_button(item, "mc_skipped")
     if save:
         if label is None or accurate is None:
             st.error("Choose a disagreement level and whether the critique is accurate first.")

@@ -138,30 +138,22 @@ def annotate_view() -> None:
     skipped = tuple(st.session_state.setdefault("hv_skipped", []))
     done, total, queue = data.annotation_state(ctx.db, ctx.filters, annotator, metric, skipped,
                                                None if plan is None else plan.plan_id)
-    st.progress(done / total if total else 0.0,
-                text=ui.md_escape(f"{done} of {total} items labelled by {annotator} on {metric}"))
-    if queue.empty:
-        st.success("Nothing left to label within these filters.")
+
+    def answer(item) -> None:
+        ui.show_text("Model response", item.text, empty="(empty response)")
+        if isinstance(item.rendering, str) and item.rendering:
+            ui.show_machine_rendering(item.rendering, item.rendering_by)
+
+    item = ui.label_queue_item(queue, done, total, f"items labelled by {annotator} on {metric}", answer,
+                               empty="Nothing left to label within these filters.")
+    if item is None:
         return
-    item = queue.iloc[0]
-    with st.container(border=True):
-        st.markdown(f"**{ui.md_escape(item.query_id)}** · {ui.md_escape(ui.lang_label(item.language))} · "
-                    f"*{ui.md_escape(item.model_id)}*")
-        left, right = st.columns(2)
-        with left:
-            ui.show_query(item)
-        with right:
-            ui.show_text("Model response", item.text, empty="(empty response)")
-            if isinstance(item.rendering, str) and item.rendering:
-                ui.show_machine_rendering(item.rendering, item.rendering_by)
     with st.form("hv_label_form", clear_on_submit=True):
         score = st.radio(f"{ui.metric_label(metric)} score", [0, 1, 2], format_func=SCORE_LABELS.get,
                          horizontal=True, index=None, key="hv_score")
         comment = st.text_area("Comment (optional)", key="hv_comment", max_chars=2000)
         save = st.form_submit_button("Save label", type="primary")
-    if st.button("Skip this item"):
-        st.session_state["hv_skipped"] = [*skipped, f"{item.query_id}|{item.model_id}"]
-        st.rerun()
+    ui.skip_button(item, "hv_skipped")
     if save:
         if score is None:
             st.error("Choose a score first.")

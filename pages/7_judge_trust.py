@@ -27,15 +27,7 @@ if ctx.judge is None:
     st.stop()
 dataset = ctx.filters.dataset
 members = data.jury_members(ctx.db, dataset)
-jury = data.jury_of(ctx.db, dataset)
-judge = ctx.judge
-if jury:
-    labels = {ctx.judge: ctx.judge, jury: data.jury_label(jury, len(members))}
-    judge = st.segmented_control("Scores by", list(labels), format_func=labels.get, key="jt_src", bind="query-params",
-                                 default=ctx.judge) or ctx.judge
-    if judge not in labels:
-        judge = ctx.judge
-jury_members = members if data.is_jury(judge) else ()
+judge, jury_members = ui.scores_by(ctx, "jt_src")
 weights = data.weights_tuple(data.run_weights(ctx.db, dataset))
 preset = data.run_preset(ctx.db, dataset)
 languages = ui.languages_in_view(ctx)

@@ -298,6 +298,49 @@ def show_query(item: Any) -> None:
     show_text("Ground truth (doctor-approved)", item.gt_response)
 
 
+def scores_by(ctx: Context, key: str, *, help: str | None = None) -> tuple[str, tuple[str, ...]]:
+    """Whose scores the page shows — the sidebar's judge, or the dataset's jury when it has one (a choice bound to
+    the URL under ``key``) — and the jury's members when the jury is chosen (else none)."""
+    members = data.jury_members(ctx.db, ctx.filters.dataset)
+    jury = data.jury_of(ctx.db, ctx.filters.dataset)
+    judge = ctx.judge
+    if jury:
+        labels = {ctx.judge: ctx.judge, jury: data.jury_label(jury, len(members))}
+        judge = st.segmented_control("Scores by", list(labels), format_func=labels.get, key=key,
+                                     bind="query-params", default=ctx.judge, help=help) or ctx.judge
+        if judge not in labels:
+            judge = ctx.judge
+    return judge, (members if data.is_jury(judge) else ())
+
+
+def label_queue_item(queue: pd.DataFrame, done: int, total: int, progress: str, show_answer: Any, *,
+                     empty: str) -> Any:
+    """The labelling card of a queue: progress (``done`` of ``total``, then ``progress``) and the first item's query
+    beside its answer (``show_answer(item)`` draws the right column). Returns the item, or None when the queue is
+    empty (``empty`` said on the page)."""
+    st.progress(done / total if total else 0.0, text=md_escape(f"{done} of {total} {progress}"))
+    if queue.empty:
+        st.success(empty)
+        return None
+    item = queue.iloc[0]
+    with st.container(border=True):
+        st.markdown(f"**{md_escape(item.query_id)}** · {md_escape(lang_label(item.language))} · "
+                    f"*{md_escape(item.model_id)}*")
+        left, right = st.columns(2)
+        with left:
+            show_query(item)
+        with right:
+            show_answer(item)
+    return item
+
+
+def skip_button(item: Any, skipped_key: str) -> None:
+    """"Skip this item": set the item aside for this session and show the next."""
+    if st.button("Skip this item"):
+        st.session_state[skipped_key] = [*st.session_state.get(skipped_key, []), f"{item.query_id}|{item.model_id}"]
+        st.rerun()
+
+
 def show_machine_rendering(text: str, translator: str) -> None:
     """A machine English rendering of a response, for readers: marked machine-made and never a score."""
     show_text(f"English rendering for readers by {translator} ({MACHINE_NOTE}; never scored)", text)

@@ -3,20 +3,16 @@
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from pipeline.errors import UserError
 from pipeline.metrics import DEFAULT_WEIGHTS, METRICS, WEIGHT_PRESETS
-from pipeline.steps import STEPS
-
-SAFETY_CHECKS = ("refusal", "over_refusal", "update_adherence", "prompt_echo")  # pipeline/steps/safety.py
-STAGES = tuple(STEPS)  # in flow order (pipeline/steps/__init__.py)
-OPT_IN_STAGES = ("medcode-label",)  # run only when named (`--stages`, `python -m pipeline medcode label`)
 
 
 class _Frozen(BaseModel):
@@ -194,24 +190,44 @@ class RunConfig(_Frozen):
     limit: int | None = Field(None, ge=1, description="evaluate only the first N queries")
     per_language: int | None = Field(None, ge=1, description="evaluate only the first N queries of each language")
     languages: tuple[str, ...] | None = Field(None, description="evaluate only these languages")
+    sections: dict[str, Any] = Field(
+        default_factory=dict, description="the sections of steps the config does not declare itself, as their steps "
+        "validated them (a new step's `toy:` section; pipeline.steps.spec.Step.section)")
     prices: dict[str, Price] = Field(
         default_factory=dict, description="model id -> {input, output}: $ per 1M tokens; stored with the run, read "
         "by pipeline.read.cost and the dry-run estimate (not part of config_hash: prices change no result)")
 
-    @field_validator("prices")
+    @model_validator(mode="before")
     @classmethod
-    def _priced_models_are_used(cls, v: dict[str, Price], info) -> dict[str, Price]:
-        d = info.data
-        medcode, judge = d.get("medcode"), d.get("judge")
-        known = {m.id for m in d.get("models") or ()} | {j.id for j in (judge, *(d.get("jury") or ())) if j}
-        known |= {r.id for r in (d.get(k) for k in ("translator", "llm_accuracy", "rubric_grader")) if r}
-        if medcode is not None:
-            known |= {medcode.critic_id, *((medcode.teacher.id,) if medcode.teacher else ())}
-        unknown = sorted(set(v) - known)
+    def _step_sections(cls, raw):
+        """A step's own section (``Step.section``, one the config does not declare) is validated by that step's
+        ``settings`` model and kept under ``sections``; any other unknown key is refused as before."""
+        if not isinstance(raw, dict):
+            return raw
+        own = {step.section: step for step in _steps() if step.section and step.section not in cls.model_fields}
+        found = {k: own[k] for k in raw if k in own}
+        if not found:
+            return raw
+        sections = dict(raw.get("sections") or {})
+        for name, step in found.items():
+            if step.settings is None:
+                sections[name] = raw[name]
+                continue
+            try:
+                sections[name] = step.settings.model_validate(raw[name]).model_dump(mode="json")
+            except ValidationError as exc:
+                err = exc.errors()[0]
+                raise ValueError(f"{'.'.join(str(p) for p in (name, *err['loc']))}: {err['msg']}") from None
+        return {**{k: v for k, v in raw.items() if k not in found}, "sections": sections}
+
+    @model_validator(mode="after")
+    def _priced_models_are_used(self) -> RunConfig:
+        known = {mc.id if not isinstance(mc, str) else mc for _, mc in self.models_by_role()}
+        unknown = sorted(set(self.prices) - known)
         if unknown:
-            raise ValueError(f"no model of this config is called {', '.join(unknown)} (price only models the config "
-                             f"uses: {', '.join(sorted(known))})")
-        return v
+            raise ValueError(f"prices: no model of this config is called {', '.join(unknown)} (price only models the "
+                             f"config uses: {', '.join(sorted(known))})")
+        return self
 
     @field_validator("db")
     @classmethod
@@ -283,21 +299,38 @@ class RunConfig(_Frozen):
                 raise ValueError("weights must be non-negative and not all zero")
         return self
 
+    def get(self, path: str) -> Any:
+        """A section by its dotted path (``"medcode.teacher"``, or a step's own section), None where it is unset."""
+        head, _, rest = path.partition(".")
+        value = getattr(self, head, None) if head in type(self).model_fields else self.sections.get(head)
+        for part in rest.split(".") if rest else ():
+            value = getattr(value, part, None) if not isinstance(value, dict) else value.get(part)
+        return value
+
+    def section(self, name: str) -> Any:
+        """A step's own section (``Step.section``), validated by its ``settings`` model; None when unset."""
+        if name not in self.sections:
+            return None
+        step = next(s for s in _steps() if s.section == name)
+        return step.settings.model_validate(self.sections[name]) if step.settings else self.sections[name]
+
+    def models_by_role(self) -> list[tuple[str, ModelConfig | str]]:
+        """``(role, model)`` of every model this config names, whatever the stages run: each step's declared
+        models (``Step.models``), a section's own options or a model id."""
+        return [pair for step in _steps() if step.missing(self) is None for pair in step.models(self)]
+
     def model_config_for(self, model_id: str) -> ModelConfig:
-        """Options for a model id: its entry in ``models`` (or the judge/critic entry), else defaults."""
+        """Options for a model id: its entry in ``models``, a judge's (less the judge-only fields), else the options a
+        step's section gives it (the critic, the translator, a grader …), else defaults."""
         for m in self.models:
             if m.id == model_id:
                 return m
         for judge in self.judges:
             if judge.id == model_id:
                 return ModelConfig(**judge.model_dump(exclude=JUDGE_ONLY_FIELDS))
-        if self.medcode is not None and isinstance(self.medcode.critic, ModelConfig):
-            if self.medcode.critic.id == model_id:
-                return self.medcode.critic
-        teacher = self.medcode.teacher if self.medcode is not None else None
-        for role in (self.translator, self.llm_accuracy, self.rubric_grader, teacher):
-            if role is not None and role.id == model_id:
-                return role
+        for _, mc in self.models_by_role():
+            if isinstance(mc, ModelConfig) and mc.id == model_id:
+                return mc
         return ModelConfig(id=model_id)
 
     def concurrency_for(self, model: ModelConfig) -> int:
@@ -335,3 +368,9 @@ def load_config(path: str | Path, **overrides) -> RunConfig:
         field = ".".join(str(p) for p in err["loc"]) or "(top level)"
         more = f" (+{len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
         raise UserError(f"{path}: field {field}: {err['msg']}{more}") from None
+
+
+def _steps() -> list[Any]:
+    """The declarations of every step (``pipeline.steps``), reached by name through the steps' lazy registry: the
+    config sits below the steps (they read it), so it looks them up at run time instead of importing them."""
+    return list(importlib.import_module("pipeline.steps").STEPS.values())

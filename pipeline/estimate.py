@@ -1,7 +1,7 @@
 """The dry run's estimate: the calls, tokens and cost of what a run would do, before anything is spent.
 
-Every LLM stage's pending work is its step's own ``pending`` (``pipeline.steps.PENDING``): the same requests
-(so the same cache keys) and the same rule for what is finished, read through this estimate's view of the
+Every LLM stage's pending work is its step's own ``pending`` (declared in its module, ``steps.spec.Step``): the same
+requests (so the same cache keys) and the same rule for what is finished, read through this estimate's view of the
 inputs (``steps.context.Inputs``). Then per stage and model:
 
 - **calls** — the requests the stage would make, without its finished keys (*done before*); of them,
@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import duckdb
 from rich.console import Console
 from rich.table import Table
 
@@ -36,7 +37,7 @@ from pipeline.dataset import Chunk, Dataset, Query
 from pipeline.models import backend_class, create_backend, is_exclusive, unavailable_reason
 from pipeline.models.base import Backend, PromptTokens, cache_key
 from pipeline.read.cost import cost_of
-from pipeline.steps import PENDING, translate
+from pipeline.steps import STEPS, translate
 from pipeline.steps.context import Pending, ResponseItem
 from pipeline.store import Store, text_hash
 
@@ -83,10 +84,11 @@ class Estimate:
         self.stand_ins: set[str] = set()  # queries whose chunks are the kb_refs stand-in
 
     def fetch(self, sql: str, params: list) -> list[tuple]:
-        """Rows of the database (none when it does not exist yet or lacks the table)."""
+        """Rows of the database (none when it does not exist yet, or is an older file without the table or column
+        asked for); any other error is raised, not taken for "nothing finished"."""
         try:
             return self.store.fetch(sql, params)
-        except Exception:  # an older file without the table has nothing finished
+        except (duckdb.CatalogException, duckdb.BinderException):  # an older file: nothing of it finished
             return []
 
     # -- model helpers --
@@ -115,7 +117,7 @@ class Estimate:
         for start in range(0, len(wanted), 2000):
             try:
                 hits.update(self.store.cache_get(wanted[start:start + 2000]))
-            except Exception:  # an unreadable cache hits nothing
+            except duckdb.CatalogException:  # a file without a cache table hits nothing
                 break
         if mc.id not in self._counters:
             self._counters[mc.id] = (backend_class(mc.provider) or Backend).prompt_tokens(mc)
@@ -201,9 +203,10 @@ class Estimate:
     def run(self) -> Estimate:
         translate.apply_stored_translations(self)  # as the run does first: machine renderings of earlier runs
         for stage in self.stages:
-            if stage not in PENDING:  # no LLM calls
+            pending = STEPS[stage].pending
+            if pending is None:  # no LLM calls
                 continue
-            tallied = [(p, self.tally(p)) for p in PENDING[stage](self)]
+            tallied = [(p, self.tally(p)) for p in pending(self)]
             if stage == "generate":
                 self._generated = self._left_by(tallied)
         if self.stand_ins:

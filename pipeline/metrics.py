@@ -106,10 +106,13 @@ def rubric(name: str) -> dict:
     return _rubric(rubric_file(registry()[name]))
 
 
-METRICS: tuple[str, ...] = tuple(registry())
-LABELS: dict[str, str] = {m.name: m.label for m in registry().values()}
-DEFAULT_WEIGHTS: dict[str, float] = {m.name: m.weight for m in registry().values()}
-REVIEW_LOW: tuple[str, float] | None = next(((m.name, m.review_below) for m in registry().values()
+SAFETY_CHECKS = ("refusal", "over_refusal", "update_adherence", "prompt_echo")  # the checks of pipeline/steps/safety.py
+
+_IN_FORCE = registry()  # read once at import: the names below all come from the same registry file
+METRICS: tuple[str, ...] = tuple(_IN_FORCE)
+LABELS: dict[str, str] = {m.name: m.label for m in _IN_FORCE.values()}
+DEFAULT_WEIGHTS: dict[str, float] = {m.name: m.weight for m in _IN_FORCE.values()}
+REVIEW_LOW: tuple[str, float] | None = next(((m.name, m.review_below) for m in _IN_FORCE.values()
                                              if m.review_below is not None), None)
 """(metric, threshold) of the review queue's low-score rule, or None when the registry has none."""
 

@@ -2,7 +2,8 @@
 
 An entry is a name and where its object lives, ``"package.module"`` or ``"package.module:object"``, imported on
 first use: a missing optional package breaks only the entries that need it, and adding a provider, a step or an
-importer is one module plus one entry. The registries: ``pipeline.models.PROVIDERS`` (backend modules),
+importer is one module plus one entry (a step also declares its spec: ``pipeline.steps``). A name registered twice is
+refused, as lm-evaluation-harness refuses it. The registries: ``pipeline.models.PROVIDERS`` (backend modules),
 ``pipeline.steps.STEPS`` (the run's stages, in flow order), ``pipeline.dataset.importers.IMPORTERS`` (public QA
 formats); the store's derived tables are declarations collected by ``pipeline.store.schema``.
 """
@@ -11,13 +12,16 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from pipeline.errors import UserError
 
 
 class Registry(Mapping[str, Any]):
-    """Names (in the order given) → objects imported on first use; ``registry[name] = obj`` replaces an entry."""
+    """Names (in the order given) → objects imported on first use. ``register`` adds an entry and refuses a name
+    already there; ``replaced`` serves another object under a name for the length of a ``with`` block (tests and
+    benchmarks instrument a step that way)."""
 
     def __init__(self, kind: str, entries: Mapping[str, str]):
         self.kind = kind
@@ -35,9 +39,22 @@ class Registry(Mapping[str, Any]):
                 self._loaded[name] = where
         return self._loaded[name]
 
-    def __setitem__(self, name: str, obj: Any) -> None:
-        self._entries[name] = obj
-        self._loaded.pop(name, None)
+    def register(self, name: str, where: Any) -> None:
+        """Add ``name`` → ``where`` (``"module:object"`` or the object); a name registered twice is an error."""
+        if name in self._entries:
+            raise ValueError(f"{self.kind} {name!r} is registered twice ({self._entries[name]!r}, then {where!r})")
+        self._entries[name] = where
+
+    @contextmanager
+    def replaced(self, name: str, obj: Any) -> Iterator[None]:
+        """Serve ``obj`` as the registered ``name`` inside the block, then the registered object again."""
+        self[name]  # an unknown name fails here, before anything changes
+        saved = self._loaded[name]
+        self._loaded[name] = obj
+        try:
+            yield
+        finally:
+            self._loaded[name] = saved
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._entries)

@@ -1,10 +1,10 @@
 """The run: one config drives every stage into DuckDB, resumably.
 
-Stages (``--stages``) run in the order of ``config.STAGES``; opt-in stages (``config.OPT_IN_STAGES``) run only
-when named. Each stage skips the items it already finished (its key exists with the same inputs), sends the rest
-through the model wrapper (cache, concurrency, retries) and saves results as they complete, in small
-transactions together with their cache rows; so kill -9 loses at most the last second of work and a rerun
-continues where it stopped.
+Stages (``--stages``) run in the order of ``pipeline.steps.STEPS``; what each requires, calls and writes is its
+step's declaration (``steps.spec.Step``); opt-in stages run only when named. Each stage skips the items it already
+finished (its key exists with the same inputs), sends the rest through the model wrapper (cache, concurrency,
+retries) and saves results as they complete, in small transactions together with their cache rows; so kill -9 loses
+at most the last second of work and a rerun continues where it stopped.
 """
 
 from __future__ import annotations
@@ -19,16 +19,17 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from pipeline.config import OPT_IN_STAGES, STAGES, ModelConfig, RunConfig, load_config
+from pipeline.config import ModelConfig, RunConfig, load_config
 from pipeline.console import make_console
 from pipeline.dataset import Dataset, Query, load_dataset
 from pipeline.errors import UserError
 from pipeline.models import UsageStats, backend_class, unavailable_reason
-from pipeline.steps import STEPS, medcode, translate
+from pipeline.steps import STEPS, translate
 from pipeline.steps.context import RunContext, StageRecord
 from pipeline.store import Store, now
 from pipeline.store.rows import dataset_rows
 from pipeline.store.runlock import RunLock
+from pipeline.store.schema import register_rows
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -60,59 +61,32 @@ def select_queries(dataset: Dataset, config: RunConfig) -> list[Query]:
 
 
 def parse_stages(stages: str | None, config: RunConfig) -> list[str]:
-    """Stages to run, in flow order. By default all whose section (judge, medcode) is configured, except the
-    opt-in ones (``medcode-label``: the teacher's labelled critiques, training data, not an evaluation)."""
-    needs = {"judge": config.judge, "sanity": config.judge, "medcode": config.medcode,
-             "pairwise": config.pairwise if config.judge is not None else None,
-             "translate-responses": config.translator, "rubric": config.rubric_grader,
-             "medcode-label": config.medcode.teacher if config.medcode is not None else None}
+    """Stages to run, in flow order. By default every stage whose required config sections are there, except the
+    opt-in ones (``medcode-label``: the teacher's labelled critiques, training data, not an evaluation); a stage
+    named without its section is refused in one line. Each step says what it requires (``steps.spec.Step``)."""
     if not stages:
-        return [s for s in STAGES if needs.get(s, True) is not None and s not in OPT_IN_STAGES]
+        return [s for s, step in STEPS.items() if step.missing(config) is None and not step.opt_in]
     wanted = {s.strip() for s in stages.split(",") if s.strip()}
     for stage in sorted(wanted):
-        if stage not in STAGES:
-            raise UserError(f"--stages: unknown stage {stage!r}; choose from {', '.join(STAGES)}")
-        if needs.get(stage, True) is None:
-            section = {"medcode": "medcode", "translate-responses": "translator", "rubric": "rubric_grader",
-                       "pairwise": "pairwise" if config.judge is not None else "judge",
-                       "medcode-label": "medcode: {teacher: MODEL}"}.get(stage, "judge")
+        step = STEPS.lookup(stage, "--stages: ")
+        if section := step.missing(config):
             raise UserError(f"--stages {stage}: the config has no `{section}:` section")
-    return [s for s in STAGES if s in wanted]
+    return [s for s in STEPS if s in wanted]
 
 
-def _roles(config: RunConfig, stages: list[str]) -> list[tuple[str, ModelConfig]]:
-    roles = [("generator", m) for m in config.models] if "generate" in stages else []
-    if {"judge", "sanity", "pairwise"} & set(stages):
-        roles += [("judge" if i == 0 else "jury judge", config.model_config_for(j.id))
-                  for i, j in enumerate(config.judges)]
-    if config.medcode is not None and "medcode" in stages:
-        roles.append(("critic", config.model_config_for(config.medcode.critic_id)))
-    if config.medcode is not None and config.medcode.teacher is not None and "medcode-label" in stages:
-        roles.append(("teacher", config.medcode.teacher))
-    if config.translator is not None and ({"translate", "translate-responses"} & set(stages)):
-        roles.append(("translator", config.translator))
-    if config.llm_accuracy is not None and "accuracy" in stages:
-        roles.append(("accuracy checker", config.llm_accuracy))
-    if config.rubric_grader is not None and "rubric" in stages:
-        roles.append(("rubric grader", config.rubric_grader))
-    return roles
+def roles(config: RunConfig, stages: list[str]) -> list[tuple[str, ModelConfig]]:
+    """Every model the stages call, with its role (a model in two roles, or called by two stages, listed once per
+    role), in flow order: what the dry run lists and what is checked before a run starts."""
+    seen: dict[tuple[str, str], ModelConfig] = {}
+    for stage in stages:
+        for role, mc in STEPS[stage].roles(config):
+            seen.setdefault((role, mc.id), mc)
+    return [(role, mc) for (role, _), mc in seen.items()]
 
 
-def classifier_missing(config: RunConfig, stages: list[str]) -> str | None:
-    """Why the medcode stage's classifier checkpoint cannot be used (one line saying what to run), or None:
-    no medcode stage, ``logprobs``, or a checkpoint folder that is there. The dry run prints it; a run stops
-    with it before any call is made."""
-    mc = config.medcode
-    if mc is None or "medcode" not in stages or mc.classifier == "logprobs":
-        return None
-    try:
-        folder = medcode.classifier_path(mc.classifier)  # 'trained' without its checkpoint: "make classifier"
-    except UserError as exc:
-        return str(exc)
-    if not (folder / "config.json").is_file():
-        return (f"medcode classifier {mc.classifier!r}: no checkpoint in {folder} (no config.json); train one with "
-                f"`python -m pipeline medcode train-classifier CSV -o {folder}`")
-    return None
+def cannot_run(config: RunConfig, stages: list[str]) -> str | None:
+    """The first stage's reason it cannot run here (its ``check``), one line; None when every stage can."""
+    return next((reason for stage in stages if (check := STEPS[stage].check) and (reason := check(config))), None)
 
 
 def print_dry_run(config: RunConfig, dataset: Dataset, queries: list[Query], stages: list[str],
@@ -124,7 +98,7 @@ def print_dry_run(config: RunConfig, dataset: Dataset, queries: list[Query], sta
     for col in ("role", "model", "provider", "languages", "queries", "needs", "status"):
         table.add_column(col, overflow="fold", no_wrap=col == "model")  # a model id stays whole (copy-paste)
     languages = sorted({q.language for q in queries})
-    for role, mc in _roles(config, stages):
+    for role, mc in roles(config, stages):
         reason = unavailable_reason(mc)
         langs = [lang for lang in languages if not mc.languages or lang in mc.languages] if role == "generator" \
             else languages
@@ -133,7 +107,7 @@ def print_dry_run(config: RunConfig, dataset: Dataset, queries: list[Query], sta
         table.add_row(role, mc.id, mc.provider, ", ".join(langs), str(n), backend.needs(mc) if backend else "",
                       f"[red]missing: {reason}[/]" if reason else "[green]ready[/]")
     console.print(table)
-    if reason := classifier_missing(config, stages):
+    if reason := cannot_run(config, stages):
         console.print(f"[red]missing:[/] {reason}", highlight=False, soft_wrap=True)
     from pipeline.estimate import Estimate, print_estimate
 
@@ -154,7 +128,7 @@ async def _run_stages(ctx: RunContext, stages: list[str]) -> None:
     try:
         translate.apply_stored_translations(ctx)  # machine renderings of earlier runs, whatever runs now
         for stage in stages:
-            await STEPS[stage](ctx)
+            await STEPS[stage].run(ctx)
     finally:
         await asyncio.gather(*(m.aclose() for m in ctx.models_in_use().values()), return_exceptions=True)
 
@@ -237,11 +211,12 @@ def execute(config: RunConfig, *, models: list[str] | None = None, stages: str |
             console.print(f"[yellow]warning:[/] skipping {mc.id}: {reason}")
         else:
             runnable.append(mc)
-    for role, mc in _roles(config, wanted_stages):
+    for role, mc in roles(config, wanted_stages):
         if role != "generator" and (reason := unavailable_reason(mc)):
             raise UserError(f"{role} {mc.id}: {reason}")
-    if reason := classifier_missing(config, wanted_stages):
+    if reason := cannot_run(config, wanted_stages):
         raise UserError(reason)  # before the run starts: no generation is spent on a step that cannot finish
+    register_rows(*(row for stage in wanted_stages for row in STEPS[stage].rows))  # a step's own tables
     if "generate" in wanted_stages and not runnable:
         raise UserError("no model in the config can run here (see the warnings above)")
 

@@ -18,14 +18,14 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from pages import _data as data
+from pages._page_list import PAGE_LIST
 from pipeline.read import agreement, medcode, themes
 from pipeline.read.common import Filters
 from pipeline.read.judge_trust import judge_warning
 from pipeline.read.responses import Browse, browse_count
 
 REPO = Path(__file__).resolve().parent.parent
-PAGES = ["pages/1_leaderboards.py", "pages/2_responses.py", "pages/3_themes.py", "pages/4_medcode.py",
-         "pages/5_human_vs_llm.py", "pages/6_playground.py"]
+PAGES = [file for file, *_ in PAGE_LIST]
 
 
 def open_app(db: Path, monkeypatch: pytest.MonkeyPatch, page: str | None = None,

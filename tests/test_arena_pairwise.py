@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -99,8 +100,22 @@ def test_the_embedded_judge_stores_both_orders_of_every_judged_pair(tmp_path: Pa
     assert [r[0] for r in stored] == ["q00000", "q00001", "q00002"]
     for _, a, b, firsts, n, has_raw in stored:
         assert n == 2 and firsts == sorted([a, b]) and has_raw
-    parsed = rows(db, "SELECT verdict, parse_ok FROM pairwise_verdicts")
-    assert all((v is not None) == ok for v, ok in parsed)  # unparsed kept as NULL, never as a verdict
+    # what is stored is what the raw output says, read here by the prompt's own answer shape: a JSON object whose
+    # Winner is A, B or tie gives that verdict (in model terms); an output naming no winner at all is unparsed (NULL)
+    stored_verdicts = rows(db, "SELECT model_a, first, raw_output, verdict, parse_ok FROM pairwise_verdicts")
+    for a, first, raw, verdict, ok in stored_verdicts:
+        try:
+            answer = json.loads(raw)
+        except ValueError:
+            answer = None
+        said = answer.get("Winner") if isinstance(answer, dict) else None
+        if said in ("A", "B"):
+            shown_first = said == "A"
+            assert verdict == ("a" if (first == a) == shown_first else "b") and ok, raw
+        elif said == "tie":
+            assert verdict == "tie" and ok, raw
+        if not re.search(r"(?i)winner|verdict|better", raw):
+            assert verdict is None and not ok, raw
 
 
 def test_a_sample_per_language_takes_that_many_pairs_of_each_language_seeded():

@@ -90,42 +90,49 @@ def _reference_runs_of(rows: pd.DataFrame, runs: pd.DataFrame) -> tuple[pd.Serie
 
 
 def reference_provenance(a: Side, b: Side, sa: dict[str, Any], sb: dict[str, Any], pairs: pd.DataFrame) -> pd.DataFrame:
-    """What differs between the sides: database, dataset (and its content hash), model, judge, rubric grader, the
-    runs their shared responses came from and, of the latest of them, the config keys that differ, code revision,
-    config hash and model files; the retrieval settings of the shared queries, and how many shared items differ in
-    prompt hash, retrieved chunks and response text."""
-    rows: list[tuple[str, Any, Any]] = [("database", a.db, b.db), ("dataset", a.dataset, b.dataset)]
-    hashes = [s["dataset"].content_hash.iloc[0] if len(s["dataset"]) else None for s in (sa, sb)]
-    rows += [("dataset content hash", *hashes), ("model", a.model or "every model", b.model or "every model"),
-             ("judge", a.judge, b.judge), ("rubric grader", sa["grader"], sb["grader"])]
-    (ra, listed_a), (rb, listed_b) = (_reference_runs_of(pairs.rename(columns={f"run_id_{s}": "run_id"}), side["runs"])
-                                      for s, side in (("a", sa), ("b", sb)))
-    rows += [("runs that wrote the responses (count)", listed_a, listed_b),
-             ("latest of those runs", None if ra is None else f"{ra.run_id} ({ra['name']})",
-              None if rb is None else f"{rb.run_id} ({rb['name']})")]
-    for field in ("started_at", "code_revision", "config_hash"):
-        rows.append((f"run {field.replace('_', ' ')}", None if ra is None else str(ra[field]),
-                     None if rb is None else str(rb[field])))
-    for key, va, vb in config_diff(None if ra is None else ra.config, None if rb is None else rb.config):
-        rows.append((f"config: {key}", va, vb))
-    for key, va, vb in config_diff(None if ra is None else ra.model_files, None if rb is None else rb.model_files):
-        rows.append((f"model file: {key}", va, vb))
+    """What differs between the sides, each fact taken from the reference's own rows: database, dataset (and its
+    content hash), model, judge, rubric grader, the runs their shared responses came from and, of the latest of
+    them, the config keys that differ, code revision, config hash and model files; the retrieval settings of the
+    shared queries, and how many shared items differ in prompt hash, retrieved chunks and response text. A fact
+    differs when its two cells do; a count differs when it is not zero."""
+    runs = [_reference_runs_of(pairs.rename(columns={f"run_id_{s}": "run_id"}), side["runs"])
+            for s, side in (("a", sa), ("b", sb))]
+    latest = [run for run, _ in runs]
+
+    def of_latest(field: str) -> tuple[Any, Any]:
+        return tuple(None if run is None else str(run[field]) for run in latest)
+
+    def column(run: pd.Series | None, field: str) -> Any:
+        return None if run is None else run[field]
+
     shared = set(pairs["query_id"])
-    settings = [sorted(set(s["retrievals"][s["retrievals"].query_id.isin(shared)].settings)) for s in (sa, sb)]
-    rows.append(("retrieval settings", " | ".join(settings[0]) or None, " | ".join(settings[1]) or None))
+    settings = [" | ".join(sorted(set(s["retrievals"][s["retrievals"].query_id.isin(shared)].settings))) or None
+                for s in (sa, sb)]
+    facts: dict[str, tuple[Any, Any]] = {
+        "database": (a.db, b.db), "dataset": (a.dataset, b.dataset),
+        "dataset content hash": tuple(s["dataset"].content_hash.iloc[0] if len(s["dataset"]) else None
+                                      for s in (sa, sb)),
+        "model": (a.model or "every model", b.model or "every model"), "judge": (a.judge, b.judge),
+        "rubric grader": (sa["grader"], sb["grader"]),
+        "runs that wrote the responses (count)": (runs[0][1], runs[1][1]),
+        "latest of those runs": tuple(None if run is None else f"{run.run_id} ({run['name']})" for run in latest),
+        "run started at": of_latest("started_at"), "run code revision": of_latest("code_revision"),
+        "run config hash": of_latest("config_hash"),
+        **{f"config: {key}": (va, vb) for key, va, vb in config_diff(column(latest[0], "config"),
+                                                                     column(latest[1], "config"))},
+        **{f"model file: {key}": (va, vb) for key, va, vb in config_diff(column(latest[0], "model_files"),
+                                                                         column(latest[1], "model_files"))},
+        "retrieval settings": (settings[0], settings[1]),
+    }
     chunks = [dict(zip(s["retrievals"].query_id, (list(c) for c in s["retrievals"].chunks), strict=True))
               for s in (sa, sb)]
-    moved = sum(chunks[0].get(q) != chunks[1].get(q) for q in shared)
-    n = len(pairs)
-    rows += [
-        ("queries whose retrieved chunks differ", f"{moved} of {len(shared)}", f"{moved} of {len(shared)}"),
-        ("items whose prompt hash differs", *[f"{int((pairs.prompt_hash_a != pairs.prompt_hash_b).sum())} of {n}"] * 2),
-        ("items whose response text differs", *[f"{int(pairs.text_changed.sum())} of {n}"] * 2),
-    ]
-    frame = pd.DataFrame([(w, _cell(x), _cell(y)) for w, x, y in rows], columns=PROVENANCE_COLUMNS[:3])
-    counted = frame["what"].str.startswith(("queries whose", "items whose"))
-    frame["differs"] = np.where(counted, ~frame["A"].str.startswith("0 of"), frame["A"] != frame["B"])
-    return frame
+    counts = {"queries whose retrieved chunks differ": (sum(chunks[0].get(q) != chunks[1].get(q) for q in shared),
+                                                        len(shared)),
+              "items whose prompt hash differs": (int((pairs.prompt_hash_a != pairs.prompt_hash_b).sum()), len(pairs)),
+              "items whose response text differs": (int(pairs.text_changed.sum()), len(pairs))}
+    rows = [(what, _cell(x), _cell(y), _cell(x) != _cell(y)) for what, (x, y) in facts.items()]
+    rows += [(what, f"{k} of {total}", f"{k} of {total}", k > 0) for what, (k, total) in counts.items()]
+    return pd.DataFrame(rows, columns=PROVENANCE_COLUMNS[:4])
 
 
 def reference_compare(a: Side, b: Side, weights: tuple[float, ...], *, metric: str = "AGG",

@@ -8,6 +8,8 @@ import io
 import json
 import re
 from collections import defaultdict
+from contextlib import ExitStack
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -17,7 +19,7 @@ from pipeline.config import RunConfig, load_config
 from pipeline.dataset import load_dataset
 from pipeline.estimate import Estimate
 from pipeline.runner import execute, parse_stages, print_dry_run, select_queries
-from pipeline.steps import PENDING, STEPS
+from pipeline.steps import STEPS
 from pipeline.steps.context import RunContext
 from tests.support.datasets import write_config
 from tests.support.openai_fixture import FixtureServer
@@ -26,6 +28,7 @@ RUBRIC = [{"criterion": "Advises asking the eye team before restarting.", "point
           {"criterion": "Tells the patient to stop the drops at once.", "points": -3, "tags": ["axis:accuracy"]}]
 ROLES = ("gen-a", "gen-b", "judge", "grader", "critic", "teacher", "checker", "translator")
 STAGES = "translate,generate,translate-responses,judge,pairwise,rubric,medcode,medcode-label,accuracy,sanity"
+LLM_STAGES = [stage for stage, step in STEPS.items() if step.pending is not None]  # every stage that calls an LLM
 
 
 def _dataset(folder: Path) -> Path:
@@ -71,15 +74,16 @@ def _recording_run(config: RunConfig, monkeypatch: pytest.MonkeyPatch):
         return await drive(self, stage, model, requests, to_rows, **kw)
 
     monkeypatch.setattr(RunContext, "drive", recording)
-    for stage in PENDING:
-        step = STEPS[stage]
+    with ExitStack() as stack:
+        for stage in LLM_STAGES:
+            step = STEPS[stage]
 
-        async def wrapped(ctx, stage=stage, step=step):
-            pending[stage] = PENDING[stage](ctx)
-            await step(ctx)
+            async def wrapped(ctx, stage=stage, step=step):
+                pending[stage] = step.pending(ctx)
+                await step.run(ctx)
 
-        monkeypatch.setitem(STEPS, stage, wrapped)
-    result = execute(config, stages=STAGES, console=Console(file=io.StringIO()))
+            stack.enter_context(STEPS.replaced(stage, replace(step, run=wrapped)))
+        result = execute(config, stages=STAGES, console=Console(file=io.StringIO()))
     monkeypatch.undo()
     return result, pending, sent
 
@@ -99,7 +103,7 @@ def test_the_run_sends_what_pending_lists_and_the_estimate_tallies_the_same(tmp_
     # (a) every stage sends exactly the calls its pending lists, in that order, and counts the rest as skipped
     records = {(r.stage, r.model_id): r for r in result.records}
     totals = {}
-    for stage in PENDING:
+    for stage in LLM_STAGES:
         assert pending[stage], stage
         for p in pending[stage]:
             assert p.calls and p.done, (stage, p.model.id)  # the partial run finished some, left others
@@ -120,3 +124,26 @@ def test_the_run_sends_what_pending_lists_and_the_estimate_tallies_the_same(tmp_
     for ln in estimate.lines:
         by_stage[ln.stage] += ln.calls
     assert count.group(2) == ", ".join(f"{stage} {n}" for stage, n in by_stage.items())
+
+
+def test_the_estimate_reads_a_missing_table_as_nothing_done_and_raises_any_other_sql_error(tmp_path) -> None:
+    """Only an older file's missing table or column means "nothing finished"; a broken query is an error."""
+    import duckdb
+
+    from pipeline.store import Store
+
+    db = tmp_path / "r.duckdb"
+    folder = Path(__file__).resolve().parent.parent / "data" / "cataract"
+    dataset = load_dataset(folder)
+    config = RunConfig.model_validate({"name": "e", "dataset": str(folder), "db": str(db),
+                                       "models": [{"id": "extractive/top-sentences"}]})
+    est = Estimate(config, dataset, dataset.queries[:1], ["generate"])
+    assert est.fetch("SELECT 1 FROM responses", []) == []  # no file yet
+    with Store(db).connect():
+        pass  # the schema, no rows
+    assert est.fetch("SELECT 1 FROM no_such_table", []) == []
+    assert est.fetch("SELECT no_such_column FROM responses", []) == []
+    with pytest.raises(duckdb.ParserException):
+        est.fetch("SELEC 1 FROM responses", [])
+    with pytest.raises(duckdb.Error):
+        est.fetch("SELECT 1 / 'x'::INTEGER FROM (SELECT 1)", [])

@@ -244,6 +244,8 @@ def test_an_output_never_read_is_unparsed_after_the_attempts_and_an_error(tmp_pa
         second = execute(config, stages="judge")
         judge = next(r for r in second.records if r.stage == "judge")
         assert (judge.items, judge.usage.backend_calls, judge.usage.cache_hits) == (2 * n, 6 * n, 6 * n)
+        # per item: the first ask and two re-asks replayed from the cache, then three re-asks sent (not 5 "re-asks")
+        assert (judge.reasked, judge.replayed, judge.unparsed) == (3 * 2 * n, 2 * 2 * n, 2 * n)
         # ... unless the config says not to
         off = load_config(_scoring_config(tmp_path, server, n, reask={"on_rerun": False}))
         third = execute(off, stages="judge")

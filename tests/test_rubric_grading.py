@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -145,19 +146,45 @@ def test_grader_prompt_shows_the_conversation_the_response_and_the_rubric_item()
     assert conversation_text(single, "Yes.") == "user: Can I shave?\n\nassistant: Yes."
 
 
-@pytest.mark.parametrize(("raw", "met", "explanation"), [
+GRADER_OUTPUTS = [
     ('{"explanation": "It says so.", "criteria_met": true}', True, "It says so."),
     ('```json\n{"criteria_met": false, "explanation": "No."}\n```', False, "No."),
-    ('Here: {"explanation": "x", "criteria_met": "false"} done', False, "x"),
-    ("criteria_met: true", True, ""),
-    ('{"criteria_met": true} and later "criteria_met": false', True, ""),
-    ('criteria_met: true ... criteria_met: false', None, ""),
+    ('Here: {"explanation": "x", "criteria_met": false} done', None, ""),  # prose around the object
+    ('{"explanation": "x", "criteria_met": "false"}', None, "x"),  # a string is not a boolean
+    ('{"explanation": "x", "criteria_met": true,}', None, ""),  # trailing comma: not JSON
+    ("criteria_met: true", None, ""),
+    ('{"criteria_met": 1, "explanation": "one"}', None, "one"),  # 1 is not True for `label is True`
+    ('```\n{"criteria_met": true}\n```', None, ""),  # only a ```json fence is stripped
+    ('[{"criteria_met": true}]', None, ""),
     ('{"explanation": "cut off", "criteria_met": "maybe"}', None, "cut off"),  # kept, though unparsed
     ("I cannot decide.", None, ""),
     ("", None, ""),
-])
+]
+
+
+def _healthbench_accepts(raw: str) -> bool | None:
+    """HealthBench's reference rule, reproduced from openai/simple-evals ``healthbench_eval.py``
+    (``parse_json_to_dict`` and the check in ``grade_sample``): the verdict it would count, or None (asked again)."""
+    cleaned = re.sub(r"^```json\s*|\s*```$", "", raw.strip())
+    try:
+        parsed = json.loads(cleaned)
+    except json.JSONDecodeError:
+        parsed = {}
+    if isinstance(parsed, dict) and "criteria_met" in parsed:
+        label = parsed["criteria_met"]
+        if label is True or label is False:
+            return label
+    return None
+
+
+@pytest.mark.parametrize(("raw", "met", "explanation"), GRADER_OUTPUTS)
 def test_parse_grade_never_guesses(raw: str, met: bool | None, explanation: str) -> None:
     assert parse_grade(raw) == (met, explanation)
+
+
+@pytest.mark.parametrize("raw", [raw for raw, _, _ in GRADER_OUTPUTS])
+def test_a_grade_counts_here_exactly_when_healthbench_counts_it(raw: str) -> None:
+    assert parse_grade(raw)[0] is _healthbench_accepts(raw)
 
 
 def test_score_from_sums_is_calculate_score() -> None:

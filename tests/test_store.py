@@ -10,8 +10,7 @@ import json
 import duckdb
 import pytest
 
-from pipeline.config import SAFETY_CHECKS
-from pipeline.metrics import METRICS
+from pipeline.metrics import METRICS, SAFETY_CHECKS
 from pipeline.store import DERIVED, LEXICAL, SCHEMA_VERSION, TABLES, Store
 from pipeline.store.arena_rows import ArenaVoteRow, PairwiseVerdictRow
 from pipeline.store.derived import Derived, ordered

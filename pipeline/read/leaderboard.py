@@ -17,8 +17,7 @@ import pandas as pd
 import pyarrow.compute as pc
 
 from pipeline.analysis.stats import bootstrap_mean_cis
-from pipeline.config import SAFETY_CHECKS
-from pipeline.metrics import METRICS
+from pipeline.metrics import METRICS, SAFETY_CHECKS
 from pipeline.read.common import (
     Filters,
     current_join,

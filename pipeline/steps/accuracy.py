@@ -20,6 +20,7 @@ import time
 from pipeline.models.base import ChatRequest, Completion, GenerateParams, Message
 from pipeline.prompts import load_text
 from pipeline.steps.context import Call, Inputs, Pending, ResponseItem, RunContext, finished, pending_of
+from pipeline.steps.spec import Step
 from pipeline.store.rows import AnswerCheckRow
 
 PARSER = "parser"
@@ -99,3 +100,8 @@ def pending(ctx: Inputs) -> list[Pending]:
              for it in ctx.responses()]
     return [pending_of("llm-accuracy", mc, calls, done, lambda c, d: d[0] == c.item.response_hash,
                        unparsed=lambda c: parse_verdict(c.text) is None)]
+
+
+STEP = Step(run=step_accuracy, pending=pending,
+            models=lambda config: [("accuracy checker", config.llm_accuracy)] if config.llm_accuracy else [],
+            rows=(AnswerCheckRow,))

@@ -58,7 +58,8 @@ class StageRecord:
     # tokens of the completions the backend made in this stage (cached ones cost nothing and are not counted)
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    reasked: int = 0  # re-asks of unparsed outputs (cached or made), beyond the first ask of each item
+    reasked: int = 0  # re-asks of unparsed outputs sent to the backend, beyond the first ask of each item
+    replayed: int = 0  # re-asks answered from the cache (an earlier run's attempts, replayed free)
     unparsed: int = 0  # items whose output stayed unparsed after the re-asks (saved as they are, counted in errors)
 
     def summary(self) -> dict[str, Any]:
@@ -187,6 +188,9 @@ class RunContext:
         def on_result(i: int, completion: Completion) -> None:
             nonlocal pending_rows
             last[i] = completion
+            if attempt > 0:  # a re-ask: sent, or an earlier run's attempt replayed from the cache
+                record.replayed += completion.cached
+                record.reasked += not completion.cached
             if not completion.cached:
                 calls_made[i] += 1
                 record.prompt_tokens += completion.prompt_tokens or 0
@@ -229,7 +233,6 @@ class RunContext:
                 await model.generate_many(batch, on_result=lambda j, c, items=items: on_result(items[j], c))
                 items, attempt = list(again), attempt + 1
                 again.clear()
-                record.reasked += len(items)
             if model.down and model.id not in self.down:  # said once per run, where it happened
                 self.down[model.id] = model.down
                 self.console.print(f"[bold red]endpoint down:[/] {model.down}", highlight=False, soft_wrap=True)
@@ -243,12 +246,14 @@ class RunContext:
             self.records.append(record)
             await flush()  # the last rows, with the stage recorded as finished
             self.progress.update(task, completed=len(requests))
-        if record.reasked:
-            outcome = (f"{record.unparsed} item(s) still unparsed after {reask.times} re-ask(s): saved as they are "
-                       "and counted as errors" + ("; a rerun asks them again" if reask.on_rerun else "")
+        if record.reasked or record.replayed:
+            replayed = f" ({record.replayed} more replayed from the cache)" if record.replayed else ""
+            outcome = (f"{record.unparsed} item(s) still unparsed after at most {1 + reask.times} backend call(s) "
+                       "each in this run: saved as they are and counted as errors"
+                       + ("; a rerun asks them again" if reask.on_rerun else "")
                        if record.unparsed else "every item parsed in the end")
-            self.console.print(f"{label or stage}: {record.reasked} re-ask(s) of unparsed outputs; {outcome}",
-                               highlight=False, soft_wrap=True)
+            self.console.print(f"{label or stage}: {record.reasked} re-ask(s) of unparsed outputs sent{replayed}; "
+                               f"{outcome}", highlight=False, soft_wrap=True)
         return last  # type: ignore[return-value]
 
     async def send(self, pending: Pending, to_rows: Callable[[Call, Completion], list[Row]], *, label: str,

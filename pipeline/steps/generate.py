@@ -20,6 +20,7 @@ from pipeline.models import Completion, is_exclusive
 from pipeline.models.base import ChatRequest, GenerateParams, Message
 from pipeline.prompts import PROMPTS_DIR, load_text
 from pipeline.steps.context import Call, Inputs, Pending, RunContext, pending_of
+from pipeline.steps.spec import Step
 from pipeline.store.rows import ResponseRow
 
 EMPTY_KB = "(empty)"
@@ -139,3 +140,7 @@ async def step_generate(ctx: RunContext) -> None:
     todo = pending(ctx)
     await asyncio.gather(*(for_model(p) for p in todo if not is_exclusive(p.model)),
                          one_at_a_time([p for p in todo if is_exclusive(p.model)]))
+
+
+STEP = Step(run=step_generate, pending=pending, models=lambda config: [("generator", m) for m in config.models],
+            rows=(ResponseRow,))

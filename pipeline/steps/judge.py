@@ -26,12 +26,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pipeline.config import RunConfig
 from pipeline.dataset import Chunk, Query
 from pipeline.metrics import METRICS, registry, rubric
 from pipeline.models.base import ChatRequest, Completion, GenerateParams, Message, Model
 from pipeline.prompts import load_text
 from pipeline.steps.context import Call, Inputs, Pending, RunContext, finished, pending_of
 from pipeline.steps.generate import format_chunks
+from pipeline.steps.spec import Step
 from pipeline.store.rows import JudgmentRow
 
 JUSTIFICATION_MAX_CHARS = 400
@@ -328,3 +330,11 @@ async def step_judge(ctx: RunContext) -> None:
                 response_hash=item.response_hash, run_id=ctx.run_id, cached=completion.cached)]
 
         await ctx.send(p, to_rows, label=f"judge {judge_id}")
+
+
+def judges(config: RunConfig) -> list[tuple[str, str]]:
+    """The judges a judging step calls: the primary judge, then the jury's."""
+    return [("judge" if i == 0 else "jury judge", j.id) for i, j in enumerate(config.judges)]
+
+
+STEP = Step(run=step_judge, pending=pending, requires=("judge",), models=judges, rows=(JudgmentRow,))

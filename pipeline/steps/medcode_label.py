@@ -22,6 +22,7 @@ from pipeline.disagreement import LABEL_ALIASES, LABELS
 from pipeline.models.base import ChatRequest, Completion, GenerateParams, Message
 from pipeline.prompts import load_text
 from pipeline.steps.context import Call, Inputs, Pending, RunContext, finished, pending_of
+from pipeline.steps.spec import Step
 from pipeline.store.rows import LabelledCritiqueRow
 
 CRITIQUE_MAX_CHARS = 800
@@ -117,3 +118,7 @@ async def step_label(ctx: RunContext) -> None:
         if unparsed := ctx.records[-1].unparsed:
             ctx.console.print(f"medcode label: {unparsed} of {len(p.calls)} labels unparsed (stored as NULL with the "
                               "teacher's output; never exported)", highlight=False)
+
+
+STEP = Step(run=step_label, pending=pending, requires=("medcode", "medcode.teacher"),
+            models=lambda config: [("teacher", config.medcode.teacher)], rows=(LabelledCritiqueRow,), opt_in=True)

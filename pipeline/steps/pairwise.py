@@ -25,7 +25,8 @@ from pipeline.models.base import ChatRequest, Completion, GenerateParams, Messag
 from pipeline.prompts import load_text
 from pipeline.steps.context import Call, Inputs, Pending, ResponseItem, RunContext, pending_of
 from pipeline.steps.generate import format_chunks
-from pipeline.steps.judge import _balanced_objects, _find_key, _load_object
+from pipeline.steps.judge import _balanced_objects, _find_key, _load_object, judges
+from pipeline.steps.spec import Step
 from pipeline.store.arena_rows import PairwiseVerdictRow
 
 REASON_MAX_CHARS = 400
@@ -146,3 +147,7 @@ async def step_pairwise(ctx: RunContext) -> None:
                 cached=completion.cached)]
 
         await ctx.send(p, to_rows, label=f"pairwise {p.model.id}")
+
+
+STEP = Step(run=step_pairwise, pending=pending, requires=("judge", "pairwise"), models=judges,
+            rows=(PairwiseVerdictRow,))

@@ -20,6 +20,7 @@ from pipeline.config import RetrievalConfig
 from pipeline.dataset import Dataset, Query
 from pipeline.models.embedder import get_embedder
 from pipeline.steps.context import RunContext
+from pipeline.steps.spec import Step
 from pipeline.store.rows import RetrievalRow
 
 
@@ -150,3 +151,6 @@ async def step_retrieve(ctx: RunContext) -> None:
         ctx.write(rows)
     ctx.note("retrieve", "lancedb", items=len(todo), skipped=len(ctx.queries) - len(todo),
              wall_s=time.perf_counter() - started)
+
+
+STEP = Step(run=step_retrieve, rows=(RetrievalRow,))

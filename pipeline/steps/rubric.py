@@ -30,13 +30,10 @@ from pipeline.dataset import Criterion, Query
 from pipeline.models.base import ChatRequest, Completion, GenerateParams, Message
 from pipeline.prompts import load_text
 from pipeline.steps.context import Call, Inputs, Pending, ResponseItem, RunContext, finished, pending_of
+from pipeline.steps.spec import Step
 from pipeline.store.rows import RubricGradeRow
 
 EXPLANATION_MAX_CHARS = 400
-_FENCE = re.compile(r"```[a-zA-Z]*\s*(.*?)(?:```|$)", re.S)
-_OBJECT = re.compile(r"\{.*\}", re.S)
-_MET_TEXT = re.compile(r"(?i)[\"']?criteria_met[\"']?\s*[:=]\s*[\"']?(true|false)\b")
-_EXPLANATION_TEXT = re.compile(r"(?is)[\"']?explanation[\"']?\s*[:=]\s*\"((?:[^\"\\]|\\.)*)\"?")
 
 
 def grade_schema(max_tokens: int) -> dict[str, Any]:
@@ -94,42 +91,29 @@ def grade_calls(items: Sequence[ResponseItem], *, max_tokens: int, temperature: 
 
 
 # -- parsing -------------------------------------------------------------------------------------------
-def _met_value(obj: Any) -> bool | None:
-    if not isinstance(obj, dict):
-        return None
-    value = next((v for k, v in obj.items() if isinstance(k, str) and k.strip().lower() == "criteria_met"), None)
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
-        return value.strip().lower() == "true"
-    return None
+_JSON_FENCE = re.compile(r"^```json\s*|\s*```$")  # HealthBench's ``parse_json_to_dict`` strips exactly this
 
 
 def parse_grade(raw: str | None) -> tuple[bool | None, str]:
-    """``(criteria_met, explanation)`` from a grader's output; ``criteria_met`` None when it cannot be read.
+    """``(criteria_met, explanation)`` from a grader's output by HealthBench's own rule; ``criteria_met`` None when
+    that rule cannot read it.
 
-    Reads a JSON object (in a code fence or with prose around it, as HealthBench strips its ```json fence),
-    else a ``criteria_met: true`` line; several different verdicts, or none, are unparsed.
+    The reference grader (openai/simple-evals ``healthbench_eval.py``: ``parse_json_to_dict``, then ``grade_sample``)
+    strips a leading ```` ```json ```` and a trailing fence, parses the rest as JSON, and accepts the grade only when
+    it is an object whose ``criteria_met`` is the boolean true or false; anything else — prose around the object,
+    ``"true"`` as a string, a trailing comma, a bare ``criteria_met: false`` — is asked again. Applying the same rule
+    here means one grader output counts here exactly when it counts there. The explanation of an object whose verdict
+    is unreadable is still returned (it is stored beside the unparsed grade).
     """
-    text = (raw or "").strip()
-    if not text:
+    try:
+        obj = json.loads(_JSON_FENCE.sub("", (raw or "").strip()))
+    except ValueError:
         return None, ""
-    for block in [m.group(1) for m in _FENCE.finditer(text)] + [text]:
-        found = _OBJECT.search(block)
-        if not found:
-            continue
-        try:
-            obj = json.loads(found.group(0))
-        except ValueError:
-            continue
-        met = _met_value(obj)
-        if met is not None:
-            explanation = obj.get("explanation") if isinstance(obj, dict) else None
-            return met, str(explanation).strip() if explanation is not None else ""
-    verdicts = {m.group(1).lower() == "true" for m in _MET_TEXT.finditer(text)}
-    explained = _EXPLANATION_TEXT.search(text)
-    explanation = explained.group(1).strip() if explained else ""
-    return (verdicts.pop() if len(verdicts) == 1 else None), explanation
+    if not isinstance(obj, dict):
+        return None, ""
+    met = obj.get("criteria_met")
+    explanation = obj.get("explanation")
+    return (met if isinstance(met, bool) else None), (str(explanation).strip() if explanation is not None else "")
 
 
 # -- the step ------------------------------------------------------------------------------------------
@@ -171,3 +155,7 @@ async def step_rubric(ctx: RunContext) -> None:
                 cached=completion.cached)]
 
         await ctx.send(p, to_rows, label=f"rubric grader {p.model.id}")
+
+
+STEP = Step(run=step_rubric, pending=pending, requires=("rubric_grader",),
+            models=lambda config: [("rubric grader", config.rubric_grader)], rows=(RubricGradeRow,))

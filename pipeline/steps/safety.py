@@ -28,6 +28,7 @@ from pipeline.models.base import Message
 from pipeline.prompts import load_json
 from pipeline.steps.context import RunContext, responses_to_score, stored_chunks
 from pipeline.steps.generate import build_messages
+from pipeline.steps.spec import Step
 from pipeline.store.rows import SafetyCheckRow
 
 
@@ -132,3 +133,6 @@ async def step_safety(ctx: RunContext) -> None:
                                    [ctx.dataset_name, q.query_id, it.model_id, "update_adherence"])
     ctx.write(rows)
     ctx.note("safety", "phrase checks", items=len(items), wall_s=time.perf_counter() - started)
+
+
+STEP = Step(run=step_safety, rows=(SafetyCheckRow,))

@@ -22,6 +22,8 @@ from pipeline.analysis.reliability import discrimination_auc
 from pipeline.dataset import REFUSAL_SENTENCE, Dataset, Query
 from pipeline.models.base import Completion
 from pipeline.steps.context import Call, Inputs, Pending, RunContext, pending_of
+from pipeline.steps.judge import judges
+from pipeline.steps.spec import Step
 from pipeline.store.rows import ReliabilityRow, SanityRow
 
 # -- the sanity set --------------------------------------------------------------------------------
@@ -112,3 +114,6 @@ async def _sanity_of(ctx: RunContext, p: Pending) -> None:
                               auc=None if np.isnan(r.auc) else r.auc, n_good=r.n_good, n_bad=r.n_bad,
                               n_unparsed=r.n_unparsed, run_id=ctx.run_id) for r in aucs.itertuples()])
     ctx.note("sanity-auc", judge_id, items=len(aucs), wall_s=time.perf_counter() - started)
+
+
+STEP = Step(run=step_sanity, pending=pending, requires=("judge",), models=judges, rows=(SanityRow, ReliabilityRow))

@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import time
 
+from pipeline.config import ModelConfig, RunConfig
 from pipeline.dataset import LANGUAGES, Query
 from pipeline.dataset.languages import script_letters
 from pipeline.errors import UserError
 from pipeline.models.base import ChatRequest, Completion, GenerateParams, Model
 from pipeline.prompts import load_text
 from pipeline.steps.context import Call, Inputs, Pending, RunContext, pending_of
+from pipeline.steps.spec import Step
 from pipeline.store.rows import TranslationRow, text_hash
 
 QUERY = ""  # TranslationRow.model_id of a query's own translation
@@ -150,3 +152,12 @@ async def step_translate_responses(ctx: RunContext) -> None:
                                    error=None if text else (c.error or "empty translation"))]
 
         await ctx.send(p, to_rows, label=f"translate responses for readers ({p.model.id})")
+
+
+def _translator(config: RunConfig) -> list[tuple[str, ModelConfig]]:
+    return [("translator", config.translator)] if config.translator is not None else []
+
+
+QUERIES = Step(run=step_translate, pending=pending_queries, models=_translator, rows=(TranslationRow,))
+RESPONSES = Step(run=step_translate_responses, pending=pending_responses, requires=("translator",),
+                 models=_translator, rows=(TranslationRow,))

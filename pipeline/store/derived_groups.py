@@ -27,8 +27,7 @@ new values alone. ``score_groups`` reads them from ``item_scores``, which carrie
 
 from __future__ import annotations
 
-from pipeline.config import SAFETY_CHECKS
-from pipeline.metrics import METRICS
+from pipeline.metrics import METRICS, SAFETY_CHECKS
 from pipeline.store.derived import QUERY_LANGUAGE, Derived
 from pipeline.store.rows import LEXICAL
 

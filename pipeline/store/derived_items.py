@@ -16,8 +16,7 @@
 
 from __future__ import annotations
 
-from pipeline.config import SAFETY_CHECKS
-from pipeline.metrics import METRICS
+from pipeline.metrics import METRICS, SAFETY_CHECKS
 from pipeline.store.derived import QUERY_LANGUAGE, RESPONSE, Derived
 from pipeline.store.rows import LEXICAL
 

@@ -47,7 +47,7 @@ from pipeline.store import (
 )
 from pipeline.store.derived import RESPONSE, Derived, ordered, sources
 from pipeline.store.derived import refresh_sql as _refresh_sql
-from pipeline.store.rows import LEXICAL, ROW_CLASSES, TEXT_HASH_SQL, Row
+from pipeline.store.rows import LEXICAL, ROW_CLASSES, ROWS, TEXT_HASH_SQL, Row
 
 SCHEMA_VERSION = 10  # 2: item_scores; 3: response_facts; 4: responses.response_hash, derived = current only; 5: groups
 # 6: labelled_scores; 7: critique_groups, lexical_groups, critique_items (the Med-CoDE page's sums and sample),
@@ -122,6 +122,20 @@ BACKFILL: dict[tuple[str, str], str] = {
 }
 
 
+def register_rows(*classes: type[Row]) -> None:
+    """Make row classes declared outside ``rows.py`` (a step's own, ``Step.rows``) tables of the store: the writer
+    takes them and a database gains their tables on its next connection, as a new table of a newer version. The
+    same class again changes nothing; another class under a table name already taken is refused."""
+    for cls in classes:
+        if ROWS.get(cls.TABLE) is cls:
+            continue
+        if cls.TABLE in TABLES:
+            owner = getattr(ROWS.get(cls.TABLE), "__name__", "a derived table")
+            raise ValueError(f"{cls.__name__}: table {cls.TABLE!r} belongs to {owner}")
+        ROWS[cls.TABLE] = cls
+        TABLES[cls.TABLE] = TableSpec(_columns(cls), cls.KEY)
+
+
 def refresh_sql(derived: str, keys_from: str | None = None, key_columns: tuple[str, ...] = ()) -> list[str]:
     """Statements that recompute ``derived`` for the keys in relation ``keys_from`` (all rows if None): see
     ``pipeline.store.derived.refresh_sql``."""
@@ -129,4 +143,4 @@ def refresh_sql(derived: str, keys_from: str | None = None, key_columns: tuple[s
 
 
 __all__ = ["BACKFILL", "DERIVED", "LEXICAL", "PLAYGROUND", "REBUILT_AT", "RETIRED", "SCHEMA_VERSION", "SOURCES",
-           "TABLES", "Derived", "TableSpec", "refresh_sql"]
+           "TABLES", "Derived", "TableSpec", "refresh_sql", "register_rows"]

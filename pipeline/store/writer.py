@@ -145,7 +145,8 @@ class Store:
             return 0
         for cls in by_table:
             if ROWS.get(getattr(cls, "TABLE", None)) is not cls:
-                raise TypeError(f"{cls.__name__} is not a row class of pipeline.store.rows")
+                raise TypeError(f"{cls.__name__} is not a row class the store knows (pipeline.store.rows, or a step's "
+                                "Step.rows)")
         if con is None:
             with self.connect() as own:
                 # One thread for a batch: most of its cost is serial (primary-key index upkeep), and on a 2-core
