@@ -31,6 +31,7 @@ from pipeline.analysis.arena import (
 )
 from pipeline.read.common import df
 from pipeline.store import DERIVED, SHARED_READERS
+from pipeline.store import derived_arena
 from pipeline.store.derived_arena import STYLE_BINS
 
 SOURCES = ("doctors", "judge")
@@ -41,7 +42,7 @@ VERBOSITY_ROUNDS = 0  # of the length-only fit behind the bias view's length eff
 # STYLE_BINS (the store's): a normalised style difference in [-1, 1] is grouped to 1/STYLE_BINS: a rounding error of
 # sd 0.03, small beside the differences' spread (≈ 0.2), so the style coefficients are hardly attenuated
 ARENA_TABLES = ("arena_votes", "pairwise_verdicts")
-ARENA_DERIVED = ("arena_comparisons", "arena_pairs", "arena_styles")
+ARENA_DERIVED = tuple(d.name for d in derived_arena.DERIVED)  # declared once, in pipeline.store.derived_arena
 EXPORT_COLUMNS = ["dataset", "query_id", "model_a", "model_b", "winner", "annotator", "shown_left", "tags",
                   "voted_at"]
 
@@ -260,7 +261,7 @@ def _pick_query(con: Any, dataset: str, language: str | None, annotator: str, a:
         f"WHERE q.dataset = ?{lang} AND NOT EXISTS (SELECT 1 FROM {votes} v WHERE v.dataset = q.dataset AND "
         "v.query_id = q.query_id AND v.model_a = ? AND v.model_b = ? AND v.annotator = ?) "
         f"ORDER BY (SELECT count(*) FROM {votes} v WHERE v.dataset = q.dataset AND v.query_id = q.query_id "
-        "AND v.model_a = ? AND v.model_b = ?), hash(q.query_id || ?) LIMIT 1",
+        "AND v.model_a = ? AND v.model_b = ?), md5(q.query_id || ?) LIMIT 1",
         [a, b, dataset, *([language] if language is not None else []), a, b, annotator, a, b, seed]).fetchone()
     return None if row is None else row[0]
 
