@@ -8,7 +8,7 @@ import streamlit as st
 
 from pages import _data as data
 from pages import _ui as ui
-from pipeline.dataset.human_labels import save_label
+from pipeline.labels.human_labels import save_label
 from pipeline.metrics import METRICS
 
 SCORE_LABELS = {0: "0 — bad", 1: "1 — medium", 2: "2 — good"}

@@ -21,9 +21,9 @@ import streamlit as st
 
 from pipeline.analysis.medcode import CLAIM_RANGES  # noqa: F401
 from pipeline.analysis.stats import EXPANSION_MIN_N  # noqa: F401
-from pipeline.dataset.arena_votes import REASON_TAGS, save_vote  # noqa: F401  (the arena page's votes)
-from pipeline.dataset.critique_labels import save_critique_label  # noqa: F401  (the Med-CoDE page's queue)
-from pipeline.dataset.human_labels import save_label  # noqa: F401  (the review queue's verdicts)
+from pipeline.labels.arena_votes import REASON_TAGS, save_vote  # noqa: F401  (the arena page's votes)
+from pipeline.labels.critique_labels import save_critique_label  # noqa: F401  (the Med-CoDE page's queue)
+from pipeline.labels.human_labels import save_label  # noqa: F401  (the review queue's verdicts)
 from pipeline.read import agreement as agreement_read
 from pipeline.read import arena as arena_read
 from pipeline.read import compare as compare_read

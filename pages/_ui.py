@@ -21,8 +21,8 @@ import streamlit as st
 
 from pages import _data as data
 from pipeline.dataset import LANGUAGES, THEMES
+from pipeline.dataset.csv_cells import frame_to_csv
 from pipeline.metrics import LABELS, METRICS
-from pipeline.read.csv_cells import frame_to_csv
 
 AGG_LABEL = "Aggregate (weighted)"
 FILL_COMMAND = "python -m pipeline run --config configs/default.yaml"

@@ -125,7 +125,7 @@ def import_human_labels(
     dataset: Annotated[str | None, typer.Option(help="dataset name when the CSV has no dataset column")] = None,
 ):
     """Import human labels; bad rows are rejected with their line numbers."""
-    from pipeline.dataset.human_labels import import_human_labels_command
+    from pipeline.labels.human_labels import import_human_labels_command
 
     raise typer.Exit(import_human_labels_command(csv, db=db, dataset=dataset))
 
@@ -138,7 +138,7 @@ def import_criterion_labels(
     dataset: Annotated[str | None, typer.Option(help="dataset name when the CSV has no dataset column")] = None,
 ):
     """Import physician labels of rubric criteria (the grader's meta-evaluation); bad rows are rejected by line."""
-    from pipeline.dataset.criterion_labels import import_criterion_labels_command
+    from pipeline.labels.criterion_labels import import_criterion_labels_command
 
     raise typer.Exit(import_criterion_labels_command(csv, db=db, dataset=dataset))
 
@@ -152,7 +152,7 @@ def import_critique_labels(
     dataset: Annotated[str | None, typer.Option(help="dataset name when the CSV has no dataset column")] = None,
 ):
     """Import human checks of Med-CoDE critiques (disagreement label, critique accurate?); bad rows rejected by line."""
-    from pipeline.dataset.critique_labels import import_critique_labels_command
+    from pipeline.labels.critique_labels import import_critique_labels_command
 
     raise typer.Exit(import_critique_labels_command(csv, db=db, dataset=dataset))
 
@@ -234,7 +234,7 @@ def human_eval_plan(
     out: Annotated[Path | None, typer.Option(help="CSV for offline annotators")] = None,
 ):
     """Draw every Indic query plus a stratified English sample for the chosen models; queue and CSV."""
-    from pipeline.dataset.human_eval import plan_command
+    from pipeline.labels.human_eval import plan_command
 
     raise typer.Exit(plan_command(db=db, models=[m.strip() for m in models.split(",") if m.strip()],
                                   english=english, metric=metric, annotators=annotators, seed=seed,
@@ -363,7 +363,7 @@ def arena_import_votes(
     dataset: Annotated[str | None, typer.Option(help="dataset name when the CSV has no dataset column")] = None,
 ):
     """Import pairwise votes given offline; a bad row is named by its line and nothing is written."""
-    from pipeline.dataset.arena_votes import import_votes_command
+    from pipeline.labels.arena_votes import import_votes_command
 
     raise typer.Exit(import_votes_command(csv, db=db, dataset=dataset))
 
@@ -375,8 +375,8 @@ def arena_export_votes(
     dataset: Annotated[str | None, typer.Option(help="only this dataset's votes")] = None,
 ):
     """Write every stored vote as CSV (the columns import-votes reads)."""
+    from pipeline.dataset.csv_cells import frame_to_csv
     from pipeline.read.arena import export_votes
-    from pipeline.read.csv_cells import frame_to_csv
 
     _arena_db(db)
     frame = export_votes(db, dataset)
@@ -396,8 +396,8 @@ def arena_leaderboard(
     fmt: Annotated[str, typer.Option("--format", help="csv or json")] = "csv",
 ):
     """Print the Bradley–Terry leaderboard: model, strength, lower, upper (bootstrap 95 %), votes."""
+    from pipeline.dataset.csv_cells import frame_to_csv
     from pipeline.read.arena import SOURCES, judges, leaderboard
-    from pipeline.read.csv_cells import frame_to_csv
 
     if source not in SOURCES:
         raise UserError(f"--source: {source!r} is not one of {', '.join(SOURCES)}")

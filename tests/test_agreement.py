@@ -19,7 +19,7 @@ from pipeline.analysis.agreement import (
     weighted_kappa,
 )
 from pipeline.dataset import load_dataset
-from pipeline.dataset.human_labels import import_human_labels_command
+from pipeline.labels.human_labels import import_human_labels_command
 from pipeline.runner import save_dataset
 from pipeline.store import Store
 from pipeline.store.rows import ResponseRow

@@ -9,7 +9,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from pages import _data as data
-from pipeline.dataset.human_labels import save_label
+from pipeline.labels.human_labels import save_label
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -69,7 +69,7 @@ def test_page_computes_agreement_and_completeness_on_the_plan(synthetic_db, copy
         outside = con.execute("SELECT r.query_id, r.model_id FROM responses r WHERE r.dataset = 'synthetic' AND "
                               "NOT EXISTS (SELECT 1 FROM annotation_plans p WHERE p.query_id = r.query_id AND "
                               "p.model_id = r.model_id) AND r.error IS NULL LIMIT 1").fetchone()
-    from pipeline.dataset.human_labels import save_label
+    from pipeline.labels.human_labels import save_label
 
     save_label(db, dataset="synthetic", query_id=outside[0], model_id=outside[1], metric="SS", annotator="other",
                score=0, comment="")

@@ -16,7 +16,7 @@ import duckdb
 import pytest
 
 from pages import _data as data
-from pipeline.dataset.human_labels import save_label
+from pipeline.labels.human_labels import save_label
 from pipeline.read import agreement, home
 from pipeline.read.common import Filters, upgrade_notice
 from pipeline.read.leaderboard import leaderboard_base

@@ -11,7 +11,7 @@ from sklearn.metrics import accuracy_score
 from statsmodels.stats.proportion import proportion_confint
 
 from pipeline.analysis.medcode import PAPER_CLAIMS, accuracy, fisher_ci, verdict, wilson_ci
-from pipeline.dataset.critique_labels import import_critique_labels_command
+from pipeline.labels.critique_labels import import_critique_labels_command
 from pipeline.store import Store, text_hash
 from pipeline.store.rows import LabelledCritiqueRow, ResponseRow
 

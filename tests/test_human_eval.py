@@ -10,7 +10,7 @@ from pathlib import Path
 
 import duckdb
 
-from pipeline.dataset.human_eval import stratified_sample
+from pipeline.labels.human_eval import stratified_sample
 
 REPO = Path(__file__).resolve().parent.parent
 

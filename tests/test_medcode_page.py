@@ -58,7 +58,7 @@ def checked_db(synthetic_db, tmp_path_factory):
     a second critic whose classifier has a model card, and human critique labels imported from a CSV."""
     import shutil
 
-    from pipeline.dataset.critique_labels import import_critique_labels_command
+    from pipeline.labels.critique_labels import import_critique_labels_command
 
     root = tmp_path_factory.mktemp("medcode-page")
     db = root / "checked.duckdb"

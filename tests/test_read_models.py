@@ -461,7 +461,7 @@ def test_agreement_from_a_confusion_table_equals_item_level_figures():
 
 def test_agreement_pairs_use_the_rounded_mean_of_parsed_samples(tmp_path, cataract):
     store = small_db(tmp_path / "r.duckdb", cataract, {("en-001", "m"): "t", ("en-002", "m"): "u"})
-    from pipeline.dataset.human_labels import save_label
+    from pipeline.labels.human_labels import save_label
 
     hashes = dict(store.fetch("SELECT query_id, response_hash FROM responses"))
     metric = METRICS[0]

@@ -20,8 +20,8 @@ from rich.console import Console
 from pipeline.analysis.rubric import calculate_score, item_scores, score_from_sums, tag_breakdown
 from pipeline.config import RunConfig
 from pipeline.dataset import Query, load_dataset, validate
-from pipeline.dataset.criterion_labels import import_criterion_labels_command
 from pipeline.dataset.importers import import_qa
+from pipeline.labels.criterion_labels import import_criterion_labels_command
 from pipeline.read.rubric import (
     ALL_LANGUAGES,
     grader_meta_eval,

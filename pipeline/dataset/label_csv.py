@@ -3,7 +3,8 @@
 A label CSV is read as UTF-8 text, its header checked for the columns an importer needs, and each row checked on
 its own: a problem is reported as ``line N: reason``, the file's name put in front when printed. The import is all
 or nothing: one bad row and nothing is written. What a row must refer to, and what it becomes, is the importer's
-``parse_row``; this module owns the loop, the dataset column, the repeated rows and the CLI's reporting.
+``parse_row``; this module owns the loop, the dataset column and the repeated rows; writing them, and the CLI's
+reporting, is ``pipeline.labels.importing``.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from pipeline.errors import UserError
-from pipeline.store import Store
 
 T = TypeVar("T")
 
@@ -102,33 +102,3 @@ def validate_rows(text: str, *, required: Sequence[str], datasets: Iterable[str]
         seen[key] = line
         rows.append(value)
     return rows, problems
-
-
-def import_command(csv_path: Path, *, db: Path, validate: Callable[[str, Store], tuple[list, list[str]]],
-                   what: str, empty: str = "no label rows") -> int:
-    """A label-import CLI command: ``validate(text, store)`` gives (store rows, problems); all rows or nothing.
-
-    Every problem is printed as ``file:line N: reason`` and the exit code is 1; a file with no rows is a
-    :class:`UserError` (``empty``); else the rows are written and 'imported N {what}(s)' said.
-    """
-    from pipeline.console import make_console
-
-    console = make_console(stderr=True)
-    csv_path, db = Path(csv_path), Path(db)
-    if not csv_path.is_file():
-        raise UserError(f"{csv_path}: file not found")
-    if not db.is_file():
-        raise UserError(f"{db}: no results database here (run an evaluation first)")
-    text = read_csv_text(csv_path)
-    store = Store(db)
-    rows, problems = validate(text, store)
-    if problems:
-        for p in problems:
-            console.print(f"{csv_path}:{p}", highlight=False, soft_wrap=True)
-        console.print(f"[bold red]error:[/] {len(problems)} bad row(s); nothing imported", highlight=False)
-        return 1
-    if not rows:
-        raise UserError(f"{csv_path}: {empty}")
-    store.write(rows)
-    console.print(f"imported {len(rows)} {what}(s) from {csv_path} into {db}", highlight=False)
-    return 0

@@ -30,8 +30,7 @@ from pipeline.analysis.arena import (
     win_rates,
 )
 from pipeline.read.common import df
-from pipeline.store import DERIVED, SHARED_READERS
-from pipeline.store import derived_arena
+from pipeline.store import DERIVED, SHARED_READERS, derived_arena
 from pipeline.store.derived_arena import STYLE_BINS
 
 SOURCES = ("doctors", "judge")

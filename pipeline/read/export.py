@@ -9,7 +9,7 @@ weights file, sha256, endpoint, engine; ``<role>_sha256``: the weights file's ha
 scores of a response gain ``response_prompt_hash``: the prompt hash of the generation they scored (NULL when
 the response has been regenerated since). Beside the files: ``manifest.json`` (per table its file, rows,
 columns with types, provenance columns and the file's sha256) and ``README.txt`` (what each file is). In CSV
-files, text cells a spreadsheet would run as formulas get a leading apostrophe (``pipeline.read.csv_cells``).
+files, text cells a spreadsheet would run as formulas get a leading apostrophe (``pipeline.dataset.csv_cells``).
 
 Everything is written into a temporary folder beside ``out`` and renamed into place at the end, so an
 interrupted export leaves no half-written folder. ``force`` replaces an earlier export in ``out``: only the files
@@ -30,9 +30,9 @@ from typing import Any
 
 import duckdb
 
+from pipeline.dataset.csv_cells import SQL_FUNCTION
+from pipeline.dataset.csv_cells import register as register_csv_cell
 from pipeline.errors import UserError
-from pipeline.read.csv_cells import SQL_FUNCTION
-from pipeline.read.csv_cells import register as register_csv_cell
 from pipeline.store import TABLES, open_connection
 from pipeline.store.rows import ROWS
 

@@ -23,7 +23,7 @@ rule                  fires when                                                
 
 So a severity lies in 0–13; ties are broken by P(High), then query and model. A rule without its inputs
 (no critique, no judge, no rubric) adds nothing. The verdict a doctor gives in the queue is an ordinary
-human label (``pipeline.dataset.human_labels.save_label``, source ``review``) of one metric: it enters the
+human label (``pipeline.labels.human_labels.save_label``, source ``review``) of one metric: it enters the
 agreement figures and calibration like any other label, and the item leaves that doctor's queue for that metric.
 """
 

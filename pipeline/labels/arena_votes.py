@@ -13,7 +13,8 @@ from __future__ import annotations
 from datetime import datetime
 from pathlib import Path
 
-from pipeline.dataset.label_csv import BadRow, import_command, validate_rows
+from pipeline.dataset.label_csv import BadRow, validate_rows
+from pipeline.labels.importing import import_command
 from pipeline.store import Store
 from pipeline.store.arena_rows import ARENA_WINNERS, ArenaVoteRow
 

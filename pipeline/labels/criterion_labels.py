@@ -18,7 +18,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pipeline.dataset.label_csv import BadRow, import_command, validate_rows
+from pipeline.dataset.label_csv import BadRow, validate_rows
+from pipeline.labels.importing import import_command
 from pipeline.store import Store
 from pipeline.store.rows import CriterionLabelRow
 

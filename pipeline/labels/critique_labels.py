@@ -18,8 +18,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pipeline.dataset.label_csv import BadRow, import_command, validate_rows
+from pipeline.dataset.label_csv import BadRow, validate_rows
 from pipeline.disagreement import LABEL_ALIASES, LABELS
+from pipeline.labels.importing import import_command
 from pipeline.store import Store
 from pipeline.store.rows import TEXT_HASH_SQL, CritiqueLabelRow
 

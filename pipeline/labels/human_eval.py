@@ -16,9 +16,9 @@ from pathlib import Path
 
 import numpy as np
 
+from pipeline.dataset.csv_cells import csv_cell
 from pipeline.errors import UserError
 from pipeline.metrics import METRICS
-from pipeline.read.csv_cells import csv_cell
 from pipeline.store import Store
 from pipeline.store.rows import PlanRow
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pipeline.dataset.label_csv import BadRow, import_command, validate_rows
+from pipeline.dataset.label_csv import BadRow, validate_rows
+from pipeline.labels.importing import import_command
 from pipeline.metrics import METRICS
 from pipeline.store import Store
 from pipeline.store.rows import HumanLabelRow
