@@ -54,9 +54,9 @@ def make_database(path: Path, seed: int = 28) -> None:
     import numpy as np
     import pyarrow as pa
 
-    from pipeline.analysis.arena import style_counts
     from pipeline.store import Store
     from pipeline.store.rows import DatasetRow, QueryRow, now, text_hash
+    from pipeline.style import counts as style_counts
 
     rng = np.random.default_rng(seed)
     made = path.with_name(path.stem + ".new.duckdb")

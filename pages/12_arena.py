@@ -15,10 +15,11 @@ import streamlit as st
 
 from pages import _data as data
 from pages import _ui as ui
+from pipeline.style import LABELS as STYLE_LABELS
 
 ALL = "all languages"
 VERDICTS = {"A is better": "left", "B is better": "right", "Tie": "tie", "Both bad": "both_bad"}
-ROUNDS, STYLE_ROUNDS = 100, 30  # bootstrap resamples (pipeline/read/arena.py)
+ROUNDS, STYLE_ROUNDS = data.ARENA_ROUNDS, data.ARENA_STYLE_ROUNDS
 
 ctx = ui.context()
 st.title("Doctors' arena")
@@ -171,8 +172,7 @@ def leaderboard_view() -> None:
                + ("; a judge's verdict that changed when the answers swapped places counts as a tie." if source ==
                   "judge" else "."))
     if style:
-        coef = fit.style.assign(feature=fit.style.feature.map(
-            {"length": "length", "headers": "headers", "lists": "list items", "bold": "bold"}))
+        coef = fit.style.assign(feature=fit.style.feature.map(STYLE_LABELS))
         st.caption("Style coefficients (log-odds per typical difference; positive = voters prefer more of it): "
                    + ui.md_escape(", ".join(f"{r.feature} {r.coef:+.2f} [{r.lower:+.2f}, {r.upper:+.2f}]"
                                             for r in coef.itertuples())))

@@ -285,3 +285,4 @@ arena_direct_verbosity = cached(arena_read.direct_verbosity)
 arena_votes_by = arena_read.annotator_votes  # not cached: moves with every vote
 arena_next_pair = arena_read.next_pair  # not cached: the queue moves with every vote
 ARENA_SOURCES = arena_read.SOURCES
+ARENA_ROUNDS, ARENA_STYLE_ROUNDS = arena_read.ROUNDS, arena_read.STYLE_ROUNDS  # bootstrap resamples of a board

@@ -11,12 +11,13 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from pipeline.analysis.arena import BASE, INIT, SCALE, bradley_terry, style_counts, votes_to_separate, win_rates
+from pipeline.analysis.arena import BASE, INIT, SCALE, bradley_terry, votes_to_separate, win_rates
 from pipeline.cli import app
 from pipeline.read import arena
 from pipeline.store import Store
 from pipeline.store.arena_rows import ArenaVoteRow
 from pipeline.store.rows import DatasetRow, QueryRow, ResponseRow, text_hash
+from pipeline.style import counts as style_counts
 
 MODELS = [f"org/model-{i}" for i in range(6)]
 TRUE = np.array([-240.0, -140.0, -50.0, 40.0, 130.0, 230.0])  # Elo-scale strengths, mean 0
@@ -214,10 +215,6 @@ def test_a_file_without_the_arena_tables_reads_the_same_figures(voted_db: Path, 
 
     import duckdb
 
-    from pipeline.analysis.arena import STYLE_FEATURES
-    from pipeline.store import derived_arena
-
-    assert derived_arena.STYLE_FEATURES == STYLE_FEATURES  # what the store bins is what the fits read
     old = tmp_path / "old.duckdb"
     shutil.copy(voted_db, old)
     with duckdb.connect(str(old)) as con:

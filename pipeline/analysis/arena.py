@@ -18,31 +18,23 @@ Pure functions on frames; the rows come from ``pipeline.read.arena`` (SQL, group
 from __future__ import annotations
 
 import math
-import re
 import warnings
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
+from pipeline import style
+
 SCALE, BASE, INIT = 400.0, 10.0, 1000.0  # Chatbot Arena's Elo scale
 OUTCOMES = ("a", "b", "tie")  # a comparison's outcome for (model_a, model_b); 'both_bad' is read as 'tie'
-STYLE_FEATURES = ("length", "headers", "lists", "bold")  # FastChat's style elements (characters for tokens)
-_STYLE_PATTERNS = {"headers": re.compile(r"(?m)^#{1,6}\s"), "lists": re.compile(r"(?m)^\s*(?:[-*+]|\d+[.)])\s"),
-                   "bold": re.compile(r"\*\*[^*\n]+\*\*")}
+STYLE_FEATURES = style.FEATURES  # FastChat's style elements (characters for tokens): pipeline.style owns them
 Z95 = 1.959963984540054
 Z80 = 0.8416212335729143  # power 80 %
 LEADERBOARD_COLUMNS = ["model", "strength", "lower", "upper", "votes", "rank"]
 SOLVER = "newton-cholesky"  # a few Newton steps on a few hundred grouped rows: milliseconds per fit
 BATCH = 10  # bootstrap replicates fitted together (``_fit_batch``): scikit-learn's fixed cost of a fit (checks,
 # set-up: about two thirds of a refit of 276 pairs) paid once per 10; more makes the sparse Newton system the cost
-
-
-def style_counts(text: str) -> dict[str, int]:
-    """A response's style elements (FastChat's ``add_markdown_info``): its length in characters (tokenisers differ
-    by script), markdown headers, list items and bold spans."""
-    text = text or ""
-    return {"length": len(text), **{k: len(p.findall(text)) for k, p in _STYLE_PATTERNS.items()}}
 
 
 @dataclass(frozen=True)

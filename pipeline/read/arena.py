@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from pipeline import style
 from pipeline.analysis.arena import (
     STYLE_FEATURES,
     Z95,
@@ -49,7 +50,7 @@ EXPORT_COLUMNS = ["dataset", "query_id", "model_a", "model_b", "winner", "annota
 _VOTE_COLUMNS = ("dataset", "query_id", "model_a", "model_b", "annotator", "winner", "response_hash_a",
                  "response_hash_b")
 NO_VOTES = ("(SELECT * FROM (VALUES (" + ", ".join(["NULL::VARCHAR"] * len(_VOTE_COLUMNS) + ["NULL::INTEGER"] * 8)
-            + ")) AS t(" + ", ".join([*_VOTE_COLUMNS, *(f"{f}_{x}" for f in STYLE_FEATURES for x in ("a", "b"))])
+            + ")) AS t(" + ", ".join([*_VOTE_COLUMNS, *style.COLUMNS])
             + ") WHERE FALSE)")  # arena_votes of a file written before the arena
 
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, ClassVar
 
+from pipeline import style
 from pipeline.store.row import Row, now, text_hash
 
 ARENA_WINNERS = ("a", "b", "tie", "both_bad")  # a vote's outcome for (model_a, model_b); both_bad counts as a tie
@@ -14,23 +15,26 @@ ARENA_WINNERS = ("a", "b", "tie", "both_bad")  # a vote's outcome for (model_a, 
 
 def compared_texts(model_a: str, model_b: str, text_a: str, text_b: str) -> dict[str, Any]:
     """The two compared responses as a comparison row stores them: model_a < model_b (``swapped`` says whether
-    the given order was turned), their text hashes and style counts (``pipeline.analysis.arena.style_counts``:
-    length, markdown headers, list items, bold spans, what style control reads)."""
-    from pipeline.analysis.arena import style_counts
-
+    the given order was turned), their text hashes and style counts (``pipeline.style``: length, markdown headers,
+    list items, bold spans, what style control reads)."""
     if model_a == model_b:
         raise ValueError("a comparison needs two different models")
     swapped = model_a > model_b
     if swapped:
         model_a, model_b, text_a, text_b = model_b, model_a, text_b, text_a
-    style_a, style_b = style_counts(text_a), style_counts(text_b)
     return {"model_a": model_a, "model_b": model_b, "response_hash_a": text_hash(text_a),
-            "response_hash_b": text_hash(text_b), "swapped": swapped,
-            **{f"{k}_a": v for k, v in style_a.items()}, **{f"{k}_b": v for k, v in style_b.items()}}
+            "response_hash_b": text_hash(text_b), "swapped": swapped, **style.of_pair(text_a, text_b)}
+
+
+# The two texts a comparison compared: their hashes and style counts, typed once from the style module's columns.
+Compared = dataclass(slots=True)(type("Compared", (Row,), {
+    "__doc__": "The two texts a comparison compared: their hashes and their style counts (``pipeline.style``).",
+    "__annotations__": {"response_hash_a": str, "response_hash_b": str, **dict.fromkeys(style.COLUMNS, int)},
+    "__module__": __name__}))
 
 
 @dataclass(slots=True)
-class ArenaVoteRow(Row):
+class ArenaVoteRow(Compared):
     """A clinician's pairwise preference between two models' responses to one query (the arena page, or
     ``arena import-votes``). ``model_a`` < ``model_b`` (``of`` orders them and turns ``winner`` with them);
     ``shown_left`` is the model shown on the left (None when not known, e.g. an imported vote). The hashes and
@@ -46,16 +50,6 @@ class ArenaVoteRow(Row):
     winner: str
     shown_left: str | None
     tags: list[str]
-    response_hash_a: str
-    response_hash_b: str
-    length_a: int
-    length_b: int
-    headers_a: int
-    headers_b: int
-    lists_a: int
-    lists_b: int
-    bold_a: int
-    bold_b: int
     source: str
     voted_at: datetime = field(default_factory=now)
 
@@ -71,7 +65,7 @@ class ArenaVoteRow(Row):
 
 
 @dataclass(slots=True)
-class PairwiseVerdictRow(Row):
+class PairwiseVerdictRow(Compared):
     """One pairwise judge call (stage ``pairwise``): ``judge_id`` compared the responses of ``model_a`` < ``model_b``
     with ``first`` shown first. ``verdict`` ('a', 'b', 'tie') is in terms of model_a / model_b, None when the output
     could not be read (``parse_ok`` False, ``raw_output`` kept). Both orders of a pair are two rows; hashes and
@@ -88,16 +82,6 @@ class PairwiseVerdictRow(Row):
     verdict: str | None
     parse_ok: bool
     raw_output: str
-    response_hash_a: str
-    response_hash_b: str
-    length_a: int
-    length_b: int
-    headers_a: int
-    headers_b: int
-    lists_a: int
-    lists_b: int
-    bold_a: int
-    bold_b: int
     run_id: str | None
     cached: bool = False
     created_at: datetime = field(default_factory=now)

@@ -23,11 +23,10 @@ old ones.
 
 from __future__ import annotations
 
+from pipeline import style
 from pipeline.store.derived import QUERY_LANGUAGE, Counts, Derived
 
 KEY = ("dataset", "query_id", "model_a", "model_b", "origin", "rater")
-STYLE_FEATURES = ("length", "headers", "lists", "bold")  # pipeline.analysis.arena.STYLE_FEATURES (not imported:
-# it would load pandas with the store; tests/test_arena.py checks they are equal)
 STYLE_BINS = 10  # a normalised style difference in [-1, 1] is grouped to 1/STYLE_BINS (stored as the bin number)
 
 
@@ -36,7 +35,7 @@ def _bins(alias: str, aggregate: str = "") -> str:
     def col(name: str) -> str:
         return f"{aggregate}({alias}.{name})" if aggregate else f"{alias}.{name}"
     return ", ".join(f"round(({col(f + '_a')} - {col(f + '_b')}) / ({col(f + '_a')} + {col(f + '_b')} + 1) * "
-                     f"{STYLE_BINS})::INTEGER AS {f}" for f in STYLE_FEATURES)
+                     f"{STYLE_BINS})::INTEGER AS {f}" for f in style.FEATURES)
 
 
 def _current(alias: str) -> str:
@@ -69,14 +68,14 @@ _VERDICTS = ("SELECT p.dataset, p.query_id, p.model_a, p.model_b, 'judge' AS ori
 
 PAIR_GROUP = ("dataset", "origin", "judge", "language", "script", "complete", "model_a", "model_b", "outcome",
               "flipped", "longer")
-STYLE_GROUP = ("dataset", "origin", "judge", "language", "model_a", "model_b", "outcome", *STYLE_FEATURES)
+STYLE_GROUP = ("dataset", "origin", "judge", "language", "model_a", "model_b", "outcome", *style.FEATURES)
 _JUDGE = "CASE WHEN c.origin = 'judge' THEN c.rater ELSE '' END AS judge"
 
 DERIVED = (
     Derived("arena_comparisons", key=KEY, reads=("arena_votes", "pairwise_verdicts", "responses", "queries"),
             alias="v", watch=QUERY_LANGUAGE, select=(
         "SELECT dataset, query_id, model_a, model_b, origin, rater, language, script, complete, outcome, flipped, "
-        f"longer, {', '.join(STYLE_FEATURES)}, first_wins::INTEGER AS first_wins, "
+        f"longer, {', '.join(style.FEATURES)}, first_wins::INTEGER AS first_wins, "
         f"first_decided::INTEGER AS first_decided FROM ({_VOTES} UNION ALL {_VERDICTS})")),
     Derived("arena_pairs", key=PAIR_GROUP, reads=("arena_comparisons",), alias="c",
             counts=Counts("arena_comparisons", ("n", "first_wins", "first_decided")), select=(
@@ -86,6 +85,6 @@ DERIVED = (
     Derived("arena_styles", key=STYLE_GROUP, reads=("arena_comparisons",), alias="c",
             counts=Counts("arena_comparisons", ("n",)), select=(
         f"SELECT c.dataset, c.origin, {_JUDGE}, c.language, c.model_a, c.model_b, c.outcome, "
-        f"{', '.join('c.' + f for f in STYLE_FEATURES)}, count(*)::INTEGER AS n FROM {{rows}} c WHERE c.complete "
+        f"{', '.join('c.' + f for f in style.FEATURES)}, count(*)::INTEGER AS n FROM {{rows}} c WHERE c.complete "
         "GROUP BY ALL")),
 )
