@@ -40,7 +40,8 @@ def check_archive(path: Path, limits: InputLimits) -> None:
             members = archive.infolist()
             declared = sum(m.file_size for m in members)
             if declared > limit:
-                raise _over(path, f"its members declare {declared / MB:,.1f} MB inflated", limits)
+                raise _over(path, f"its members declare {declared / MB:,.1f} MB inflated", "--max-inflated-mb",
+                            limits.max_inflated_mb)
             for member in members:
                 _check_ratio(path, member.filename, member.file_size, member.compress_size, limits)
             inflated = 0
@@ -52,14 +53,15 @@ def check_archive(path: Path, limits: InputLimits) -> None:
         raise UserError(f"{path}: cannot read the file ({exc.strerror or exc})") from None
 
 
-def _over(path: Path, what: str, limits: InputLimits) -> UserError:
-    return UserError(f"{path}: {what}, over the limit (--max-inflated-mb {limits.max_inflated_mb:g}, --max-ratio "
-                     f"{limits.max_ratio:g}); a compression bomb? If the file is genuine, raise the limit")
+def _over(path: Path, what: str, option: str, limit: float) -> UserError:
+    return UserError(f"{path}: {what}, over the limit ({option} {limit:g}): a compression bomb? If the file is "
+                     "genuine, raise the limit")
 
 
 def _check_ratio(path: Path, name: str, inflated: int, compressed: int, limits: InputLimits) -> None:
     if inflated >= MIN_RATIO_CHECKED and inflated > limits.max_ratio * max(compressed, 1):
-        raise _over(path, f"member {name} inflates {inflated / max(compressed, 1):,.0f} times", limits)
+        raise _over(path, f"member {name} inflates {inflated / max(compressed, 1):,.0f} times", "--max-ratio",
+                    limits.max_ratio)
 
 
 def _stream_member(path: Path, archive: zipfile.ZipFile, member: zipfile.ZipInfo, room: float,
@@ -78,7 +80,8 @@ def _stream_member(path: Path, archive: zipfile.ZipFile, member: zipfile.ZipInfo
             while chunk := stream.read(CHUNK):
                 inflated += len(chunk)
                 if inflated > room:
-                    raise _over(path, f"member {member.filename} inflates beyond what remains of the limit", limits)
+                    raise _over(path, f"its members inflate beyond {limits.max_inflated_mb:g} MB (member "
+                                      f"{member.filename})", "--max-inflated-mb", limits.max_inflated_mb)
                 _check_ratio(path, member.filename, inflated, member.compress_size, limits)
                 if parser is not None:
                     parser.feed(chunk)
