@@ -437,8 +437,7 @@ def ingest_command(paths: list[Path], out_dir: Path, **options: Any) -> int:
     console = make_console(highlight=False, soft_wrap=True)  # a log (not a terminal) gets every name whole
     table = Table(title=f"ingest-kb -> {out_dir / 'kb.jsonl'}")
     for col in ("file", "kind", "pages", "characters", "chunks", "tokens (max)", "flags"):
-        table.add_column(col, justify="left" if col in ("file", "kind", "flags") else "right",
-                         no_wrap=col == "file", overflow="fold")
+        table.add_column(col, justify="left" if col in ("file", "kind", "flags") else "right", overflow="fold")
     for r in report["files"]:
         if r["file"] not in report["ingested"]:
             continue
