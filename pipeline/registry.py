@@ -4,7 +4,8 @@ An entry is a name and where its object lives, ``"package.module"`` or ``"packag
 first use: a missing optional package breaks only the entries that need it, and adding a provider, a step or an
 importer is one module plus one entry. The registries: ``pipeline.models.PROVIDERS`` (backend modules),
 ``pipeline.steps.STEPS`` (the run's stages, in flow order), ``pipeline.dataset.importers.IMPORTERS`` (public QA
-formats); the store's derived tables are declarations collected by ``pipeline.store.schema``.
+formats), ``pipeline.formats.FORMATS`` (``ingest-kb``'s document formats); the store's derived tables are
+declarations collected by ``pipeline.store.schema``.
 """
 
 from __future__ import annotations
