@@ -14,6 +14,7 @@ import typer
 
 from pipeline.console import make_console
 from pipeline.errors import UserError
+from pipeline.formats import InputLimits, formats_described
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
                   help="Pariksha Studio: evaluate RAG health chatbots across Indian languages.")
@@ -176,7 +177,7 @@ def import_qa(
 
 @app.command("ingest-kb")
 def ingest_kb(
-    paths: Annotated[list[Path], typer.Argument(help="documents (PDF, DOCX, HTML, Markdown, text) or folders of them; "
+    paths: Annotated[list[Path], typer.Argument(help=f"documents ({formats_described()}) or folders of them; "
                                                      "CSV/JSONL of approved Q&A with --kind update")],
     out: Annotated[Path, typer.Option(help="dataset folder to write kb.jsonl and ingest_report.json into")],
     max_tokens: Annotated[int, typer.Option(help="most tokens in a chunk (the paper: 1,000)")] = 1000,
@@ -186,6 +187,13 @@ def ingest_kb(
     question_col: Annotated[str, typer.Option(help="Q&A table: the question column")] = "question",
     answer_col: Annotated[str, typer.Option(help="Q&A table: the approved answer column")] = "answer",
     date_col: Annotated[str, typer.Option(help="Q&A table: the date the answer was approved")] = "approved_on",
+    max_file_mb: Annotated[float, typer.Option(help="refuse a file larger than this (MB)")] = InputLimits.max_file_mb,
+    max_inflated_mb: Annotated[float, typer.Option(help="refuse an archive (DOCX) inflating beyond this (MB) in all"
+                                                   )] = InputLimits.max_inflated_mb,
+    max_ratio: Annotated[float, typer.Option(help="refuse an archive member inflating more times than this"
+                                             )] = InputLimits.max_ratio,
+    keep_referenced: Annotated[bool, typer.Option("--keep-referenced", help="keep a changed file's old chunks that "
+                                                  "queries cite in kb_refs (else: refuse)")] = False,
 ):
     """Turn a team's documents (and doctor-approved Q&A) into KB chunks with provenance, in a dataset folder."""
     from datetime import date
@@ -197,7 +205,8 @@ def ingest_kb(
     except ValueError:
         raise UserError(f"--updated {updated!r}: use an ISO date, YYYY-MM-DD") from None
     raise typer.Exit(ingest_command(paths, out, max_tokens=max_tokens, overlap=overlap, kind=kind, updated=day,
-                                    qa_cols=(question_col, answer_col, date_col)))
+                                    qa_cols=(question_col, answer_col, date_col), keep_referenced=keep_referenced,
+                                    limits=InputLimits(max_file_mb, max_inflated_mb, max_ratio)))
 
 
 @app.command("curate-queries")

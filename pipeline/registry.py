@@ -5,7 +5,8 @@ first use: a missing optional package breaks only the entries that need it, and 
 importer is one module plus one entry (a step also declares its spec: ``pipeline.steps``). A name registered twice is
 refused, as lm-evaluation-harness refuses it. The registries: ``pipeline.models.PROVIDERS`` (backend modules),
 ``pipeline.steps.STEPS`` (the run's stages, in flow order), ``pipeline.dataset.importers.IMPORTERS`` (public QA
-formats); the store's derived tables are declarations collected by ``pipeline.store.schema``.
+formats), ``pipeline.formats.FORMATS`` (``ingest-kb``'s document formats); the store's derived tables are
+declarations collected by ``pipeline.store.schema``.
 """
 
 from __future__ import annotations

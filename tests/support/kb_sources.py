@@ -1,7 +1,8 @@
 """The worked example's binary sources (data/raw-example/sources) and the scanned-page PDF of the ingest tests.
 
 Run ``python -m tests.support.kb_sources data/raw-example/sources`` to write ``preop-sop.pdf`` (three pages,
-fpdf2) and ``postop-care.docx`` (python-docx) again; the texts are the project's own, written for the example.
+fpdf2), ``postop-care.docx`` and ``eye-drop-schedule-hi.docx`` (python-docx; the second a Hindi leaflet with a
+table) again; the texts are the project's own, written for the example.
 ``write_scanned_pdf`` draws text into an image and embeds only the image, as a scanner does (no text layer).
 """
 
@@ -74,6 +75,35 @@ POSTOP_DOCX: list[tuple[int, str]] = [
 ]
 
 
+# A Hindi leaflet: the drop schedule after cataract surgery as a table between two headings (the project's words).
+# A list of rows is a table (its first row the header); (level, text) a heading (level >= 1) or a paragraph.
+EYEDROP_SCHEDULE_HEADING = "दवा की समय-सारणी"
+EYEDROP_SCHEDULE_ROWS = [
+    ["सप्ताह", "स्टेरॉयड-एंटीबायोटिक ड्रॉप", "दर्द-सूजन की ड्रॉप"],
+    ["पहला सप्ताह", "दिन में 6 बार", "दिन में 3 बार"],
+    ["दूसरा सप्ताह", "दिन में 5 बार", "दिन में 3 बार"],
+    ["तीसरा सप्ताह", "दिन में 4 बार", "दिन में 3 बार"],
+    ["चौथा सप्ताह", "दिन में 3 बार", "दिन में 3 बार"],
+    ["पाँचवाँ सप्ताह", "दिन में 2 बार", "बंद"],
+    ["छठा सप्ताह", "दिन में 1 बार", "बंद"],
+]
+EYEDROP_SCHEDULE_HI: list[tuple[int, str] | list[list[str]]] = [
+    (1, "मोतियाबिंद ऑपरेशन के बाद आँख की दवाइयाँ"),
+    (0, "यह पर्ची छुट्टी के समय दी जाती है। दवा डालने से पहले हर बार साबुन से हाथ धोएँ और दो अलग दवाओं के बीच "
+        "पाँच मिनट का अंतर रखें।"),
+    (2, EYEDROP_SCHEDULE_HEADING),
+    (0, "नीचे दी गई सारणी के अनुसार दवा हर सप्ताह धीरे-धीरे कम की जाती है। डॉक्टर के कहे बिना कोई दवा बीच में बंद "
+        "न करें, भले ही आँख ठीक लगे।"),
+    EYEDROP_SCHEDULE_ROWS,
+    (2, "दवा डालने का तरीका"),
+    (0, "सिर पीछे झुकाएँ, ऊपर देखें और निचली पलक को हल्का-सा नीचे खींचें। शीशी की नोक आँख या पलकों को न छुए। "
+        "एक बूँद डालकर आँख एक मिनट बंद रखें और नाक के पास वाले कोने को हल्के से दबाएँ।"),
+    (2, "तुरंत अस्पताल कब आएँ"),
+    (0, "दर्द बढ़े, दिखना अचानक कम हो, आँख की लाली बढ़े या चिपचिपा पानी आए, तो उसी दिन किसी भी समय आँख के "
+        "आपातकालीन विभाग में आएँ।"),
+]
+
+
 def write_pdf(path: Path, pages: list[tuple[str, list[str]]] = PREOP_PAGES) -> Path:
     """A text PDF, one page per (heading, paragraphs) pair (fpdf2, core Helvetica font)."""
     from fpdf import FPDF
@@ -95,13 +125,21 @@ def write_pdf(path: Path, pages: list[tuple[str, list[str]]] = PREOP_PAGES) -> P
     return path
 
 
-def write_docx(path: Path, blocks: list[tuple[int, str]] = POSTOP_DOCX) -> Path:
-    """A Word file: level-1/2 headings (Heading styles) and paragraphs (python-docx)."""
+def write_docx(path: Path, blocks: list[tuple[int, str] | list[list[str]]] = POSTOP_DOCX) -> Path:
+    """A Word file: headings (Heading styles), paragraphs and tables (a list of rows), in order (python-docx)."""
     import docx
 
     document = docx.Document()
     document.core_properties.created = document.core_properties.modified = FIXED_DATE
-    for level, text in blocks:
+    for block in blocks:
+        if isinstance(block, list):
+            table = document.add_table(rows=len(block), cols=len(block[0]))
+            table.style = "Table Grid"
+            for cells, row in zip(table.rows, block, strict=True):
+                for cell, text in zip(cells.cells, row, strict=True):
+                    cell.text = text
+            continue
+        level, text = block
         if level:
             document.add_heading(text, level=level)
         else:
@@ -133,4 +171,5 @@ def write_scanned_pdf(path: Path, lines: tuple[str, ...] = ("Consent for catarac
 
 if __name__ == "__main__":
     out = Path(sys.argv[1] if len(sys.argv) > 1 else "data/raw-example/sources")
-    print(write_pdf(out / "preop-sop.pdf"), write_docx(out / "postop-care.docx"))
+    print(write_pdf(out / "preop-sop.pdf"), write_docx(out / "postop-care.docx"),
+          write_docx(out / "eye-drop-schedule-hi.docx", EYEDROP_SCHEDULE_HI))

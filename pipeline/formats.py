@@ -1,0 +1,64 @@
+"""The document formats ``ingest-kb`` reads: one reader per format, registered once (docling's format → backend map).
+
+``FORMATS`` maps a format's name to its ``DocumentFormat``: the label and file suffixes users see and where its
+reader lives (``"module:function"``, imported on first use; it takes the file and its ``FileReport`` and returns
+the document's ``Section``s). The suffix lookup, the CLI help of ``ingest-kb`` and the "unsupported file type"
+error are generated from ``FORMATS``, so adding a format is a reader and one entry. The module sits outside
+``pipeline.dataset`` so that the command line builds its help without importing the dataset package.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pipeline.registry import Registry
+
+QA_TABLES = (".csv", ".jsonl")  # approved Q&A pairs (``--kind update``), read by the dataset reader, not a format
+
+
+@dataclass(frozen=True)
+class DocumentFormat:
+    """One document format: what users call it, the suffixes that mean it, and its reader (``"module:function"``)."""
+
+    label: str
+    suffixes: tuple[str, ...]
+    reader: str
+    archive: bool = False  # a zip of XML parts (DOCX): its members are checked before the reader opens it
+
+    def read(self, path: Path, report: Any) -> list[Any]:
+        """The document's sections, by its reader (imported now: a missing library breaks only this format)."""
+        module, _, function = self.reader.partition(":")
+        return getattr(importlib.import_module(module), function)(path, report)
+
+
+FORMATS = Registry("document format", {
+    "pdf": DocumentFormat("PDF", (".pdf",), "pipeline.dataset.ingest:_read_pdf"),
+    "docx": DocumentFormat("Word", (".docx",), "pipeline.dataset.readers:read_docx", archive=True),
+    "html": DocumentFormat("web page", (".html", ".htm"), "pipeline.dataset.readers:read_html"),
+    "markdown": DocumentFormat("Markdown", (".md", ".markdown"), "pipeline.dataset.readers:read_markdown"),
+    "text": DocumentFormat("text", (".txt",), "pipeline.dataset.readers:read_text"),
+})
+
+
+@dataclass(frozen=True)
+class InputLimits:
+    """The largest input ``ingest-kb`` reads (CLI: ``--max-file-mb``, ``--max-inflated-mb``, ``--max-ratio``);
+    enforced by ``pipeline.dataset.bounds`` before any reader opens a file."""
+
+    max_file_mb: float = 100
+    max_inflated_mb: float = 100  # all members of an archive together
+    max_ratio: float = 100  # inflated / compressed size of one archive member
+
+
+def format_of(path: Path) -> str | None:
+    """The name of the format a file's suffix (any case) means, or None."""
+    suffix = path.suffix.lower()
+    return next((name for name in FORMATS if suffix in FORMATS[name].suffixes), None)
+
+
+def formats_described() -> str:
+    """``"PDF (.pdf), Word (.docx), …"``: every format with its suffixes, for help and error texts."""
+    return ", ".join(f"{FORMATS[name].label} ({', '.join(FORMATS[name].suffixes)})" for name in FORMATS)

@@ -1,0 +1,125 @@
+"""ingest-kb's bounded inputs: a file over the size limit, a DOCX whose members inflate beyond a limit or a ratio,
+a zip member inflating past its declared size, and malformed or entity-bomb XML are refused in one line naming the
+file (and the limit), with nothing written and memory bounded."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from tests.support.kb_sources import write_docx
+
+REPO = Path(__file__).resolve().parent.parent
+NS = 'xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"'
+MB = 1024 * 1024
+# The CLI in a child of a small wrapper, so the peak RSS measured is the CLI's own (Linux: ru_maxrss in KB).
+MEASURED = ("import json, resource, subprocess, sys\n"
+            "r = subprocess.run(sys.argv[1:], capture_output=True, text=True)\n"
+            "print(json.dumps({'rc': r.returncode, 'stderr': r.stderr,\n"
+            "                  'peak_kb': resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}))\n")
+
+
+def ingest_cli(*args: str) -> dict:
+    """``ingest-kb ARGS``: exit code, stderr and the peak memory of the command (KB)."""
+    result = subprocess.run([sys.executable, "-c", MEASURED, sys.executable, "-m", "pipeline", "ingest-kb", *args],
+                            cwd=REPO, capture_output=True, text=True, timeout=300)
+    return json.loads(result.stdout)
+
+
+def one_line(outcome: dict) -> str:
+    lines = [line for line in outcome["stderr"].splitlines() if line.strip()]
+    assert outcome["rc"] == 1 and len(lines) == 1, outcome["stderr"]
+    return lines[0]
+
+
+def with_document(tmp_path: Path, name: str, write_body) -> Path:
+    """A real python-docx file whose ``word/document.xml`` is replaced by what ``write_body(stream)`` writes."""
+    base = write_docx(tmp_path / "base.docx")
+    path = tmp_path / name
+    with zipfile.ZipFile(base) as src, zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as dst:
+        for info in src.infolist():
+            if info.filename == "word/document.xml":
+                with dst.open("word/document.xml", "w", force_zip64=True) as stream:
+                    write_body(stream)
+            else:
+                dst.writestr(info, src.read(info))
+    return path
+
+
+def huge_text(megabytes: int):
+    def write(stream) -> None:
+        stream.write(f'<?xml version="1.0"?><w:document {NS}><w:body><w:p><w:r><w:t>'.encode())
+        block = b"a" * MB
+        for _ in range(megabytes):
+            stream.write(block)
+        stream.write(b"</w:t></w:r></w:p></w:body></w:document>")
+    return write
+
+
+def test_docx_inflating_to_400_mb_is_refused_in_one_line_with_memory_bounded(tmp_path):
+    bomb = with_document(tmp_path, "manual.docx", huge_text(400))
+    assert bomb.stat().st_size < 5 * MB
+    outcome = ingest_cli(str(bomb), "--out", str(tmp_path / "ds"))
+    line = one_line(outcome)
+    assert str(bomb) in line and "--max-inflated-mb 100" in line
+    assert outcome["peak_kb"] < 1.5 * 1024 * 1024, outcome["peak_kb"]
+    assert not (tmp_path / "ds").exists()
+
+
+def test_member_inflating_beyond_the_ratio_is_refused_and_limits_are_options(tmp_path):
+    dense = with_document(tmp_path, "dense.docx", huge_text(20))  # 20 MB of one letter: far over 100 times
+    line = one_line(ingest_cli(str(dense), "--out", str(tmp_path / "ds")))
+    assert str(dense) in line and "word/document.xml" in line and "--max-ratio 100" in line
+    line = one_line(ingest_cli(str(dense), "--out", str(tmp_path / "ds"), "--max-inflated-mb", "10",
+                               "--max-ratio", "100000"))
+    assert "--max-inflated-mb 10" in line
+    # with both limits raised, the parser's own limit on a text node still ends in one line, not a traceback
+    line = one_line(ingest_cli(str(dense), "--out", str(tmp_path / "ds"), "--max-ratio", "100000"))
+    assert str(dense) in line and "malformed XML inside the Word file" in line
+
+
+def test_member_larger_than_its_declared_size_is_one_line(tmp_path):
+    """A zip whose directory declares 4 KB for a member that really inflates to 8 MB (a lying header)."""
+    path = with_document(tmp_path, "lying.docx", huge_text(8))
+    data = bytearray(path.read_bytes())
+    name = b"word/document.xml"
+    entry = data.index(b"PK\x01\x02")  # the central directory: per member 46 fixed bytes, then its name
+    while data[entry + 46:entry + 46 + len(name)] != name:
+        entry = data.index(b"PK\x01\x02", entry + 4)
+    data[entry + 24:entry + 28] = (4096).to_bytes(4, "little")  # uncompressed size
+    path.write_bytes(bytes(data))
+    line = one_line(ingest_cli(str(path), "--out", str(tmp_path / "ds"), "--max-ratio", "100000"))
+    assert str(path) in line and "word/document.xml" in line
+
+
+@pytest.mark.parametrize(("body", "expected"), [
+    (f'<?xml version="1.0"?><!DOCTYPE lolz [<!ENTITY lol "lol"><!ENTITY lol2 "&lol;&lol;&lol;&lol;&lol;&lol;">'
+     f'<!ENTITY lol3 "&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;">]><w:document {NS}><w:body><w:p><w:r><w:t>&lol3;'
+     "</w:t></w:r></w:p></w:body></w:document>", "declares a DTD or entities"),
+    (f'<?xml version="1.0"?><w:document {NS}><w:body>\n<w:p><w:r><w:t>Eye drops</w:r></w:p></w:body></w:document>',
+     "malformed XML in word/document.xml at line 2"),
+])
+def test_entity_bomb_and_malformed_xml_in_a_docx_are_one_line(tmp_path, body, expected):
+    path = with_document(tmp_path, "leaflet.docx", lambda stream: stream.write(body.encode()))
+    line = one_line(ingest_cli(str(path), "--out", str(tmp_path / "ds")))
+    assert str(path) in line and expected in line
+
+
+def test_sparse_1_gb_text_is_refused_by_its_size_without_reading_it(tmp_path):
+    big = tmp_path / "export.txt"
+    with big.open("wb") as fh:
+        fh.truncate(1024 * MB)  # sparse: 1 GB long, nothing on disk
+    outcome = ingest_cli(str(big), "--out", str(tmp_path / "ds"))
+    line = one_line(outcome)
+    assert str(big) in line and "--max-file-mb 100" in line
+    assert outcome["peak_kb"] < 300 * 1024, outcome["peak_kb"]
+    small = tmp_path / "note.md"
+    small.write_text("# Drops\n\n" + "One drop four times a day. " * 100)
+    assert "--max-file-mb 0.001" in one_line(ingest_cli(str(small), "--out", str(tmp_path / "ds"),
+                                                        "--max-file-mb", "0.001"))
+    assert not (tmp_path / "ds").exists()
