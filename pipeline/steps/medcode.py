@@ -41,6 +41,7 @@ from pipeline.models.base import ChatRequest, Completion, GenerateParams, Messag
 from pipeline.prompts import load_text
 from pipeline.steps.context import Call, Inputs, Pending, ResponseItem, RunContext, finished, pending_of
 from pipeline.store.rows import CritiqueRow
+from pipeline.models.reference import scorable
 
 NO_LABEL_TOKEN = "logprobs:no-label-token"
 CRITIQUE_MAX_TOKENS = 120  # ~60 words, Med-CoDE's average critique length is 58.95 words
@@ -237,7 +238,8 @@ def pending(ctx: Inputs) -> list[Pending]:
 
     done = finished(ctx, "critiques", ("query_id", "model_id"), where={"critic_id": critic.id},
                     also=("classifier",), unparsed="error IS NOT NULL")
-    calls = [Call(it.key, critique_request(it.query, it.text, max_tokens), it, it.assumed) for it in ctx.responses()]
+    calls = [Call(it.key, critique_request(it.query, it.text, max_tokens), it, it.assumed)
+             for it in scorable("medcode", ctx.responses())]
     return [pending_of("medcode-critique", critic, calls, done, is_current, unparsed=lambda c: not c.text.strip(),
                        then=classify if mc.classifier == "logprobs" else None)]
 

@@ -23,6 +23,7 @@ from pipeline.models.base import ChatRequest, Completion, GenerateParams, Messag
 from pipeline.prompts import load_text
 from pipeline.steps.context import Call, Inputs, Pending, RunContext, finished, pending_of
 from pipeline.store.rows import LabelledCritiqueRow
+from pipeline.models.reference import scorable
 
 CRITIQUE_MAX_CHARS = 800
 SCHEMA = {"type": "object",
@@ -95,7 +96,7 @@ def pending(ctx: Inputs) -> list[Pending]:
     done = finished(ctx, "labelled_critiques", ("query_id", "model_id"), where={"source": teacher.id},
                     unparsed="label IS NULL")
     calls = [Call(it.key, teacher_request(it.query, it.text, teacher.max_tokens), it, it.assumed)
-             for it in ctx.responses()]
+             for it in scorable("medcode-label", ctx.responses())]
     return [pending_of("medcode-label", teacher, calls, done, lambda c, d: d[0] == c.item.response_hash,
                        unparsed=lambda c: parse_teacher(c.text)[1] is None)]
 
