@@ -25,8 +25,9 @@ REFERENCE_ID = "reference/approved"
 LABEL = "📋 Doctors' approved answers (reference)"
 #: why a board that compares answers with the approved answer has no reference row (the FC/SS leaderboard's note)
 NOT_SCORED_NOTE = ("The doctors' approved answers (`reference/approved`) are not scored here: FC and SS compare an "
-                   "answer with that very answer (and AGG weighs them), as do METEOR/ROUGE and Med-CoDE's critic. "
-                   "They are read as a reference row on the rubric, safety, pairwise-judge and arena boards.")
+                   "answer with that very answer (and AGG weighs them; COH and CON are left out with them), as do "
+                   "METEOR/ROUGE and Med-CoDE's critic. They are read as a reference row on the rubric, safety, "
+                   "pairwise-judge and arena boards.")
 #: the steps whose scores compare an answer with the query's approved answer: they never score the reference
 COMPARES_WITH_REFERENCE = frozenset({"judge", "lexical", "medcode", "medcode-label", "accuracy"})
 
