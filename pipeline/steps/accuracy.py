@@ -18,10 +18,10 @@ import re
 import time
 
 from pipeline.models.base import ChatRequest, Completion, GenerateParams, Message
+from pipeline.models.reference import scorable
 from pipeline.prompts import load_text
 from pipeline.steps.context import Call, Inputs, Pending, ResponseItem, RunContext, finished, pending_of
 from pipeline.store.rows import AnswerCheckRow
-from pipeline.models.reference import scorable
 
 PARSER = "parser"
 SCHEMA = {"type": "object", "properties": {"Correct": {"type": "boolean"}, "Reason": {"type": "string",

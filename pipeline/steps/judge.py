@@ -29,11 +29,11 @@ from typing import Any
 from pipeline.dataset import Chunk, Query
 from pipeline.metrics import METRICS, registry, rubric
 from pipeline.models.base import ChatRequest, Completion, GenerateParams, Message, Model
+from pipeline.models.reference import scorable
 from pipeline.prompts import load_text
 from pipeline.steps.context import Call, Inputs, Pending, RunContext, finished, pending_of
 from pipeline.steps.generate import format_chunks
 from pipeline.store.rows import JudgmentRow
-from pipeline.models.reference import scorable
 
 JUSTIFICATION_MAX_CHARS = 400
 

@@ -18,9 +18,9 @@ import warnings
 from collections.abc import Callable
 from pathlib import Path
 
+from pipeline.models.reference import scorable
 from pipeline.steps.context import RunContext, finished, responses_to_score, still_to_do
 from pipeline.store.rows import LexicalRow
-from pipeline.models.reference import scorable
 
 
 # -- METEOR's WordNet, offline --------------------------------------------------------------------

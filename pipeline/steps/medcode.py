@@ -38,10 +38,10 @@ from pipeline.dataset import Query
 from pipeline.disagreement import LABEL_ALIASES, LABELS, PROB_COLUMNS
 from pipeline.errors import UserError
 from pipeline.models.base import ChatRequest, Completion, GenerateParams, Message, Model
+from pipeline.models.reference import scorable
 from pipeline.prompts import load_text
 from pipeline.steps.context import Call, Inputs, Pending, ResponseItem, RunContext, finished, pending_of
 from pipeline.store.rows import CritiqueRow
-from pipeline.models.reference import scorable
 
 NO_LABEL_TOKEN = "logprobs:no-label-token"
 CRITIQUE_MAX_TOKENS = 120  # ~60 words, Med-CoDE's average critique length is 58.95 words

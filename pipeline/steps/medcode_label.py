@@ -20,10 +20,10 @@ import re
 from pipeline.dataset import Query
 from pipeline.disagreement import LABEL_ALIASES, LABELS
 from pipeline.models.base import ChatRequest, Completion, GenerateParams, Message
+from pipeline.models.reference import scorable
 from pipeline.prompts import load_text
 from pipeline.steps.context import Call, Inputs, Pending, RunContext, finished, pending_of
 from pipeline.store.rows import LabelledCritiqueRow
-from pipeline.models.reference import scorable
 
 CRITIQUE_MAX_CHARS = 800
 SCHEMA = {"type": "object",
