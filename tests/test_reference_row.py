@@ -112,6 +112,13 @@ def test_the_reference_is_one_id_and_answers_with_the_approved_text():
     items = [{"model_id": REFERENCE_ID}, {"model_id": FIXTURE}]
     assert scorable("judge", items, lambda it: it["model_id"]) == [{"model_id": FIXTURE}]
     assert scorable("rubric", items, lambda it: it["model_id"]) == items
+    from pipeline.config import RunConfig
+    from pipeline.playground import model_choices, translator_choices
+
+    config = RunConfig.model_validate({"name": "x", "dataset": "data/cataract",
+                                       "models": [{"id": REFERENCE_ID}, {"id": EXTRACTIVE}]})
+    assert {c.config.id: c.available for c in model_choices(config)} == {REFERENCE_ID: False, EXTRACTIVE: True}
+    assert translator_choices(config) == []  # it answers no typed query, translates nothing
 
 
 def test_the_reference_answers_only_approved_queries_with_their_text(reference_db: Path):
