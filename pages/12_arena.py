@@ -15,6 +15,9 @@ import streamlit as st
 
 from pages import _data as data
 from pages import _ui as ui
+from pipeline.models.reference import LABEL as REFERENCE_LABEL
+from pipeline.models.reference import is_reference
+from pipeline.models.reference import label as model_label
 from pipeline.style import LABELS as STYLE_LABELS
 
 ALL = "all languages"
@@ -36,6 +39,8 @@ if st.session_state.get("ar_lang") not in (None, ALL, *languages):
 chosen = top_right.selectbox("Language", [ALL, *languages], key="ar_lang", bind="query-params",
                              format_func=lambda c: c if c == ALL else ui.lang_label(c))
 language = None if chosen in (None, ALL) else chosen
+# the doctors' approved answers take part as answers (blind): the ground truth is then not shown beside a pair
+with_reference = any(is_reference(m) for m in ctx.choices["models"].get(dataset, []))
 
 
 def current_board(source: str = "doctors", judge: str | None = None, style: bool = False):
@@ -82,8 +87,12 @@ def vote_view() -> None:
         ui.show_text("Patient query", item["query"])
         if isinstance(item["query_en"], str) and item["query_en"]:
             ui.show_text("English rendering", item["query_en"])
-        with st.expander("Ground truth (doctor-approved)"):
-            ui.show_text("Ground truth", item["gt_response"])
+        if with_reference:
+            st.caption("The doctor-approved answer is not shown here: in this study it is compared as an answer "
+                       "itself, shown blind like the models'.")
+        else:
+            with st.expander("Ground truth (doctor-approved)"):
+                ui.show_text("Ground truth", item["gt_response"])
         with st.expander(f"Retrieved knowledge-base chunks ({len(item['chunks'])})"):
             for chunk in item["chunks"]:
                 ui.show_text(f"{chunk['kind']}: {chunk['title']}", chunk["text"])
@@ -115,8 +124,8 @@ def vote_view() -> None:
                        tags=list(tags), text_a=item["text_a"], text_b=item["text_b"])
         data.clear_caches()
         st.session_state["ar_revealed"] = (
-            f"Saved: {verdict.lower()} on {item['query_id']}. A was {item[f'model_{left}']}, B was "
-            f"{item[f'model_{right}']}." if st.session_state.get("ar_reveal") else
+            f"Saved: {verdict.lower()} on {item['query_id']}. A was {model_label(item[f'model_{left}'])}, B was "
+            f"{model_label(item[f'model_{right}'])}." if st.session_state.get("ar_reveal") else
             f"Saved: {verdict.lower()} on {item['query_id']}.")
         st.session_state.pop("ar_item", None)
         st.rerun()
@@ -161,23 +170,27 @@ def leaderboard_view() -> None:
         st.info("No comparisons of the current answers here yet.")
         return
     fit = current_board(source, judge, True) if style else raw
+    shown, shown_raw = (f.table.assign(model=f.table.model.map(model_label)) for f in (fit, raw))
     st.subheader("Style-controlled leaderboard" if style else "Leaderboard")
     left, right = st.columns([3, 2])
     with left:
-        ui.dataframe(fit.table, hide_index=True, column_config=BOARD_COLUMNS, name="arena-leaderboard")
+        ui.dataframe(shown, hide_index=True, column_config=BOARD_COLUMNS, name="arena-leaderboard")
     with right:
-        st.altair_chart(board_chart(fit.table), width="stretch")
+        st.altair_chart(board_chart(shown), width="stretch")
     st.caption(f"Bootstrap 95% intervals ({STYLE_ROUNDS if style else ROUNDS} resamples). A tie or 'both bad' "
                "counts as half a win each way"
                + ("; a judge's verdict that changed when the answers swapped places counts as a tie." if source ==
                   "judge" else "."))
+    if raw.table.model.map(is_reference).any():
+        st.caption(ui.md_escape(f"{REFERENCE_LABEL}: the dataset's doctor-approved answers, compared blind like a "
+                                "model's; a reference row to read the models against, not ranked."))
     if style:
         coef = fit.style.assign(feature=fit.style.feature.map(STYLE_LABELS))
         st.caption("Style coefficients (log-odds per typical difference; positive = voters prefer more of it): "
                    + ui.md_escape(", ".join(f"{r.feature} {r.coef:+.2f} [{r.lower:+.2f}, {r.upper:+.2f}]"
                                             for r in coef.itertuples())))
         with st.expander("Raw leaderboard (without style control)"):
-            ui.dataframe(raw.table, hide_index=True, column_config=BOARD_COLUMNS, name="arena-leaderboard-raw")
+            ui.dataframe(shown_raw, hide_index=True, column_config=BOARD_COLUMNS, name="arena-leaderboard-raw")
     if source == "doctors":
         sep = data.arena_separation(ctx.db, dataset, language, raw.table)
         if not sep.empty:

@@ -11,6 +11,8 @@ from pages import _data as data
 from pages import _ui as ui
 from pipeline.analysis.significance import MIN_ITEMS_FOR_RANKS, ranks_established
 from pipeline.metrics import METRICS, WEIGHT_PRESETS
+from pipeline.models.reference import NOT_SCORED_NOTE, is_reference
+from pipeline.models.reference import label as model_label
 
 MARK = "⚠"
 CHECK_LABELS = {
@@ -209,6 +211,8 @@ shown = [c for c in columns if c in board.columns]
 st.dataframe(board[shown], hide_index=True, column_config={k: v for k, v in columns.items() if k in shown},
              height=min(38 * (len(board) + 1) + 3, 700))
 ui.downloads(board[shown], f"leaderboard-{dataset}-{language}")
+if any(is_reference(m) for m in ctx.choices["models"].get(dataset, [])):
+    st.caption(NOT_SCORED_NOTE)
 
 # -- provenance ------------------------------------------------------------------------------------------------
 prov = data.score_provenance(ctx.db, dataset, judge, jury_members)
@@ -232,7 +236,8 @@ with st.expander("Provenance of these scores: runs, settings, hashes"):
 if any(c.startswith("check_") for c in board.columns):  # counts on request: they scan every check
     if st.toggle("Safety checks: passed, failed and unclear per model", key="lb_safety", bind="query-params"):
         safety = data.safety_summary(ctx.db, view.with_(languages=(language,)))
-        ui.dataframe(safety.assign(check_name=safety.check_name.map(lambda c: CHECK_LABELS.get(c, (c,))[0]))
+        ui.dataframe(safety.assign(check_name=safety.check_name.map(lambda c: CHECK_LABELS.get(c, (c,))[0]),
+                                   model_id=safety.model_id.map(model_label))
                      .drop(columns=["language"]), hide_index=True, column_config={
                          "check_name": "check", "pass_rate": number("pass rate", format="percent",
                                                                     help="passed / (passed + failed)")})
@@ -285,6 +290,7 @@ if data.has_arena(ctx.db):
     arena = data.arena_fit(ctx.db, ctx.filters.dataset, arena_lang, "doctors", rounds=100).table
     if not arena.empty:
         st.subheader("Doctors' pairwise preferences (Bradley–Terry)")
+        arena = arena.assign(model=arena.model.map(model_label))
         ui.dataframe(arena, hide_index=True, name="arena-doctors", column_config={
             "strength": st.column_config.NumberColumn("strength", format="%.0f",
                                                       help="Bradley–Terry strength on the Elo scale (mean 1000)"),

@@ -9,6 +9,9 @@ import streamlit as st
 
 from pages import _data as data
 from pages import _ui as ui
+from pipeline.models.reference import LABEL as REFERENCE_LABEL
+from pipeline.models.reference import is_reference
+from pipeline.models.reference import label as model_label
 
 TAG_GROUPS = {"axis": "Axes (axis:)", "theme": "Themes (theme:, dataset themes)", "other": "Other tags"}
 
@@ -48,6 +51,8 @@ language = st.segmented_control("Language", languages, key="rb_lang", bind="quer
                                 format_func=lambda c: "all languages" if c == "all" else ui.lang_label(c))
 language = language if language in languages else languages[0]
 view = board[board.language == language].drop(columns=["language"]).reset_index(drop=True)
+has_reference = bool(view.model_id.map(is_reference).any())
+view["model_id"] = view.model_id.map(model_label)
 
 st.subheader("Leaderboard")
 chart_data = view.dropna(subset=["score"])
@@ -77,6 +82,10 @@ st.dataframe(view, hide_index=True, column_config={
 ui.downloads(view, f"rubric-leaderboard-{dataset}-{language}")
 st.caption("95% percentile bootstrap interval of the clipped mean. An answer whose grade on any criterion could not "
            "be read is unscored and left out of the mean; it is counted here, never guessed.")
+if has_reference:
+    st.caption(ui.md_escape(f"{REFERENCE_LABEL}: the dataset's doctor-approved answers graded by the same grader on "
+                            "the same rubrics, as HealthBench grades physicians' answers. A reference row to read the "
+                            "models against, not a model: it has no rank."))
 
 st.subheader("Score per tag")
 tags = data.rubric_tags(ctx.db, dataset, grader)
@@ -91,7 +100,8 @@ else:
     present = [g for g in TAG_GROUPS if (group_of == g).any()]
     group = st.segmented_control("Tags", present, key="rb_tags", bind="query-params", default=present[0],
                                  format_func=TAG_GROUPS.get) or present[0]
-    shown = tags[group_of == group].assign(label=lambda f: f.tag.str.replace("query_theme:", "dataset theme: "))
+    shown = tags[group_of == group].assign(label=lambda f: f.tag.str.replace("query_theme:", "dataset theme: "),
+                                           model_id=lambda f: f.model_id.map(model_label))
     heat = alt.Chart(shown).mark_rect().encode(
         x=alt.X("label:N", title=None, axis=alt.Axis(orient="top", labelAngle=-30, labelLimit=200)),
         y=alt.Y("model_id:N", title=None, axis=alt.Axis(labelLimit=420, labelOverlap=False)),

@@ -30,6 +30,7 @@ from pipeline.disagreement import PROB_COLUMNS
 from pipeline.metrics import METRICS
 from pipeline.models import Model, create_backend, unavailable_reason
 from pipeline.models.base import ChatRequest, GenerateParams
+from pipeline.models.reference import is_reference
 from pipeline.steps.translate import QUERY, translate_text
 from pipeline.store import Store, now
 from pipeline.store.rows import (
@@ -77,8 +78,10 @@ class ModelChoice:
 
 
 def model_choices(config: RunConfig) -> list[ModelChoice]:
-    """The config's generator models, each with its availability on this machine."""
-    return [ModelChoice(m, unavailable_reason(m)) for m in config.models]
+    """The config's generator models, each with its availability on this machine (the doctors' approved answers
+    answer only the dataset's own queries, never one typed here)."""
+    return [ModelChoice(m, "answers only the dataset's queries, with their approved answers" if is_reference(m.id)
+                        else unavailable_reason(m)) for m in config.models]
 
 
 def role_config(config: RunConfig, role: str) -> ModelConfig | None:
@@ -142,8 +145,8 @@ def translator_choices(config: RunConfig) -> list[ModelConfig]:
     """Models that can translate here: the config's ``translator`` first, then the available LLM generators."""
     out = [config.translator] if config.translator is not None and unavailable_reason(config.translator) is None \
         else []
-    out += [m for m in config.models if m.provider != "extractive" and unavailable_reason(m) is None
-            and m.id not in {o.id for o in out}]
+    out += [m for m in config.models if m.provider != "extractive" and not is_reference(m.id)
+            and unavailable_reason(m) is None and m.id not in {o.id for o in out}]
     return out
 
 

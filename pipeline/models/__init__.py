@@ -20,6 +20,7 @@ PROVIDERS = Registry("provider", {
     "openai-compatible": "pipeline.models.openai_compatible",
     "vllm": "pipeline.models.vllm_offline",
     "extractive": "pipeline.models.extractive",
+    "reference": "pipeline.models.reference",  # the dataset's approved answers as a pseudo-model
 })
 
 __all__ = [

@@ -13,6 +13,7 @@ rows instead of checking a million votes' texts, and a fit works on them.
 from __future__ import annotations
 
 import hashlib
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ from pipeline.analysis.arena import (
     rank_agreement,
     win_rates,
 )
+from pipeline.models.reference import is_reference
 from pipeline.read.common import df
 from pipeline.store import DERIVED, SHARED_READERS, derived_arena
 from pipeline.store.derived_arena import STYLE_BINS
@@ -136,7 +138,19 @@ def fit(db: str | Path, dataset: str | None, language: str | None = None, source
     """The Bradley–Terry leaderboard (and the coefficients of the style ``features``) of one source, dataset and
     language (None: all)."""
     rows = comparisons(db, dataset, language, source, judge, style=style_control, features=features)
-    return bradley_terry(rows, style=features if style_control else (), rounds=rounds, seed=seed)
+    result = bradley_terry(rows, style=features if style_control else (), rounds=rounds, seed=seed)
+    return replace(result, table=reference_unranked(result.table))
+
+
+def reference_unranked(table: pd.DataFrame) -> pd.DataFrame:
+    """A leaderboard (best first) whose doctors' approved answers (``reference/approved``) keep their strength and
+    interval but no rank: a reference row, the models ranked 1.. without it. Unchanged without a reference row."""
+    is_ref = table.model.map(is_reference).to_numpy(dtype=bool) if len(table) else np.zeros(0, dtype=bool)
+    if not is_ref.any():
+        return table
+    rank = pd.array([pd.NA] * len(table), dtype="Int64")
+    rank[~is_ref] = np.arange(1, int((~is_ref).sum()) + 1)
+    return table.assign(rank=rank)
 
 
 def leaderboard(db: str | Path, dataset: str | None, language: str | None = None, source: str = "doctors",
@@ -331,6 +345,7 @@ def _item(con: Any, dataset: str, query_id: str, a: str, b: str) -> dict[str, An
 def separation(db: str | Path, dataset: str | None, language: str | None, table: pd.DataFrame) -> pd.DataFrame:
     """Adjacent models of the doctors' leaderboard ``table``: their difference, whether their intervals overlap,
     their direct comparisons and how many more would separate them (``adjacent_pairs``)."""
+    table = table[table["rank"].notna()] if len(table) else table  # the reference row is no model to separate
     return adjacent_pairs(table, _pair_counts(db, dataset, language)) if len(table) > 1 else pd.DataFrame()
 
 

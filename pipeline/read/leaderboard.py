@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 
 from pipeline.analysis.stats import bootstrap_mean_cis
 from pipeline.metrics import METRICS, SAFETY_CHECKS
+from pipeline.models.reference import is_reference
 from pipeline.read.common import (
     Filters,
     current_join,
@@ -159,6 +160,8 @@ def leaderboard_base(db: str | Path, f: Filters, judge: str) -> dict[str, Any]:
         consistency = (con.execute(*consistency_sql(db, f, judge)).df() if multi
                        else pd.DataFrame(columns=CONSISTENCY_COLUMNS))
     judged, by_language = _split_patterns(patterns)
+    # the doctors' approved answers are never judged here (FC and SS compare with them): no row, not a NaN one
+    per_model = per_model[~per_model.model_id.map(is_reference).astype(bool)]
     table = per_model.merge(judged, on=["language", "model_id"], how="outer")
     table["items"] = table["items"].fillna(0)
     return {"table": table, "patterns": by_language, "consistency": consistency}

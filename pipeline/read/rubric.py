@@ -36,6 +36,7 @@ from pipeline.analysis.rubric import (
     needs_histogram,
     pair_agreement,
 )
+from pipeline.models.reference import is_reference
 from pipeline.read.common import current_hash, db_stamp
 from pipeline.store import DERIVED, SHARED_READERS
 from pipeline.store.derived_rubric import DERIVED as DERIVED_RUBRIC
@@ -206,7 +207,8 @@ def rubric_leaderboard(db: str | Path, dataset: str, grader: str, *, n_bootstrap
 
     ``score`` = the mean of the scored items' scores clipped to [0, 1] (item score = Σ points of met criteria ÷
     Σ positive points, negative when harmful criteria are met); ``ci_lo``/``ci_hi`` its 95 % percentile bootstrap
-    interval and ``bootstrap_std`` HealthBench's bootstrap std; ``rank`` within the language (1 = best);
+    interval and ``bootstrap_std`` HealthBench's bootstrap std; ``rank`` within the language (1 = best; none for
+    the doctors' approved answers, ``reference/approved``: a reference row, not a model);
     ``n_items`` items graded, ``n_scored``, ``n_unscored`` (an unparsed or missing grade), ``n_unparsed``
     criterion grades that could not be read, ``n_ungraded`` criteria without a current grade.
 
@@ -224,7 +226,9 @@ def rubric_leaderboard(db: str | Path, dataset: str, grader: str, *, n_bootstrap
     board["n_unscored"] = board["n_items"] - board["n_scored"]
     for col in ("n_items", "n_scored", "n_unscored", "n_unparsed", "n_ungraded"):
         board[col] = board[col].astype(int)
-    board["rank"] = board.groupby("language")["score"].rank(ascending=False, method="min").astype("Int64")
+    models = board["model_id"].map(is_reference).eq(False)  # the doctors' answers: a reference row, never ranked
+    board["rank"] = board["score"].where(models).groupby(board["language"]).rank(ascending=False, method="min")
+    board["rank"] = board["rank"].astype("Int64")
     board["order"] = board["language"] != ALL_LANGUAGES
     board = board.sort_values(["order", "language", "score", "model_id"], ascending=[True, True, False, True],
                               na_position="last")

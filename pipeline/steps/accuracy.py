@@ -18,6 +18,7 @@ import re
 import time
 
 from pipeline.models.base import ChatRequest, Completion, GenerateParams, Message
+from pipeline.models.reference import scorable
 from pipeline.prompts import load_text
 from pipeline.steps.context import Call, Inputs, Pending, ResponseItem, RunContext, finished, pending_of
 from pipeline.steps.spec import Step
@@ -64,7 +65,7 @@ def choice_check(item: ResponseItem) -> tuple[bool | None, str | None, str]:
 async def step_accuracy(ctx: RunContext) -> None:
     """Exact-match accuracy for multiple-choice items; LLM-Accuracy for every item when a checker is configured."""
     started = time.perf_counter()
-    choice = [it for it in ctx.responses() if it.query.options and it.query.answer]
+    choice = [it for it in scorable("accuracy", ctx.responses()) if it.query.options and it.query.answer]
     if choice:
         rows = []
         for it in choice:
@@ -97,7 +98,7 @@ def pending(ctx: Inputs) -> list[Pending]:
                     unparsed="correct IS NULL")
     params = GenerateParams(max_tokens=mc.max_tokens, temperature=0.0, json_schema=SCHEMA)
     calls = [Call(it.key, ChatRequest(messages=accuracy_messages(it), params=params), it, it.assumed)
-             for it in ctx.responses()]
+             for it in scorable("accuracy", ctx.responses())]
     return [pending_of("llm-accuracy", mc, calls, done, lambda c, d: d[0] == c.item.response_hash,
                        unparsed=lambda c: parse_verdict(c.text) is None)]
 

@@ -18,6 +18,7 @@ from pipeline.config import ModelConfig
 from pipeline.dataset import LANGUAGES, REFUSAL_SENTENCE, Chunk, Dataset, Query
 from pipeline.models import Completion, is_exclusive
 from pipeline.models.base import ChatRequest, GenerateParams, Message
+from pipeline.models.reference import has_approved_answer, is_reference, reference_request
 from pipeline.prompts import PROMPTS_DIR, load_text
 from pipeline.steps.context import Call, Inputs, Pending, RunContext, pending_of
 from pipeline.steps.spec import Step
@@ -101,7 +102,8 @@ def prompt_hash(messages: Sequence[Message]) -> str:
 # -- the step ---------------------------------------------------------------------------------------
 def pending(ctx: Inputs) -> list[Pending]:
     """Per generator: its calls for the selected queries of its languages that have no error-free response to the
-    same prompt (a changed prompt or chunk set asks again). A call's item is the query and its prompt hash."""
+    same prompt (a changed prompt or chunk set asks again). A call's item is the query and its prompt hash. The
+    reference (``reference/approved``) answers only the queries with an approved answer, with that answer."""
     chunks = ctx.chunks()
     done = {(q, m): (h,) for q, m, h in ctx.fetch(
         "SELECT query_id, model_id, prompt_hash FROM responses WHERE dataset = ? AND error IS NULL",
@@ -111,10 +113,12 @@ def pending(ctx: Inputs) -> list[Pending]:
         params = GenerateParams(max_tokens=mc.max_tokens, temperature=mc.temperature)
 
         def call(q: Query, mc: ModelConfig = mc, params: GenerateParams = params) -> Call:
-            request = build_request(q, *chunks[q.query_id], params, ctx.dataset)
+            request = (reference_request(q, params) if is_reference(mc.id)
+                       else build_request(q, *chunks[q.query_id], params, ctx.dataset))
             return Call((q.query_id, mc.id), request, (q, prompt_hash(request.messages)))
 
-        calls = [call(q) for q in ctx.queries if not mc.languages or q.language in mc.languages]
+        calls = [call(q) for q in ctx.queries if (not mc.languages or q.language in mc.languages)
+                 and (has_approved_answer(q) or not is_reference(mc.id))]
         out.append(pending_of("generate", mc, calls, done, lambda c, d: d[0] == c.item[1]))
     return out
 

@@ -30,6 +30,7 @@ from pipeline.config import RunConfig
 from pipeline.dataset import Chunk, Query
 from pipeline.metrics import METRICS, registry, rubric
 from pipeline.models.base import ChatRequest, Completion, GenerateParams, Message, Model
+from pipeline.models.reference import scorable
 from pipeline.prompts import load_text
 from pipeline.steps.context import Call, Inputs, Pending, RunContext, finished, pending_of
 from pipeline.steps.generate import format_chunks
@@ -298,7 +299,7 @@ def pending(ctx: Inputs) -> list[Pending]:
     """Per judge (the jury when there are several): its calls for every selected response not yet judged for its
     current text on each metric and sample (an unparsed judgment is asked again, ``reask.on_rerun``)."""
     chunks = ctx.chunks()
-    items = ctx.responses()
+    items = scorable("judge", ctx.responses())
     out = []
     for jc in ctx.config.judges:
         calls = [Call((*item.key, c.metric, c.sample), c.request, (item, c), item.assumed) for item in items

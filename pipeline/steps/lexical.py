@@ -18,6 +18,7 @@ import warnings
 from collections.abc import Callable
 from pathlib import Path
 
+from pipeline.models.reference import scorable
 from pipeline.steps.context import RunContext, finished, responses_to_score, still_to_do
 from pipeline.steps.spec import Step
 from pipeline.store.rows import LexicalRow
@@ -150,7 +151,7 @@ async def step_lexical(ctx: RunContext) -> None:
     """Score every selected response against its English ground truth (skips unchanged responses)."""
     import asyncio
 
-    items = responses_to_score(ctx)
+    items = scorable("lexical", responses_to_score(ctx))
     todo, skipped = still_to_do(items, lambda it: it.key, finished(ctx, "lexical_scores", ("query_id", "model_id")),
                                 lambda it, d: d[0] == it.response_hash)
     started = time.perf_counter()

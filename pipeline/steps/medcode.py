@@ -38,6 +38,7 @@ from pipeline.dataset import Query
 from pipeline.disagreement import LABEL_ALIASES, LABELS, PROB_COLUMNS
 from pipeline.errors import UserError
 from pipeline.models.base import ChatRequest, Completion, GenerateParams, Message, Model
+from pipeline.models.reference import scorable
 from pipeline.prompts import load_text
 from pipeline.steps.context import Call, Inputs, Pending, ResponseItem, RunContext, finished, pending_of
 from pipeline.steps.spec import Step
@@ -238,7 +239,8 @@ def pending(ctx: Inputs) -> list[Pending]:
 
     done = finished(ctx, "critiques", ("query_id", "model_id"), where={"critic_id": critic.id},
                     also=("classifier",), unparsed="error IS NOT NULL")
-    calls = [Call(it.key, critique_request(it.query, it.text, max_tokens), it, it.assumed) for it in ctx.responses()]
+    calls = [Call(it.key, critique_request(it.query, it.text, max_tokens), it, it.assumed)
+             for it in scorable("medcode", ctx.responses())]
     return [pending_of("medcode-critique", critic, calls, done, is_current, unparsed=lambda c: not c.text.strip(),
                        then=classify if mc.classifier == "logprobs" else None)]
 

@@ -20,6 +20,7 @@ import re
 from pipeline.dataset import Query
 from pipeline.disagreement import LABEL_ALIASES, LABELS
 from pipeline.models.base import ChatRequest, Completion, GenerateParams, Message
+from pipeline.models.reference import scorable
 from pipeline.prompts import load_text
 from pipeline.steps.context import Call, Inputs, Pending, RunContext, finished, pending_of
 from pipeline.steps.spec import Step
@@ -96,7 +97,7 @@ def pending(ctx: Inputs) -> list[Pending]:
     done = finished(ctx, "labelled_critiques", ("query_id", "model_id"), where={"source": teacher.id},
                     unparsed="label IS NULL")
     calls = [Call(it.key, teacher_request(it.query, it.text, teacher.max_tokens), it, it.assumed)
-             for it in ctx.responses()]
+             for it in scorable("medcode-label", ctx.responses())]
     return [pending_of("medcode-label", teacher, calls, done, lambda c, d: d[0] == c.item.response_hash,
                        unparsed=lambda c: parse_teacher(c.text)[1] is None)]
 

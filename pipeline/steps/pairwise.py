@@ -3,7 +3,9 @@
 Every judge of the config (the jury too) compares two models' responses to the same query, seeing what the direct
 judge sees (the query's stored chunks and the ground truth), **in both orders**: each order is one call and one
 ``pairwise_verdicts`` row, its verdict turned into the two models' terms ('a' = model_a, the first id). A pair
-whose verdict changes with the order is a tie and a position flip (``pipeline.read.arena``). Which pairs: every
+whose verdict changes with the order is a tie and a position flip (``pipeline.read.arena``). A pair with the
+doctors' approved answers (``reference/approved``) is judged without the ground truth: it is one of the two
+answers, and a judge shown it would only be matching texts. Which pairs: every
 pair of models on every selected query, or a seeded sample of ``per_language`` (query, pair) per language.
 
 The prompt (``prompts/pairwise_system.txt``, ``pairwise_user.txt``) asks for JSON ``{"Reason", "Winner"}``,
@@ -22,6 +24,7 @@ from typing import Any
 from pipeline.config import PairwiseConfig
 from pipeline.dataset import Chunk, Query
 from pipeline.models.base import ChatRequest, Completion, GenerateParams, Message
+from pipeline.models.reference import is_reference
 from pipeline.prompts import load_text
 from pipeline.steps.context import Call, Inputs, Pending, ResponseItem, RunContext, pending_of
 from pipeline.steps.generate import format_chunks
@@ -45,13 +48,16 @@ def verdict_schema(max_tokens: int) -> dict[str, Any]:
 
 
 def build_pairwise_messages(query: Query, first: str, second: str, raw: Sequence[Chunk], updates: Sequence[Chunk],
-                            *, prompts: Callable[[str], str] = load_text) -> tuple[Message, ...]:
-    """System + user messages comparing ``first`` (shown as Response A) and ``second`` (Response B)."""
+                            *, prompts: Callable[[str], str] = load_text,
+                            ground_truth: bool = True) -> tuple[Message, ...]:
+    """System + user messages comparing ``first`` (shown as Response A) and ``second`` (Response B); the query's
+    ground truth among the context unless ``ground_truth`` is False (a pair with the reference answer itself)."""
     context = []
     if raw or updates:
         context.append(prompts("judge_user_chunks.txt").format(raw_chunks=format_chunks(raw),
                                                                 update_chunks=format_chunks(updates)))
-    context.append(prompts("judge_user_ground_truth.txt").format(ground_truth=query.gt_response))
+    if ground_truth:
+        context.append(prompts("judge_user_ground_truth.txt").format(ground_truth=query.gt_response))
     user = prompts("pairwise_user.txt").format(query=query.query, context="".join(c + "\n\n" for c in context),
                                                response_a=first, response_b=second)
     return ({"role": "system", "content": prompts("pairwise_system.txt")}, {"role": "user", "content": user})
@@ -115,7 +121,8 @@ def pending(ctx: Inputs) -> list[Pending]:
     def call(a: ResponseItem, b: ResponseItem, first: ResponseItem) -> Call:
         second = b if first is a else a
         messages = build_pairwise_messages(a.query, first.text, second.text, *chunks[a.query.query_id],
-                                           prompts=ctx.dataset.prompt_text)
+                                           prompts=ctx.dataset.prompt_text,
+                                           ground_truth=not (is_reference(a.model_id) or is_reference(b.model_id)))
         return Call((a.query.query_id, a.model_id, b.model_id, first.model_id),
                     ChatRequest(messages=messages, params=params), (a, b, first), a.assumed + b.assumed)
 
