@@ -186,6 +186,10 @@ def ingest_kb(
     question_col: Annotated[str, typer.Option(help="Q&A table: the question column")] = "question",
     answer_col: Annotated[str, typer.Option(help="Q&A table: the approved answer column")] = "answer",
     date_col: Annotated[str, typer.Option(help="Q&A table: the date the answer was approved")] = "approved_on",
+    ocr_langs: Annotated[str | None, typer.Option(help="Tesseract languages for image-only PDF pages, e.g. hin+eng "
+                                                       "(default: the script Tesseract detects on each page)")] = None,
+    skip_unreadable: Annotated[bool, typer.Option(help="list unreadable files and ingest the rest (exit code 1)")]
+    = False,
 ):
     """Turn a team's documents (and doctor-approved Q&A) into KB chunks with provenance, in a dataset folder."""
     from datetime import date
@@ -197,7 +201,8 @@ def ingest_kb(
     except ValueError:
         raise UserError(f"--updated {updated!r}: use an ISO date, YYYY-MM-DD") from None
     raise typer.Exit(ingest_command(paths, out, max_tokens=max_tokens, overlap=overlap, kind=kind, updated=day,
-                                    qa_cols=(question_col, answer_col, date_col)))
+                                    qa_cols=(question_col, answer_col, date_col), ocr_langs=ocr_langs,
+                                    skip_unreadable=skip_unreadable))
 
 
 @app.command("curate-queries")

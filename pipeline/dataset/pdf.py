@@ -1,0 +1,257 @@
+"""PDF reader of ``ingest-kb``: text right for Indian scripts, legacy Hindi fonts converted, image-only pages
+OCR'd, blank pages told apart, owner-password PDFs opened, headings from the outline or from large-font lines.
+
+Engine: pypdfium2 (PDFium), chosen by measurement (docs/ingest.md). Its text is rebuilt character by character:
+glyphs PDFium flags as having no Unicode map (the extra glyphs of a shaped Indic cluster) are left out, a space or
+line break PDFium invented inside a cluster (before a vowel sign, after a virama, around an unmapped glyph) is
+dropped, and a space is put where glyphs of one line stand a space apart but the PDF wrote none.
+Each page that is not plain good text gets a ``page_notes`` entry in the report (kind ``ocr``, ``legacy_font``,
+``blank``, ``image_only`` or ``suspect_text``); ``Section``/``FileReport`` are ingest.py's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pipeline.dataset import legacy_fonts, ocr
+from pipeline.dataset.text_check import is_indic_sign, page_problems
+from pipeline.errors import UserError
+
+if TYPE_CHECKING:
+    from pipeline.dataset.ingest import FileReport, Section
+
+MIN_PAGE_CHARS = 20  # a page with fewer extracted characters has no usable text layer (a scan)
+SPACE_GAP = 0.2  # a gap of this many font sizes between two glyphs of a line is a word space
+HEADING_SIZE = 1.2  # a short line set this many times the body's font size is a heading
+HEADING_MAX_CHARS = 150
+PDFIUM_PASSWORD_ERROR = 4  # FPDF_ERR_PASSWORD
+DECRYPT_FIX = "remove the password (qpdf --decrypt --password=PASSWORD in.pdf out.pdf) and ingest the copy"
+
+
+def engine_name() -> str:
+    import pypdfium2
+
+    return f"pypdfium2 {pypdfium2.version.PYPDFIUM_INFO.version}"
+
+
+@dataclass
+class Line:
+    """One line of a page's text and the largest font size in it (0 when OCR'd)."""
+
+    text: str
+    size: float
+
+
+def _page_lines(textpage: Any) -> list[Line]:
+    """The page's lines from PDFium's characters, without unmapped glyphs or whitespace invented inside a line."""
+    import pypdfium2.raw as pdfium_c
+
+    raw = textpage.raw
+    count = textpage.count_chars()
+    chars = [(chr(pdfium_c.FPDFText_GetUnicode(raw, i)), bool(pdfium_c.FPDFText_IsGenerated(raw, i)),
+              bool(pdfium_c.FPDFText_HasUnicodeMapError(raw, i))) for i in range(count)]
+    boxes = [textpage.get_charbox(i) if not c.isspace() else None for i, (c, _, _) in enumerate(chars)]
+    lines, text, size, right, span = [], "", 0.0, None, None  # span: the line's (bottom, top) so far
+
+    def end_line() -> None:
+        nonlocal text, size, right, span
+        lines.append(Line(text.strip(), size))
+        text, size, right, span = "", 0.0, None, None
+
+    index = 0
+    while index < count:
+        char, generated, unmapped = chars[index]
+        if char.isspace():
+            end = index
+            while end < count and chars[end][0].isspace() and chars[end][1] == generated:
+                end += 1
+            following = next((j for j in range(end, count) if boxes[j] is not None and not chars[j][2]), None)
+            same_line = span is not None and following is not None and (
+                boxes[following][1] < span[1] and boxes[following][3] > span[0])
+            if generated and same_line:
+                pass  # PDFium's guess inside a line (a shaped cluster): the gap test below decides on a space
+            elif any(c in "\n\r" for c, _, _ in chars[index:end]):
+                end_line()
+            else:
+                text, right = text + " ", None
+            index = end
+            continue
+        left, bottom, char_right, top = boxes[index]
+        span = (bottom, top) if span is None else (min(span[0], bottom), max(span[1], top))
+        if not unmapped:  # an unmapped glyph is drawn but is not text; it still takes its place on the line
+            font_size = pdfium_c.FPDFText_GetFontSize(raw, index)
+            if right is not None and left - right > SPACE_GAP * font_size and not is_indic_sign(char):
+                text += " "
+            text += char
+            size = max(size, font_size)
+        right = char_right if right is None else max(right, char_right)
+        index += 1
+    end_line()
+    return [line for line in lines if line.text]
+
+
+def _open(path: Path) -> Any:
+    import pypdfium2
+
+    try:
+        return pypdfium2.PdfDocument(str(path))  # an owner-only password opens with the empty user password
+    except pypdfium2.PdfiumError as exc:
+        if getattr(exc, "err_code", None) == PDFIUM_PASSWORD_ERROR:
+            raise UserError(f"{path}: encrypted PDF that needs a password to open; {DECRYPT_FIX}") from None
+        raise UserError(f"{path}: unreadable PDF ({exc})") from None
+    except OSError as exc:
+        raise UserError(f"{path}: unreadable PDF ({exc.strerror or exc})") from None
+
+
+def _outline(document: Any) -> dict[int, list[tuple[int, str]]]:
+    """``{page number: [(level, title)]}`` of the PDF's bookmarks, in document order."""
+    entries: dict[int, list[tuple[int, str]]] = {}
+    for bookmark in document.get_toc():
+        destination = bookmark.get_dest()
+        index = destination.get_index() if destination is not None else None
+        title = " ".join((bookmark.get_title() or "").split())
+        if index is not None and title:
+            entries.setdefault(index + 1, []).append((bookmark.level, title))
+    return entries
+
+
+def _note(report: FileReport, page: int, kind: str, detail: str, *, confidence: float | None = None,
+          encoding: str | None = None, language: str | None = None) -> None:
+    report.page_notes.append({"page": page, "kind": kind, "detail": detail, "confidence": confidence,
+                              "encoding": encoding, "language": language})
+
+
+def _image_page(page: Any, number: int, report: FileReport, ocr_langs: str | None) -> list[Line]:
+    """An image-only page: blank, OCR'd, or (no Tesseract) flagged with the command that installs it."""
+    image = page.render(scale=ocr.OCR_DPI / 72, grayscale=True).to_pil()
+    if ocr.is_blank(image):
+        _note(report, number, "blank", f"blank page ({ocr.ink_share(image):.2%} ink once rules are taken out)")
+        return []
+    if not ocr.installed_languages():
+        report.pages_without_text.append(number)
+        _note(report, number, "image_only", f"no text layer and no Tesseract to read it: {ocr.INSTALL_COMMAND}")
+        return []
+    result = ocr.read_page(image, ocr_langs)
+    if result.words < ocr.BLANK_WORDS_FEWER_THAN:
+        _note(report, number, "blank", f"no writing but {result.text!r} (lined or notes page)",
+              language=result.language, confidence=result.confidence)
+        return []
+    low = result.confidence is not None and result.confidence < ocr.LOW_CONFIDENCE
+    _note(report, number, "ocr", f"OCR'd by Tesseract ({result.words} words"
+          f"{'; LOW CONFIDENCE: check the text' if low else ''})", confidence=result.confidence,
+          language=result.language)
+    return [Line(line, 0.0) for line in result.text.splitlines() if line.strip()]
+
+
+def _checked(lines: list[Line], number: int, report: FileReport) -> list[Line]:
+    """A text page's lines, converted from a legacy Hindi font if written in one, its problems noted."""
+    text = "\n".join(line.text for line in lines)
+    encoding = legacy_fonts.detect(text)
+    if encoding:
+        converted = legacy_fonts.convert(text, encoding)
+        if converted is not None:
+            lines = [Line(t, line.size) for t, line in zip(converted.split("\n"), lines, strict=True)]
+            _note(report, number, "legacy_font", f"legacy Hindi font converted to Unicode by hinlegacy "
+                  f"({legacy_fonts.devanagari_share(converted):.0%} Devanagari letters)", encoding=encoding,
+                  language="hi")
+            text = converted
+    problems = page_problems(text)
+    if problems:
+        _note(report, number, "suspect_text", "; ".join(problems))
+    return lines
+
+
+def _heading_sizes(pages: list[list[Line]]) -> list[float]:
+    """Font sizes of heading lines, largest first: sizes well above the size most of the text is set in."""
+    weight: dict[float, int] = {}
+    for line in (line for lines in pages for line in lines if line.size):
+        weight[round(line.size, 1)] = weight.get(round(line.size, 1), 0) + len(line.text)
+    if not weight:
+        return []
+    body = max(weight, key=weight.__getitem__)
+    return sorted((s for s in weight if s >= HEADING_SIZE * body), reverse=True)
+
+
+def _sections(pages: list[list[Line]], outline: dict[int, list[tuple[int, str]]]) -> list[Section]:
+    """Sections under their heading path: the outline's titles where the PDF has one, else large-font lines."""
+    from pipeline.dataset.ingest import Section
+
+    sizes = [] if outline else _heading_sizes(pages)
+    sections: list[Section] = []
+    path: list[str] = []
+
+    def add(text: str, page: int) -> None:
+        if not text.strip():
+            return
+        if not sections or sections[-1].headings != path:
+            sections.append(Section("", list(path), []))
+        section = sections[-1]
+        if section.text:
+            section.text += "\n\n"
+        if not section.page_starts or section.page_starts[-1][1] != page:
+            section.page_starts.append((len(section.text), page))
+        section.text += text.strip()
+
+    for number, lines in enumerate(pages, 1):
+        titles = {" ".join(t.split()): level for level, t in outline.get(number, [])}
+        on_page = {line.text for line in lines}
+        for level, title in outline.get(number, []):
+            if title not in on_page:
+                path = [*path[:level], title]
+        buffer: list[str] = []
+        for line in lines:
+            level = titles.get(line.text)
+            if level is None and line.size and len(line.text) <= HEADING_MAX_CHARS:
+                level = next((n for n, s in enumerate(sizes) if round(line.size, 1) >= s), None)
+            if level is not None:
+                add("\n".join(buffer), number)
+                buffer = []
+                path = [*path[:level], line.text]
+            buffer.append(line.text)
+        add("\n".join(buffer), number)
+    for section in sections:
+        section.text = section.text.strip()
+    return [s for s in sections if s.text]
+
+
+def read_pdf(path: Path, report: FileReport, *, ocr_langs: str | None = None) -> list[Section]:
+    """The sections of a PDF; pages noted in ``report.page_notes``; ``UserError`` naming the file if unreadable."""
+    import pypdfium2
+
+    report.engine = engine_name()
+    document = _open(path)
+    try:
+        outline = _outline(document)
+        report.pages = len(document)
+        pages: list[list[Line]] = []
+        for number in range(1, len(document) + 1):
+            page = document[number - 1]
+            lines = _page_lines(page.get_textpage())
+            if sum(len(line.text) for line in lines) < MIN_PAGE_CHARS:
+                lines = _image_page(page, number, report, ocr_langs)
+            else:
+                lines = _checked(lines, number, report)
+            pages.append(lines)
+    except pypdfium2.PdfiumError as exc:
+        raise UserError(f"{path}: unreadable PDF ({exc})") from None
+    finally:
+        document.close()
+    _summarise(report)
+    return _sections(pages, outline)
+
+
+def _summarise(report: FileReport) -> None:
+    """One flag line per kind of page note, for the console table."""
+    by_kind: dict[str, list[int]] = {}
+    for note in report.page_notes:
+        by_kind.setdefault(note["kind"], []).append(note["page"])
+    words = {"ocr": "OCR'd by Tesseract", "legacy_font": "legacy Hindi font converted",
+             "blank": "blank", "suspect_text": "suspect text (see page_notes)"}
+    for kind, pages in by_kind.items():
+        if kind == "image_only":
+            report.flags.append(f"no text layer on page(s) {', '.join(map(str, pages))} (scanned?): not ingested; "
+                                f"install Tesseract to OCR them: {ocr.INSTALL_COMMAND}")
+        else:
+            report.flags.append(f"page(s) {', '.join(map(str, pages))}: {words[kind]}")
