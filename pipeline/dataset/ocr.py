@@ -11,7 +11,7 @@ from typing import Any
 OCR_DPI = 300
 INK_LEVEL = 160  # a grey value below this is ink
 RULE_ROW_INK = 0.3  # a pixel row (or column) this inked is a ruled line or a frame, not writing
-BLANK_INK_AT_MOST = 0.0015  # share of inked pixels, rules removed, below which a page is blank
+BLANK_INK_AT_MOST = 0.0001  # share of inked pixels, rules removed, below which a page is blank (a line of text: ~0.1 %)
 BLANK_WORDS_FEWER_THAN = 3  # an OCR'd page with fewer words is a blank or "NOTES" page
 LOW_CONFIDENCE = 70.0  # Tesseract's mean word confidence (0-100) below which a page is flagged
 OSD_SCRIPTS = {"Devanagari": "hin", "Tamil": "tam", "Telugu": "tel", "Kannada": "kan", "Bengali": "ben",
