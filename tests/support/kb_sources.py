@@ -10,6 +10,7 @@ PDF of page images only); the texts are the project's own, written for the examp
 from __future__ import annotations
 
 import sys
+import unicodedata
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -239,13 +240,17 @@ def write_krutidev_pdf(path: Path, pages: list[tuple[str, list[str]]] | None = N
     pdf = FPDF(format="A4")
     pdf.set_creation_date(FIXED_DATE)
     pdf.add_font("NotoSans", "", str(NOTO / "NotoSans-Regular.ttf"))
+    def krutidev(text: str) -> str:  # hinlegacy 1.0.1 leaves ड़/ढ़ in Unicode; KrutiDev writes them M+ and <+
+        encoded = unicodedata.normalize("NFD", hinlegacy.encode(text, "krutidev_010"))
+        return encoded.replace("\u0921\u093c", "M+").replace("\u0922\u093c", "<+")
+
     for heading, paragraphs in pages or INDIC_LEAFLETS["hi"]:
         pdf.add_page()
         pdf.set_font("NotoSans", size=16)
-        pdf.multi_cell(0, 10, hinlegacy.encode(heading, "krutidev_010"), new_x="LMARGIN", new_y="NEXT")
+        pdf.multi_cell(0, 10, krutidev(heading), new_x="LMARGIN", new_y="NEXT")
         pdf.set_font("NotoSans", size=12)
         for para in paragraphs:
-            pdf.multi_cell(0, 8, hinlegacy.encode(para, "krutidev_010"), new_x="LMARGIN", new_y="NEXT")
+            pdf.multi_cell(0, 8, krutidev(para), new_x="LMARGIN", new_y="NEXT")
             pdf.ln(3)
     path.parent.mkdir(parents=True, exist_ok=True)
     pdf.output(str(path))
