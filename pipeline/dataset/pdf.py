@@ -11,12 +11,13 @@ Each page that is not plain good text gets a ``page_notes`` entry in the report 
 
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipeline.dataset import legacy_fonts, ocr
-from pipeline.dataset.text_check import is_indic_sign, page_problems
+from pipeline.dataset.text_check import INDIC_BLOCKS, is_indic_sign, page_problems
 from pipeline.errors import UserError
 
 if TYPE_CHECKING:
@@ -44,6 +45,33 @@ class Line:
     size: float
 
 
+def _overlap(a: tuple[float, float], b: tuple[float, float]) -> float:
+    return min(a[1], b[1]) - max(a[0], b[0])
+
+
+def _place_marks(items: list[tuple[str, tuple[float, float] | None]]) -> str:
+    """A line's text with each vowel sign the PDF wrote away from its letter (fpdf2 and others emit some marks
+    after the cluster, or after the line) moved back behind the letter it is drawn on; likewise a consonant drawn
+    under a letter that ends in a virama (a subjoined form)."""
+    placed: list[tuple[str, tuple[float, float] | None]] = []
+    for char, span in items:
+        indic = INDIC_BLOCKS[0] <= ord(char) <= INDIC_BLOCKS[1]
+        base = next((p for p in reversed(placed) if p[1] is not None), None)
+        if span is not None and indic and base is not None and _overlap(base[1], span) <= 0:
+            host = max(range(len(placed)), key=lambda k: _overlap(placed[k][1], span)
+                       if placed[k][1] and not is_indic_sign(placed[k][0]) else -1)
+            end = host + 1
+            while end < len(placed) and is_indic_sign(placed[end][0]):
+                end += 1
+            subjoined = not is_indic_sign(char) and unicodedata.name(placed[end - 1][0], "").endswith("VIRAMA")
+            if (placed[host][1] and (is_indic_sign(char) or subjoined)
+                    and _overlap(placed[host][1], span) >= 0.5 * (span[1] - span[0])):
+                placed.insert(end, (char, span))  # a sign, or a consonant drawn below a virama (subjoined)
+                continue
+        placed.append((char, span))
+    return "".join(char for char, _ in placed).strip()
+
+
 def _page_lines(textpage: Any) -> list[Line]:
     """The page's lines from PDFium's characters, without unmapped glyphs or whitespace invented inside a line."""
     import pypdfium2.raw as pdfium_c
@@ -52,20 +80,23 @@ def _page_lines(textpage: Any) -> list[Line]:
     count = textpage.count_chars()
     chars = [(chr(pdfium_c.FPDFText_GetUnicode(raw, i)), bool(pdfium_c.FPDFText_IsGenerated(raw, i)),
               bool(pdfium_c.FPDFText_HasUnicodeMapError(raw, i))) for i in range(count)]
-    boxes = [textpage.get_charbox(i) if not c.isspace() else None for i, (c, _, _) in enumerate(chars)]
-    lines, text, size, right, span = [], "", 0.0, None, None  # span: the line's (bottom, top) so far
+    boxes = [textpage.get_charbox(i) if unmapped or not c.isspace() else None
+             for i, (c, _, unmapped) in enumerate(chars)]
+    lines: list[Line] = []
+    items: list[tuple[str, tuple[float, float] | None]] = []  # the line's characters and their horizontal extent
+    size, right, span = 0.0, None, None  # span: the line's (bottom, top) so far
 
     def end_line() -> None:
-        nonlocal text, size, right, span
-        lines.append(Line(text.strip(), size))
-        text, size, right, span = "", 0.0, None, None
+        nonlocal items, size, right, span
+        lines.append(Line(_place_marks(items), size))
+        items, size, right, span = [], 0.0, None, None
 
     index = 0
     while index < count:
         char, generated, unmapped = chars[index]
-        if char.isspace():
+        if char.isspace() and not unmapped:
             end = index
-            while end < count and chars[end][0].isspace() and chars[end][1] == generated:
+            while end < count and chars[end][0].isspace() and chars[end][1] == generated and not chars[end][2]:
                 end += 1
             following = next((j for j in range(end, count) if boxes[j] is not None and not chars[j][2]), None)
             same_line = span is not None and following is not None and (
@@ -75,7 +106,8 @@ def _page_lines(textpage: Any) -> list[Line]:
             elif any(c in "\n\r" for c, _, _ in chars[index:end]):
                 end_line()
             else:
-                text, right = text + " ", None
+                items.append((" ", None))
+                right = None
             index = end
             continue
         left, bottom, char_right, top = boxes[index]
@@ -83,8 +115,8 @@ def _page_lines(textpage: Any) -> list[Line]:
         if not unmapped:  # an unmapped glyph is drawn but is not text; it still takes its place on the line
             font_size = pdfium_c.FPDFText_GetFontSize(raw, index)
             if right is not None and left - right > SPACE_GAP * font_size and not is_indic_sign(char):
-                text += " "
-            text += char
+                items.append((" ", None))
+            items.append((char, (left, char_right)))
             size = max(size, font_size)
         right = char_right if right is None else max(right, char_right)
         index += 1
