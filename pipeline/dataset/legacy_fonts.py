@@ -12,6 +12,7 @@ MIN_LETTERS = 20
 INDIC_AT_MOST = 0.05  # a page already in an Indian script (beyond a stray letter) is not a legacy font
 DEVANAGARI_AFTER_AT_LEAST = 0.9  # a conversion that does not give Devanagari was not a legacy font
 _LATIN_WORD = re.compile(r"[A-Za-z]+")
+_INDIC = re.compile("[\u0900-\u0dff]")
 
 
 @cache
@@ -31,8 +32,8 @@ def detect(text: str) -> str | None:
     """The legacy encoding ``text`` is written in (hinlegacy's font slug; tied fonts joined by ``/``), or None."""
     from hinlegacy.detector.heuristics import score_fonts
 
-    letters = sum(c.isalpha() for c in text)
-    if letters < MIN_LETTERS or sum(0x0900 <= ord(c) <= 0x0DFF for c in text) > INDIC_AT_MOST * letters:
+    letters = sum(map(str.isalpha, text))
+    if letters < MIN_LETTERS or len(_INDIC.findall(text)) > INDIC_AT_MOST * letters:
         return None
     words = _LATIN_WORD.findall(text)
     english = sum(w.lower() in _english() for w in words if len(w) > 1) / max(sum(len(w) > 1 for w in words), 1)

@@ -11,6 +11,7 @@ Each page that is not plain good text gets a ``page_notes`` entry in the report 
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +24,7 @@ from pipeline.errors import UserError
 if TYPE_CHECKING:
     from pipeline.dataset.ingest import FileReport, Section
 
+_INDIC = re.compile("[\u0900-\u0dff]")
 MIN_PAGE_CHARS = 20  # a page with fewer extracted characters has no usable text layer (a scan)
 SPACE_GAP = 0.2  # a gap of this many font sizes between two glyphs of a line is a word space
 HEADING_SIZE = 1.2  # a short line set this many times the body's font size is a heading
@@ -54,10 +56,10 @@ def _place_marks(items: list[tuple[str, tuple[float, float] | None]]) -> str:
     after the cluster, or after the line) moved back behind the letter it is drawn on; likewise a consonant drawn
     under a letter that ends in a virama (a subjoined form)."""
     placed: list[tuple[str, tuple[float, float] | None]] = []
+    last: tuple[float, float] | None = None  # where the last character placed in order is drawn
     for char, span in items:
-        indic = INDIC_BLOCKS[0] <= ord(char) <= INDIC_BLOCKS[1]
-        base = next((p for p in reversed(placed) if p[1] is not None), None)
-        if span is not None and indic and base is not None and _overlap(base[1], span) <= 0:
+        if (span is not None and last is not None and INDIC_BLOCKS[0] <= ord(char) <= INDIC_BLOCKS[1]
+                and _overlap(last, span) <= 0):
             host = max(range(len(placed)), key=lambda k: _overlap(placed[k][1], span)
                        if placed[k][1] and not is_indic_sign(placed[k][0]) else -1)
             end = host + 1
@@ -69,19 +71,47 @@ def _place_marks(items: list[tuple[str, tuple[float, float] | None]]) -> str:
                 placed.insert(end, (char, span))  # a sign, or a consonant drawn below a virama (subjoined)
                 continue
         placed.append((char, span))
+        last = span if span is not None else last
     return "".join(char for char, _ in placed).strip()
 
 
 def _page_lines(textpage: Any) -> list[Line]:
-    """The page's lines from PDFium's characters, without unmapped glyphs or whitespace invented inside a line."""
+    """The page's lines and their font sizes: PDFium's text as it is for a page without Indian scripts, rebuilt
+    from its characters for a page with them (``_shaped_lines``)."""
+    import pypdfium2.raw as pdfium_c
+
+    text = textpage.get_text_range()
+    if len(text) != textpage.count_chars() or _INDIC.search(text):
+        return _shaped_lines(textpage, text)
+    lines, offset = [], 0
+    for row in text.split("\n"):
+        words = row.split()
+        if words:
+            first = offset + len(row) - len(row.lstrip())
+            lines.append(Line(" ".join(words), pdfium_c.FPDFText_GetFontSize(textpage.raw, first)))
+        offset += len(row) + 1
+    return lines
+
+
+def _shaped_lines(textpage: Any, text: str) -> list[Line]:
+    """Lines rebuilt from PDFium's characters: unmapped glyphs (the extra glyphs of a shaped cluster) left out,
+    whitespace PDFium invented inside a line dropped, a space put where glyphs stand a space apart, marks placed."""
+    import ctypes
+
     import pypdfium2.raw as pdfium_c
 
     raw = textpage.raw
     count = textpage.count_chars()
-    chars = [(chr(pdfium_c.FPDFText_GetUnicode(raw, i)), bool(pdfium_c.FPDFText_IsGenerated(raw, i)),
-              bool(pdfium_c.FPDFText_HasUnicodeMapError(raw, i))) for i in range(count)]
-    boxes = [textpage.get_charbox(i) if unmapped or not c.isspace() else None
-             for i, (c, _, unmapped) in enumerate(chars)]
+    if len(text) != count:  # characters beyond the BMP: one at a time
+        text = "".join(chr(pdfium_c.FPDFText_GetUnicode(raw, i)) for i in range(count))
+    unmapped = [bool(pdfium_c.FPDFText_HasUnicodeMapError(raw, i)) for i in range(count)]
+    edges = [ctypes.c_double() for _ in range(4)]
+    refs = [ctypes.byref(e) for e in edges]
+
+    def box(i: int) -> tuple[float, float, float, float]:  # left, right, bottom, top
+        pdfium_c.FPDFText_GetCharBox(raw, i, *refs)
+        return edges[0].value, edges[1].value, edges[2].value, edges[3].value
+
     lines: list[Line] = []
     items: list[tuple[str, tuple[float, float] | None]] = []  # the line's characters and their horizontal extent
     size, right, span = 0.0, None, None  # span: the line's (bottom, top) so far
@@ -93,31 +123,36 @@ def _page_lines(textpage: Any) -> list[Line]:
 
     index = 0
     while index < count:
-        char, generated, unmapped = chars[index]
-        if char.isspace() and not unmapped:
-            end = index
-            while end < count and chars[end][0].isspace() and chars[end][1] == generated and not chars[end][2]:
+        char = text[index]
+        if char.isspace() and not unmapped[index]:
+            generated = bool(pdfium_c.FPDFText_IsGenerated(raw, index))
+            end = index + 1
+            while (end < count and text[end].isspace() and not unmapped[end]
+                   and bool(pdfium_c.FPDFText_IsGenerated(raw, end)) == generated):
                 end += 1
-            following = next((j for j in range(end, count) if boxes[j] is not None and not chars[j][2]), None)
-            same_line = span is not None and following is not None and (
-                boxes[following][1] < span[1] and boxes[following][3] > span[0])
-            if generated and same_line:
+            same_line = False
+            if generated and span is not None:
+                following = next((j for j in range(end, count) if not unmapped[j] and not text[j].isspace()), None)
+                if following is not None:
+                    _, _, bottom, top = box(following)
+                    same_line = bottom < span[1] and top > span[0]
+            if same_line:
                 pass  # PDFium's guess inside a line (a shaped cluster): the gap test below decides on a space
-            elif any(c in "\n\r" for c, _, _ in chars[index:end]):
+            elif "\n" in text[index:end] or "\r" in text[index:end]:
                 end_line()
             else:
                 items.append((" ", None))
                 right = None
             index = end
             continue
-        left, bottom, char_right, top = boxes[index]
+        left, char_right, bottom, top = box(index)
         span = (bottom, top) if span is None else (min(span[0], bottom), max(span[1], top))
-        if not unmapped:  # an unmapped glyph is drawn but is not text; it still takes its place on the line
-            font_size = pdfium_c.FPDFText_GetFontSize(raw, index)
-            if right is not None and left - right > SPACE_GAP * font_size and not is_indic_sign(char):
+        if not unmapped[index]:  # an unmapped glyph is drawn but is not text; it still takes its place on the line
+            if not size:
+                size = pdfium_c.FPDFText_GetFontSize(raw, index)
+            if right is not None and left - right > SPACE_GAP * size and not is_indic_sign(char):
                 items.append((" ", None))
             items.append((char, (left, char_right)))
-            size = max(size, font_size)
         right = char_right if right is None else max(right, char_right)
         index += 1
     end_line()

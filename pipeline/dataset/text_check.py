@@ -7,10 +7,34 @@ from __future__ import annotations
 import re
 import unicodedata
 
-INDIC_BLOCKS = (0x0900, 0x0DFF)  # Devanagari to Sinhala: the scripts the studio reads
+INDIC_BLOCKS = (0x0900, 0x0DFF)  # Devanagari to Sinhala: the scripts the studio reads, 128 code points each
 MOSTLY_NOT_WORDS = 0.5  # a page where fewer than half of the tokens are words is garbage, not text
-_TOKEN = re.compile(r"\S+")
-_EDGE_PUNCTUATION = "\"'“”‘’()[]{}<>.,;:!?।॥-–—/*•·|"
+_EDGE = r"\"'“”‘’()\[\]{}<>.,;:!?।॥\-–—/*•·|"
+_JOINERS = "\u200c\u200d"
+
+
+def _classes() -> tuple[str, list[tuple[str, str]]]:
+    """The Indic signs as a regex class, and per Indic block (its letters, its letters and signs)."""
+    signs, blocks = [], []
+    for start in range(INDIC_BLOCKS[0], INDIC_BLOCKS[1] + 1, 0x80):
+        letters, marks = [], []
+        for code in range(start, start + 0x80):
+            category = unicodedata.category(chr(code))
+            if category in ("Mn", "Mc"):
+                marks.append(chr(code))
+            elif category.startswith(("L", "N")):
+                letters.append(chr(code))
+        signs += marks
+        blocks.append(("".join(letters), "".join(letters + marks) + _JOINERS))
+    return "".join(signs), blocks
+
+
+_SIGNS, _BLOCKS = _classes()
+_SIGN_INITIAL = re.compile(rf"(?<!\S)[{_EDGE}]*([{_SIGNS}]\S*)")
+_WORD_CORE = "|".join([r"\d[\d.,]*", r"[A-Za-zÀ-ɏ][A-Za-zÀ-ɏ'’\-]*"]
+                      + [f"[{first}][{rest}]*" for first, rest in _BLOCKS if first])
+_WORD = re.compile(rf"(?<!\S)[{_EDGE}]*(?:{_WORD_CORE})[{_EDGE}]*(?!\S)")
+_CONTROL = re.compile("[\x00-\x08\x0b\x0e-\x1f\x7f-\x9f\ud800-\udfff\ue000-\uf8ff]")
 
 
 def is_indic_sign(char: str) -> bool:
@@ -18,22 +42,9 @@ def is_indic_sign(char: str) -> bool:
     return INDIC_BLOCKS[0] <= ord(char) <= INDIC_BLOCKS[1] and unicodedata.category(char) in ("Mn", "Mc")
 
 
-def _is_word(token: str) -> bool:
-    """Letters (with their signs) of one script, digits, or a number: what a real word looks like."""
-    core = token.strip(_EDGE_PUNCTUATION)
-    if not core:
-        return False
-    if core.replace(",", "").replace(".", "").isdigit():
-        return True
-    if is_indic_sign(core[0]) or not all(c.isalnum() or is_indic_sign(c) or c in "'’-\u200c\u200d" for c in core):
-        return False
-    scripts = {unicodedata.name(c, "?").split()[0] for c in core if c.isalpha()}
-    return len(scripts) <= 1
-
-
 def sign_initial_words(text: str) -> list[str]:
     """Words that start with a dependent vowel sign, as a reordering PDF reader leaves them (``िीमारी``)."""
-    return [t for t in (tok.strip(_EDGE_PUNCTUATION) for tok in _TOKEN.findall(text)) if t and is_indic_sign(t[0])]
+    return [word.rstrip(_EDGE.replace("\\", "")) for word in _SIGN_INITIAL.findall(text)]
 
 
 def page_problems(text: str) -> list[str]:
@@ -43,14 +54,13 @@ def page_problems(text: str) -> list[str]:
     if signs:
         problems.append(f"{len(signs)} word(s) start with a dependent vowel sign (e.g. {', '.join(signs[:3])}): "
                         "the reader reordered the script")
-    replacement = text.count("\ufffd")
-    control = sum(1 for c in text if unicodedata.category(c) in ("Cc", "Co", "Cs") and c not in "\n\r\t\f")
+    replacement, control = text.count("\ufffd"), len(_CONTROL.findall(text))
     if replacement or control:
         problems.append(f"{replacement} replacement and {control} control/private-use character(s): "
                         "the font has no Unicode map")
-    tokens = _TOKEN.findall(text)
+    tokens = len(text.split())
     if tokens:
-        words = sum(_is_word(t) for t in tokens)
-        if words / len(tokens) < MOSTLY_NOT_WORDS:
-            problems.append(f"mostly not words ({words} of {len(tokens)} tokens are words)")
+        words = len(_WORD.findall(text))
+        if words / tokens < MOSTLY_NOT_WORDS:
+            problems.append(f"mostly not words ({words} of {tokens} tokens are words)")
     return problems
