@@ -316,6 +316,11 @@ def _summarise(report: FileReport) -> None:
         by_kind.setdefault(note["kind"], []).append(note["page"])
     words = {"ocr": "OCR'd by Tesseract", "legacy_font": "legacy Hindi font converted",
              "blank": "blank", "suspect_text": "suspect text (see page_notes)"}
+    low = [n["page"] for n in report.page_notes if n["kind"] == "ocr" and n["confidence"] is not None
+           and n["confidence"] < ocr.LOW_CONFIDENCE]
+    if low:
+        report.flags.append(f"page(s) {', '.join(map(str, low))}: low OCR confidence (below "
+                            f"{ocr.LOW_CONFIDENCE:.0f}): check their text")
     for kind, pages in by_kind.items():
         if kind == "image_only":
             report.flags.append(f"no text layer on page(s) {', '.join(map(str, pages))} (scanned?): not ingested; "
