@@ -104,6 +104,7 @@ def test_image_only_pages_ocr_with_confidence_and_ruled_page_blank(tmp_path):
     chunks = [json.loads(line) for line in (tmp_path / "ds" / "kb.jsonl").read_text(encoding="utf-8").splitlines()]
     assert chunks and all(c["provenance"]["ocr"] is True for c in chunks)
     assert all(c["provenance"]["ocr_confidence"] == notes[0]["confidence"] for c in chunks)
+    assert chunks[0]["provenance"]["heading_path"] == [pages[0][0]]  # the large OCR'd line is the heading
     source = words(" ".join(f"{h} {' '.join(ps)}" for h, ps in pages))
     assert intact(source, " ".join(c["text"] for c in chunks)) >= 0.9
 
@@ -170,7 +171,7 @@ def test_garbled_text_layer_is_flagged_in_the_report(tmp_path):
 
 def test_low_confidence_ocr_page_is_flagged(tmp_path, monkeypatch):
     monkeypatch.setattr(ocr, "read_page", lambda image, languages=None: ocr.OcrPage(
-        "धुंधला पन्ना जिसे पढ़ना कठिन है", 41.5, "hin+eng", 6))
+        "धुंधला पन्ना जिसे पढ़ना कठिन है", 41.5, "hin+eng", 6, [12.0]))
     path = write_image_only_pdf(tmp_path / "scan.pdf", "hi", INDIC_LEAFLETS["hi"][:1], blank_pages=0)
     report = FileReport(path.name, "", "pdf")
     read_pdf(path, report)

@@ -4,7 +4,8 @@ pytesseract, in the language its script detection (OSD) finds or the one the use
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+import statistics
+from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
@@ -29,6 +30,7 @@ class OcrPage:
     confidence: float | None  # mean word confidence, 0-100
     language: str  # the Tesseract languages used, e.g. "hin+eng"
     words: int
+    line_sizes: list[float] = field(default_factory=list)  # each line's median word height in points
 
 
 @cache
@@ -77,19 +79,21 @@ def read_page(image: Any, requested: str | None = None) -> OcrPage:
 
     language = page_languages(image, requested)
     data = pytesseract.image_to_data(image, lang=language, output_type=pytesseract.Output.DICT)
-    lines: dict[tuple[int, int, int], list[str]] = {}
+    lines: dict[tuple[int, int, int], list[tuple[str, int]]] = {}
     confidences = []
     for i, word in enumerate(data["text"]):
         if not word.strip():
             continue
-        lines.setdefault((data["block_num"][i], data["par_num"][i], data["line_num"][i]), []).append(word.strip())
+        key = (data["block_num"][i], data["par_num"][i], data["line_num"][i])
+        lines.setdefault(key, []).append((word.strip(), data["height"][i]))
         if float(data["conf"][i]) >= 0:
             confidences.append(float(data["conf"][i]))
-    text, previous = "", None
+    text, previous, sizes = "", None, []
     for (block, par, _), words in lines.items():
         if previous is not None:
             text += "\n\n" if (block, par) != previous else "\n"
-        text += " ".join(words)
+        text += " ".join(word for word, _ in words)
+        sizes.append(round(statistics.median(height for _, height in words) * 72 / OCR_DPI, 1))
         previous = (block, par)
     return OcrPage(text, round(sum(confidences) / len(confidences), 1) if confidences else None, language,
-                   len(confidences))
+                   len(confidences), sizes)

@@ -29,6 +29,7 @@ MIN_PAGE_CHARS = 20  # a page with fewer extracted characters has no usable text
 SPACE_GAP = 0.2  # a gap of this many font sizes between two glyphs of a line is a word space
 HEADING_SIZE = 1.2  # a short line set this many times the body's font size is a heading
 HEADING_MAX_CHARS = 150
+LEVEL_STEP = 0.9  # heading sizes within 10 % of each other are one level (OCR'd line heights vary)
 PDFIUM_PASSWORD_ERROR = 4  # FPDF_ERR_PASSWORD
 DECRYPT_FIX = "remove the password (qpdf --decrypt --password=PASSWORD in.pdf out.pdf) and ingest the copy"
 
@@ -209,7 +210,8 @@ def _image_page(page: Any, number: int, report: FileReport, ocr_langs: str | Non
     _note(report, number, "ocr", f"OCR'd by Tesseract ({result.words} words"
           f"{'; LOW CONFIDENCE: check the text' if low else ''})", confidence=result.confidence,
           language=result.language)
-    return [Line(line, 0.0) for line in result.text.splitlines() if line.strip()]
+    rows = [row for row in result.text.split("\n") if row.strip()]
+    return [Line(row, size) for row, size in zip(rows, result.line_sizes, strict=True)]
 
 
 def _checked(lines: list[Line], number: int, report: FileReport) -> list[Line]:
@@ -230,22 +232,30 @@ def _checked(lines: list[Line], number: int, report: FileReport) -> list[Line]:
     return lines
 
 
-def _heading_sizes(pages: list[list[Line]]) -> list[float]:
-    """Font sizes of heading lines, largest first: sizes well above the size most of the text is set in."""
-    weight: dict[float, int] = {}
-    for line in (line for lines in pages for line in lines if line.size):
-        weight[round(line.size, 1)] = weight.get(round(line.size, 1), 0) + len(line.text)
-    if not weight:
-        return []
-    body = max(weight, key=weight.__getitem__)
-    return sorted((s for s in weight if s >= HEADING_SIZE * body), reverse=True)
+def _heading_levels(pages: list[list[Line]]) -> tuple[float, list[float]]:
+    """The smallest heading size (``HEADING_SIZE`` x the size half the text is set in or below) and the size of
+    each heading level, largest first; sizes within ``LEVEL_STEP`` of a level's largest belong to it."""
+    sized = sorted((line.size, len(line.text)) for lines in pages for line in lines if line.size)
+    if not sized:
+        return 0.0, []
+    half, seen, body = sum(n for _, n in sized) / 2, 0, sized[-1][0]
+    for size, n in sized:
+        seen += n
+        if seen >= half:
+            body = size
+            break
+    levels: list[float] = []
+    for size in sorted({size for size, _ in sized if size >= HEADING_SIZE * body}, reverse=True):
+        if not levels or size < LEVEL_STEP * levels[-1]:
+            levels.append(size)
+    return HEADING_SIZE * body, levels
 
 
 def _sections(pages: list[list[Line]], outline: dict[int, list[tuple[int, str]]]) -> list[Section]:
     """Sections under their heading path: the outline's titles where the PDF has one, else large-font lines."""
     from pipeline.dataset.ingest import Section
 
-    sizes = [] if outline else _heading_sizes(pages)
+    smallest, levels = (0.0, []) if outline else _heading_levels(pages)
     sections: list[Section] = []
     path: list[str] = []
 
@@ -271,7 +281,7 @@ def _sections(pages: list[list[Line]], outline: dict[int, list[tuple[int, str]]]
         for line in lines:
             level = titles.get(line.text)
             if level is None and line.size and len(line.text) <= HEADING_MAX_CHARS:
-                level = next((n for n, s in enumerate(sizes) if round(line.size, 1) >= s), None)
+                level = next((n for n, s in enumerate(levels) if line.size >= max(LEVEL_STEP * s, smallest)), None)
             if level is not None:
                 add("\n".join(buffer), number)
                 buffer = []
