@@ -12,8 +12,11 @@ Each page that is not plain good text gets a ``page_notes`` entry in the report 
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
 import unicodedata
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +28,7 @@ if TYPE_CHECKING:
     from pipeline.dataset.ingest import FileReport, Section
 
 _INDIC = re.compile("[\u0900-\u0dff]")
+POPPLER_TIMEOUT = 600  # seconds for pdftotext on one document
 MIN_PAGE_CHARS = 20  # a page with fewer extracted characters has no usable text layer (a scan)
 SPACE_GAP = 0.2  # a gap of this many font sizes between two glyphs of a line is a word space
 HEADING_SIZE = 1.2  # a short line set this many times the body's font size is a heading
@@ -76,12 +80,11 @@ def _place_marks(items: list[tuple[str, tuple[float, float] | None]]) -> str:
     return "".join(char for char, _ in placed).strip()
 
 
-def _page_lines(textpage: Any) -> list[Line]:
+def _page_lines(textpage: Any, text: str) -> list[Line]:
     """The page's lines and their font sizes: PDFium's text as it is for a page without Indian scripts, rebuilt
     from its characters for a page with them (``_shaped_lines``)."""
     import pypdfium2.raw as pdfium_c
 
-    text = textpage.get_text_range()
     if len(text) != textpage.count_chars() or _INDIC.search(text):
         return _shaped_lines(textpage, text)
     lines, offset = [], 0
@@ -158,6 +161,45 @@ def _shaped_lines(textpage: Any, text: str) -> list[Line]:
         index += 1
     end_line()
     return [line for line in lines if line.text]
+
+
+def _has_unmapped_glyphs(textpage: Any) -> bool:
+    """Whether the PDF left glyphs of this page without a Unicode map (its writer mapped a shaped cluster's text to
+    one glyph and left the others out): only the characters rebuilt by ``_shaped_lines`` read such a page right."""
+    import pypdfium2.raw as pdfium_c
+
+    return any(pdfium_c.FPDFText_HasUnicodeMapError(textpage.raw, i) for i in range(textpage.count_chars()))
+
+
+@cache
+def poppler_version() -> str | None:
+    """``pdftotext``'s version (Debian poppler-utils), or None when it is not installed."""
+    if not shutil.which("pdftotext"):
+        return None
+    result = subprocess.run(["pdftotext", "-v"], capture_output=True, text=True, check=False)
+    found = re.search(r"version ([\d.]+)", result.stderr + result.stdout)
+    return found.group(1) if found else "?"
+
+
+def _poppler_lines(path: Path, pages: int) -> list[list[Line]] | None:
+    """Each page's lines by poppler's ``pdftotext -bbox-layout``, sized by their height; None if it fails."""
+    from lxml import etree
+
+    try:
+        result = subprocess.run(["pdftotext", "-bbox-layout", "-enc", "UTF-8", str(path), "-"], capture_output=True,
+                                check=True, timeout=POPPLER_TIMEOUT)
+        root = etree.fromstring(result.stdout, etree.XMLParser(recover=True, huge_tree=True))
+    except (OSError, subprocess.SubprocessError, etree.XMLSyntaxError):
+        return None
+    found = []
+    for page in root.iter("{*}page"):
+        lines = []
+        for line in page.iter("{*}line"):
+            words = [w.text.strip() for w in line.iter("{*}word") if w.text and w.text.strip()]
+            if words:
+                lines.append(Line(" ".join(words), round(float(line.get("yMax")) - float(line.get("yMin")), 1)))
+        found.append(lines)
+    return found if len(found) == pages else None
 
 
 def _open(path: Path) -> Any:
@@ -278,14 +320,19 @@ def _sections(pages: list[list[Line]], outline: dict[int, list[tuple[int, str]]]
             if title not in on_page:
                 path = [*path[:level], title]
         buffer: list[str] = []
+        previous: int | None = None  # the level of the line before when it was a heading set by size
         for line in lines:
             level = titles.get(line.text)
-            if level is None and line.size and len(line.text) <= HEADING_MAX_CHARS:
+            by_size = level is None and line.size and len(line.text) <= HEADING_MAX_CHARS
+            if by_size:
                 level = next((n for n, s in enumerate(levels) if line.size >= max(LEVEL_STEP * s, smallest)), None)
-            if level is not None:
+            if by_size and level is not None and level == previous and len(path) == level + 1:
+                path = [*path[:level], f"{path[level]} {line.text}"]  # a heading wrapped onto a second line
+            elif level is not None:
                 add("\n".join(buffer), number)
                 buffer = []
                 path = [*path[:level], line.text]
+            previous = level if by_size else None
             buffer.append(line.text)
         add("\n".join(buffer), number)
     for section in sections:
@@ -302,10 +349,21 @@ def read_pdf(path: Path, report: FileReport, *, ocr_langs: str | None = None) ->
     try:
         outline = _outline(document)
         report.pages = len(document)
+        textpages = [page.get_textpage() for page in document]
+        texts = [textpage.get_text_range() for textpage in textpages]
+        indic = [textpage for textpage, text in zip(textpages, texts, strict=True) if _INDIC.search(text)]
+        poppler = None
+        if indic and not any(_has_unmapped_glyphs(textpage) for textpage in indic):
+            poppler = _poppler_lines(path, len(document)) if poppler_version() else None
+            if poppler is None:
+                report.flags.append("Indian-script text read by pypdfium2 alone: poppler's pdftotext, which reads "
+                                    "it best, is missing or failed (sudo apt-get install -y poppler-utils)")
+            else:
+                report.engine += f" + poppler pdftotext {poppler_version()}"
         pages: list[list[Line]] = []
         for number in range(1, len(document) + 1):
             page = document[number - 1]
-            lines = _page_lines(page.get_textpage())
+            lines = poppler[number - 1] if poppler else _page_lines(textpages[number - 1], texts[number - 1])
             if sum(len(line.text) for line in lines) < MIN_PAGE_CHARS:
                 lines = _image_page(page, number, report, ocr_langs)
             else:
