@@ -1,10 +1,10 @@
 """PDF ingestion: which engine reads Indian scripts right, what the new reader costs, and OCR seconds per page.
 
 1. **Engines.** The project's leaflets in Devanagari (Hindi), Tamil, Telugu, Kannada and Bengali, written by
-   tests/support/kb_sources.py (fpdf2, HarfBuzz shaping, Debian's Noto fonts), read by: the studio's reader
-   (pypdfium2 characters rebuilt, pipeline/dataset/pdf.py), pypdfium2's own page text, pdfminer.six (through
-   pdfplumber), pypdf, and poppler's ``pdftotext``. Figure: the share of the source text's words (the text the
-   PDF was made from) found intact, and milliseconds per page (median of 3).
+   two PDF writers (tests/support/kb_sources.py: fpdf2 with HarfBuzz shaping, and headless Chromium printing an
+   HTML page; Debian's Noto fonts), read by: the studio's reader (pipeline/dataset/pdf.py), pypdfium2's own page
+   text, pdfminer.six (through pdfplumber), pypdf, and poppler's ``pdftotext``. Figure: the share of the source
+   text's words (the text the PDF was made from) found intact, and milliseconds per page (median of 3).
 2. **ingest-kb without OCR** on a few hundred generated text pages (English, Hindi, Tamil, Telugu, Kannada,
    Bengali), in-process ``ingest`` (reading, splitting, token counting, writing), with the former reader (pypdf,
    one ``extract_text`` per page) and the new one, alternated, 3 runs each; median seconds and the ratio.
@@ -16,9 +16,11 @@ Every figure carries the 1-minute load average (2 shared cores). Writes bench/re
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -42,6 +44,7 @@ from tests.support.kb_sources import (  # noqa: E402
     INDIC_LEAFLETS,
     PREOP_PAGES,
     SCRIPT_FONTS,
+    write_browser_pdf,
     write_image_only_pdf,
     write_indic_pdf,
     write_pdf,
@@ -101,10 +104,15 @@ ENGINES = {"studio (pypdfium2 rebuilt)": studio, "pypdfium2 get_text_bounded": p
            "pdfminer.six (pdfplumber)": pdfminer, "pypdf": pypdf_pages, "poppler pdftotext": poppler}
 
 
+WRITERS = {"fpdf2": write_indic_pdf, "chromium": write_browser_pdf}
+
+
 def compare_engines(folder: Path) -> list[dict]:
     rows = []
-    for language in sorted(SCRIPT_FONTS):
-        path = write_indic_pdf(folder / f"{language}.pdf", language)
+    for (writer, write), language in itertools.product(WRITERS.items(), sorted(SCRIPT_FONTS)):
+        if writer == "chromium" and not shutil.which("chromium"):
+            continue
+        path = write(folder / writer / f"{language}.pdf", language)
         source = words(" ".join(f"{h} {' '.join(ps)}" for h, ps in INDIC_LEAFLETS[language]))
         pages = len(INDIC_LEAFLETS[language])
         for name, read in ENGINES.items():
@@ -113,7 +121,7 @@ def compare_engines(folder: Path) -> list[dict]:
                 start = time.perf_counter()
                 text = "\n".join(read(path))
                 times.append(time.perf_counter() - start)
-            rows.append({"language": language, "engine": name, "words_intact": intact(source, text),
+            rows.append({"writer": writer, "language": language, "engine": name, "words_intact": intact(source, text),
                          "ms_per_page": round(1000 * statistics.median(times) / pages, 1), "load_1min": load()})
     return rows
 
@@ -194,15 +202,16 @@ def main() -> None:
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(result, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
 
-    table = Table(title="PDF engines: share of the source's words intact (ms per page)")
-    table.add_column("engine")
-    for language in sorted(SCRIPT_FONTS):
-        table.add_column(language, justify="right")
-    for name in ENGINES:
-        cells = {r["language"]: f"{r['words_intact']:.3f} ({r['ms_per_page']:.0f})" for r in engines
-                 if r["engine"] == name}
-        table.add_row(name, *(cells[lang] for lang in sorted(SCRIPT_FONTS)))
-    console.print(table)
+    for writer in dict.fromkeys(r["writer"] for r in engines):
+        table = Table(title=f"PDF engines on {writer}'s PDFs: share of the source's words intact (ms per page)")
+        table.add_column("engine")
+        for language in sorted(SCRIPT_FONTS):
+            table.add_column(language, justify="right")
+        for name in ENGINES:
+            cells = {r["language"]: f"{r['words_intact']:.3f} ({r['ms_per_page']:.0f})" for r in engines
+                     if r["engine"] == name and r["writer"] == writer}
+            table.add_row(name, *(cells[lang] for lang in sorted(SCRIPT_FONTS)))
+        console.print(table)
     console.print(f"ingest-kb without OCR, {timing['pages']} pages: before (pypdf) {timing['seconds_before']} s, "
                   f"now (pypdfium2) {timing['seconds_now']} s, ratio {timing['ratio']} (load {timing['load_1min']})")
     for row in ocr_rows:

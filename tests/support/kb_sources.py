@@ -324,3 +324,24 @@ def write_example_sources(out: Path) -> list[Path]:
 
 if __name__ == "__main__":
     print(*write_example_sources(Path(sys.argv[1] if len(sys.argv) > 1 else "data/raw-example/sources")))
+
+
+def write_browser_pdf(path: Path, language: str = "hi", pages: list[tuple[str, list[str]]] | None = None) -> Path:
+    """``language``'s leaflet as an HTML page printed to PDF by headless Chromium (Skia's PDF writer, HarfBuzz
+    shaping, Noto fonts), as a browser or word processor writes it: every glyph mapped to its text."""
+    import html
+    import shutil
+    import subprocess
+    import tempfile
+
+    body = "".join(f"<h1>{html.escape(h)}</h1>" + "".join(f"<p>{html.escape(p)}</p>" for p in ps)
+                   for h, ps in pages or INDIC_LEAFLETS[language])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        page = Path(tmp) / "leaflet.html"
+        page.write_text(f"<html lang='{language}'><meta charset='utf-8'><body style='font-family: Noto Sans'>"
+                        f"{body}</body></html>", encoding="utf-8")
+        subprocess.run([shutil.which("chromium") or "chromium", "--headless", "--no-sandbox", "--disable-gpu",
+                        "--no-pdf-header-footer", f"--user-data-dir={tmp}/profile", f"--print-to-pdf={path}",
+                        page.as_uri()], capture_output=True, check=True, timeout=120)
+    return path
