@@ -100,7 +100,7 @@ def poppler(path: Path) -> list[str]:
                           check=True).stdout.split("\f")
 
 
-ENGINES = {"studio (pypdfium2 rebuilt)": studio, "pypdfium2 get_text_bounded": pdfium_plain,
+ENGINES = {"studio (pypdfium2 + poppler)": studio, "pypdfium2 get_text_bounded": pdfium_plain,
            "pdfminer.six (pdfplumber)": pdfminer, "pypdf": pypdf_pages, "poppler pdftotext": poppler}
 
 

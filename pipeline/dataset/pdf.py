@@ -63,8 +63,8 @@ def _place_marks(items: list[tuple[str, tuple[float, float] | None]]) -> str:
     placed: list[tuple[str, tuple[float, float] | None]] = []
     last: tuple[float, float] | None = None  # where the last character placed in order is drawn
     for char, span in items:
-        if (span is not None and last is not None and INDIC_BLOCKS[0] <= ord(char) <= INDIC_BLOCKS[1]
-                and _overlap(last, span) <= 0):
+        if (span is not None and last is not None and span[1] <= last[0] + 0.5
+                and INDIC_BLOCKS[0] <= ord(char) <= INDIC_BLOCKS[1]):  # drawn before the character read last
             host = max(range(len(placed)), key=lambda k: _overlap(placed[k][1], span)
                        if placed[k][1] and not is_indic_sign(placed[k][0]) else -1)
             end = host + 1

@@ -30,6 +30,7 @@ def _classes() -> tuple[str, list[tuple[str, str]]]:
 
 
 _SIGNS, _BLOCKS = _classes()
+_SIGN_SET = frozenset(_SIGNS)
 _SIGN_INITIAL = re.compile(rf"(?<!\S)[{_EDGE}]*([{_SIGNS}]\S*)")
 _WORD_CORE = "|".join([r"\d[\d.,]*", r"[A-Za-zÀ-ɏ][A-Za-zÀ-ɏ'’\-]*"]
                       + [f"[{first}][{rest}]*" for first, rest in _BLOCKS if first])
@@ -39,7 +40,7 @@ _CONTROL = re.compile("[\x00-\x08\x0b\x0e-\x1f\x7f-\x9f\ud800-\udfff\ue000-\uf8f
 
 def is_indic_sign(char: str) -> bool:
     """A dependent sign of an Indic script (vowel sign, virama, anusvara, nukta): it never starts a word."""
-    return INDIC_BLOCKS[0] <= ord(char) <= INDIC_BLOCKS[1] and unicodedata.category(char) in ("Mn", "Mc")
+    return char in _SIGN_SET
 
 
 def sign_initial_words(text: str) -> list[str]:
