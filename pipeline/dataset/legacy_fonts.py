@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from functools import cache
 
+PATTERN_SCORE_AT_LEAST = 0.3  # hinlegacy's pattern score per character: KrutiDev leaflets 0.48, English 0.18-0.22
 ENGLISH_WORDS_AT_MOST = 0.3  # English prose has most of its words in the dictionary; KrutiDev text almost none
 MIN_LETTERS = 20
 INDIC_AT_MOST = 0.05  # a page already in an Indian script (beyond a stray letter) is not a legacy font
@@ -35,12 +36,12 @@ def detect(text: str) -> str | None:
     letters = sum(map(str.isalpha, text))
     if letters < MIN_LETTERS or len(_INDIC.findall(text)) > INDIC_AT_MOST * letters:
         return None
+    scores = score_fonts(text)
+    if not scores or scores[0].score < PATTERN_SCORE_AT_LEAST:
+        return None
     words = _LATIN_WORD.findall(text)
     english = sum(w.lower() in _english() for w in words if len(w) > 1) / max(sum(len(w) > 1 for w in words), 1)
     if english > ENGLISH_WORDS_AT_MOST:
-        return None
-    scores = score_fonts(text)
-    if not scores or scores[0].score <= 0:
         return None
     best = [s.font_slug for s in scores if s.score == scores[0].score]
     return "/".join(sorted(best))

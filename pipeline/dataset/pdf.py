@@ -1,10 +1,11 @@
 """PDF reader of ``ingest-kb``: text right for Indian scripts, legacy Hindi fonts converted, image-only pages
 OCR'd, blank pages told apart, owner-password PDFs opened, headings from the outline or from large-font lines.
 
-Engine: pypdfium2 (PDFium), chosen by measurement (docs/ingest.md). Its text is rebuilt character by character:
-glyphs PDFium flags as having no Unicode map (the extra glyphs of a shaped Indic cluster) are left out, a space or
-line break PDFium invented inside a cluster (before a vowel sign, after a virama, around an unmapped glyph) is
-dropped, and a space is put where glyphs of one line stand a space apart but the PDF wrote none.
+Engines, chosen by measurement (docs/ingest.md): pypdfium2 (PDFium) opens the PDF, gives the text of pages
+without Indian scripts, the outline and the page images. A document with Indian-script text whose glyphs all map
+to Unicode is read by poppler's ``pdftotext`` (Debian poppler-utils); one whose writer left glyphs of shaped
+clusters unmapped is rebuilt from PDFium's characters (``_shaped_lines``): unmapped glyphs left out, line breaks
+PDFium invented inside a line dropped, a space put where glyphs stand a space apart, displaced signs put back.
 Each page that is not plain good text gets a ``page_notes`` entry in the report (kind ``ocr``, ``legacy_font``,
 ``blank``, ``image_only`` or ``suspect_text``); ``Section``/``FileReport`` are ingest.py's.
 """
