@@ -264,7 +264,9 @@ def _checked(lines: list[Line], number: int, report: FileReport) -> list[Line]:
     if encoding:
         converted = legacy_fonts.convert(text, encoding)
         if converted is not None:
-            lines = [Line(t, line.size) for t, line in zip(converted.split("\n"), lines, strict=True)]
+            rows = converted.split("\n")
+            sizes = [line.size for line in lines] if len(rows) == len(lines) else [0.0] * len(rows)
+            lines = [Line(row, size) for row, size in zip(rows, sizes, strict=True)]
             _note(report, number, "legacy_font", f"legacy Hindi font converted to Unicode by hinlegacy "
                   f"({legacy_fonts.devanagari_share(converted):.0%} Devanagari letters)", encoding=encoding,
                   language="hi")
