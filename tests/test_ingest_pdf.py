@@ -197,3 +197,11 @@ def test_low_confidence_ocr_page_is_flagged(tmp_path, monkeypatch):
     [note] = report.page_notes
     assert note["kind"] == "ocr" and note["confidence"] == 41.5 and "LOW CONFIDENCE" in note["detail"]
     assert any("low OCR confidence" in flag and "1" in flag for flag in report.flags)
+
+
+def test_ocr_langs_not_installed_is_one_line_before_anything_is_read(tmp_path):
+    result = cli("ingest-kb", str(write_pdf(tmp_path / "preop.pdf")), "--out", str(tmp_path / "ds"),
+                 "--ocr-langs", "hin+xyz")
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.returncode == 1 and len(lines) == 1 and "xyz not installed" in lines[0], result.stderr
+    assert not (tmp_path / "ds").exists()

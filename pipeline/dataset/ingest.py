@@ -304,6 +304,10 @@ def ingest(paths: list[Path], out_dir: Path, *, max_tokens: int = 1000, overlap:
         raise UserError(f"--overlap {overlap}: must be at least 0 and below --max-tokens ({max_tokens})")
     if kind not in ("raw", "update"):
         raise UserError(f"--kind {kind!r}: use raw or update")
+    if ocr_langs:
+        from pipeline.dataset.ocr import check_languages
+
+        check_languages(ocr_langs)
     files = source_files(paths)
     if kind == "update" and updated is None and any(p.suffix.lower() in DOCUMENTS for p in files.values()):
         raise UserError("--kind update needs --updated DATE (the day the document was added to the KB)")

@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
+from pytesseract import TesseractError
+
 OCR_DPI = 300
 INK_LEVEL = 160  # a grey value below this is ink
 RULE_ROW_INK = 0.3  # a pixel row (or column) this inked is a ruled line or a frame, not writing
@@ -20,6 +22,9 @@ OSD_SCRIPTS = {"Devanagari": "hin", "Tamil": "tam", "Telugu": "tel", "Kannada": 
 APT_PACKAGES = ("tesseract-ocr", "tesseract-ocr-hin", "tesseract-ocr-mar", "tesseract-ocr-tam", "tesseract-ocr-tel",
                 "tesseract-ocr-kan", "tesseract-ocr-ben", "tesseract-ocr-eng")
 INSTALL_COMMAND = f"sudo apt-get install -y {' '.join(APT_PACKAGES)}"
+
+
+OCR_ERRORS = (TesseractError, OSError, RuntimeError)  # what Tesseract raises on a page it cannot read
 
 
 @dataclass
@@ -42,6 +47,19 @@ def installed_languages() -> frozenset[str]:
         return frozenset(pytesseract.get_languages(config=""))
     except (pytesseract.TesseractNotFoundError, OSError, RuntimeError):
         return frozenset()
+
+
+def check_languages(requested: str) -> None:
+    """``UserError`` unless every language of ``requested`` (``hin+eng``) is an installed Tesseract language."""
+    from pipeline.errors import UserError
+
+    installed = installed_languages()
+    if not installed:
+        raise UserError(f"--ocr-langs {requested}: Tesseract is not installed; {INSTALL_COMMAND}")
+    missing = [lang for lang in requested.split("+") if lang not in installed]
+    if missing:
+        raise UserError(f"--ocr-langs {requested}: {', '.join(missing)} not installed (installed: "
+                        f"{'+'.join(sorted(installed - {'osd'}))}); install tesseract-ocr-{missing[0]}")
 
 
 def ink_share(image: Any) -> float:

@@ -244,7 +244,12 @@ def _image_page(page: Any, number: int, report: FileReport, ocr_langs: str | Non
         report.pages_without_text.append(number)
         _note(report, number, "image_only", f"no text layer and no Tesseract to read it: {ocr.INSTALL_COMMAND}")
         return []
-    result = ocr.read_page(image, ocr_langs)
+    try:
+        result = ocr.read_page(image, ocr_langs)
+    except ocr.OCR_ERRORS as exc:
+        report.pages_without_text.append(number)
+        _note(report, number, "image_only", f"no text layer and Tesseract failed on it ({exc})")
+        return []
     if result.words < ocr.BLANK_WORDS_FEWER_THAN:
         _note(report, number, "blank", f"no writing but {result.text!r} (lined or notes page)",
               language=result.language, confidence=result.confidence)
