@@ -10,7 +10,7 @@ CONFIG ?= configs/default.yaml
 DB ?= data/results.duckdb
 PORT ?= 8501
 
-.PHONY: run setup setup-dev classifier eval eval-full serve test bench lint clean
+.PHONY: run setup ocr-packages setup-dev classifier eval eval-full serve test bench lint clean
 
 # The dashboard first (as soon as its packages are installed), the evaluation streaming into it in the background:
 # `make eval` builds llama.cpp (setup) and trains the classifier behind the served dashboard; Ctrl-C stops both,
@@ -19,8 +19,19 @@ run: $(VENV)/.dashboard
 	$(BIN)/python -m pipeline serve-and-run --url http://127.0.0.1:$(PORT) \
 	  --serve "$(MAKE) --no-print-directory serve" --then "$(MAKE) --no-print-directory eval"
 
-setup: $(VENV)/.runtime
+setup: ocr-packages $(VENV)/.runtime
 setup-dev: $(VENV)/.dev
+
+# ingest-kb's OCR of image-only PDF pages: Debian's Tesseract and its Indian language packs (and poppler-utils,
+# the tests' reference extraction). Installed when root; otherwise the command is printed and setup goes on.
+OCR_APT := tesseract-ocr tesseract-ocr-eng tesseract-ocr-hin tesseract-ocr-mar tesseract-ocr-tam tesseract-ocr-tel \
+  tesseract-ocr-kan tesseract-ocr-ben poppler-utils fonts-noto-core
+ocr-packages:
+	@if command -v tesseract >/dev/null 2>&1 && tesseract --list-langs 2>/dev/null | grep -qx hin; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $(OCR_APT) || \
+	  { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $(OCR_APT); }; \
+	else echo "OCR of scanned PDF pages needs Tesseract: sudo apt-get install -y $(OCR_APT)"; fi
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)

@@ -194,6 +194,10 @@ def ingest_kb(
                                              )] = InputLimits.max_ratio,
     keep_referenced: Annotated[bool, typer.Option("--keep-referenced", help="keep a changed file's old chunks that "
                                                   "queries cite in kb_refs (else: refuse)")] = False,
+    ocr_langs: Annotated[str | None, typer.Option(help="Tesseract languages for image-only PDF pages, e.g. hin+eng "
+                                                       "(default: the script Tesseract detects on each page)")] = None,
+    skip_unreadable: Annotated[bool, typer.Option(help="list unreadable files and ingest the rest (exit code 1)")]
+    = False,
 ):
     """Turn a team's documents (and doctor-approved Q&A) into KB chunks with provenance, in a dataset folder."""
     from datetime import date
@@ -206,7 +210,8 @@ def ingest_kb(
         raise UserError(f"--updated {updated!r}: use an ISO date, YYYY-MM-DD") from None
     raise typer.Exit(ingest_command(paths, out, max_tokens=max_tokens, overlap=overlap, kind=kind, updated=day,
                                     qa_cols=(question_col, answer_col, date_col), keep_referenced=keep_referenced,
-                                    limits=InputLimits(max_file_mb, max_inflated_mb, max_ratio)))
+                                    limits=InputLimits(max_file_mb, max_inflated_mb, max_ratio), ocr_langs=ocr_langs,
+                                    skip_unreadable=skip_unreadable))
 
 
 @app.command("curate-queries")

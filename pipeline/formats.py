@@ -27,15 +27,18 @@ class DocumentFormat:
     suffixes: tuple[str, ...]
     reader: str
     archive: bool = False  # a zip of XML parts (DOCX): its members are checked before the reader opens it
+    options: tuple[str, ...] = ()  # the reading options its reader takes as keywords (PDF: ``ocr_langs``)
 
-    def read(self, path: Path, report: Any) -> list[Any]:
-        """The document's sections, by its reader (imported now: a missing library breaks only this format)."""
+    def read(self, path: Path, report: Any, **options: Any) -> list[Any]:
+        """The document's sections, by its reader (imported now: a missing library breaks only this format), given
+        the reading options it takes."""
         module, _, function = self.reader.partition(":")
-        return getattr(importlib.import_module(module), function)(path, report)
+        return getattr(importlib.import_module(module), function)(
+            path, report, **{k: v for k, v in options.items() if k in self.options})
 
 
 FORMATS = Registry("document format", {
-    "pdf": DocumentFormat("PDF", (".pdf",), "pipeline.dataset.ingest:_read_pdf"),
+    "pdf": DocumentFormat("PDF", (".pdf",), "pipeline.dataset.pdf:read_pdf", options=("ocr_langs",)),
     "docx": DocumentFormat("Word", (".docx",), "pipeline.dataset.readers:read_docx", archive=True),
     "html": DocumentFormat("web page", (".html", ".htm"), "pipeline.dataset.readers:read_html"),
     "markdown": DocumentFormat("Markdown", (".md", ".markdown"), "pipeline.dataset.readers:read_markdown"),

@@ -45,7 +45,8 @@ def test_chunks_fit_max_tokens_with_file_pages_and_scans_flagged(sources, tmp_pa
     chunks = kb(out)
     assert report["tokenizer"] == TOKENIZER_NAME
     files = {c["provenance"]["source_file"] for c in chunks}
-    assert files == {"preop-sop.pdf", "postop-care.docx", "eye-drops-faq.html", "insurance-and-costs.md"}
+    assert files == {"preop-sop.pdf", "postop-care.docx", "eye-drops-faq.html", "insurance-and-costs.md",
+                     "signed-consent.pdf"}
     for c in chunks:
         assert c["text"].strip()
         assert count_tokens(c["text"]) <= 80, c["chunk_id"]
@@ -62,11 +63,13 @@ def test_chunks_fit_max_tokens_with_file_pages_and_scans_flagged(sources, tmp_pa
     html = " ".join(c["text"] for c in chunks if c["source"] == "eye-drops-faq.html")
     assert "Cookie settings" not in html and "Departments" not in html  # boilerplate dropped
     by_file = {r["file"]: r for r in report["files"]}
-    scan = by_file["signed-consent.pdf"]
-    assert scan["pages_without_text"] == [1, 2] and scan["chunks"] == 0 and "no text layer" in scan["flags"][0]
-    assert not [c for c in chunks if c["source"] == "signed-consent.pdf"]
+    scan = by_file["signed-consent.pdf"]  # image-only pages: OCR'd by Tesseract, each chunk says so
+    assert [(n["page"], n["kind"]) for n in scan["page_notes"]] == [(1, "ocr"), (2, "ocr")]
+    ocrd = [c for c in chunks if c["source"] == "signed-consent.pdf"]
+    assert ocrd and all(c["provenance"]["ocr"] is True and c["provenance"]["ocr_confidence"] > 50 for c in ocrd)
+    assert "Consent for cataract surgery" in ocrd[0]["text"]
     written = {r["file"]: r for r in json.loads((out / "ingest_report.json").read_text())["files"]}
-    assert written["signed-consent.pdf"]["pages_without_text"] == [1, 2]
+    assert written["signed-consent.pdf"]["page_notes"] == scan["page_notes"]
 
 
 def test_second_run_is_byte_identical_and_changed_file_replaces_its_chunks(sources, tmp_path):

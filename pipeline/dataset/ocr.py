@@ -1,0 +1,117 @@
+"""Image-only PDF pages: blank or ruled pages told apart by their pixels, the others read by Tesseract through
+pytesseract, in the language its script detection (OSD) finds or the one the user names (``--ocr-langs``)."""
+
+from __future__ import annotations
+
+import re
+import statistics
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
+from pytesseract import TesseractError
+
+OCR_DPI = 300
+INK_LEVEL = 160  # a grey value below this is ink
+RULE_ROW_INK = 0.3  # a pixel row (or column) this inked is a ruled line or a frame, not writing
+BLANK_INK_AT_MOST = 0.0001  # share of inked pixels, rules removed, below which a page is blank (a line of text: ~0.1 %)
+BLANK_WORDS_FEWER_THAN = 3  # an OCR'd page with fewer words is a blank or "NOTES" page
+LOW_CONFIDENCE = 70.0  # Tesseract's mean word confidence (0-100) below which a page is flagged
+OSD_SCRIPTS = {"Devanagari": "hin", "Tamil": "tam", "Telugu": "tel", "Kannada": "kan", "Bengali": "ben",
+               "Latin": "eng"}
+APT_PACKAGES = ("tesseract-ocr", "tesseract-ocr-hin", "tesseract-ocr-mar", "tesseract-ocr-tam", "tesseract-ocr-tel",
+                "tesseract-ocr-kan", "tesseract-ocr-ben", "tesseract-ocr-eng")
+INSTALL_COMMAND = f"sudo apt-get install -y {' '.join(APT_PACKAGES)}"
+
+
+OCR_ERRORS = (TesseractError, OSError, RuntimeError)  # what Tesseract raises on a page it cannot read
+
+
+@dataclass
+class OcrPage:
+    """What Tesseract read on one page."""
+
+    text: str
+    confidence: float | None  # mean word confidence, 0-100
+    language: str  # the Tesseract languages used, e.g. "hin+eng"
+    words: int
+    line_sizes: list[float] = field(default_factory=list)  # each line's median word height in points
+
+
+@cache
+def installed_languages() -> frozenset[str]:
+    """Tesseract's installed language packs; empty when Tesseract is missing."""
+    import pytesseract
+
+    try:
+        return frozenset(pytesseract.get_languages(config=""))
+    except (pytesseract.TesseractNotFoundError, OSError, RuntimeError):
+        return frozenset()
+
+
+def check_languages(requested: str) -> None:
+    """``UserError`` unless every language of ``requested`` (``hin+eng``) is an installed Tesseract language."""
+    from pipeline.errors import UserError
+
+    installed = installed_languages()
+    if not installed:
+        raise UserError(f"--ocr-langs {requested}: Tesseract is not installed; {INSTALL_COMMAND}")
+    missing = [lang for lang in requested.split("+") if lang not in installed]
+    if missing:
+        raise UserError(f"--ocr-langs {requested}: {', '.join(missing)} not installed (installed: "
+                        f"{'+'.join(sorted(installed - {'osd'}))}); install tesseract-ocr-{missing[0]}")
+
+
+def ink_share(image: Any) -> float:
+    """Share of inked pixels of a greyscale page image once ruled lines and frames are taken out."""
+    import numpy as np
+
+    ink = np.asarray(image.convert("L")) < INK_LEVEL
+    ink = ink[ink.mean(axis=1) < RULE_ROW_INK][:, ink.mean(axis=0) < RULE_ROW_INK]
+    return float(ink.mean()) if ink.size else 0.0
+
+
+def is_blank(image: Any) -> bool:
+    """A page with (almost) nothing on it but rules: a blank or lined "NOTES" page, not a scan to read."""
+    return ink_share(image) < BLANK_INK_AT_MOST
+
+
+def page_languages(image: Any, requested: str | None) -> str:
+    """Tesseract languages for a page: ``requested`` if given, else the script OSD detects (plus English)."""
+    import pytesseract
+
+    if requested:
+        return requested
+    try:
+        osd = pytesseract.image_to_osd(image, config="--psm 0")
+        script = re.search(r"Script: (\w+)", osd)
+        language = OSD_SCRIPTS.get(script.group(1) if script else "", "eng")
+    except pytesseract.TesseractError:  # too little text for script detection
+        language = "eng"
+    return language if language == "eng" else f"{language}+eng"
+
+
+def read_page(image: Any, requested: str | None = None) -> OcrPage:
+    """The page's text by Tesseract (lines and paragraphs as it found them) and its mean word confidence."""
+    import pytesseract
+
+    language = page_languages(image, requested)
+    data = pytesseract.image_to_data(image, lang=language, output_type=pytesseract.Output.DICT)
+    lines: dict[tuple[int, int, int], list[tuple[str, int]]] = {}
+    confidences = []
+    for i, word in enumerate(data["text"]):
+        if not word.strip():
+            continue
+        key = (data["block_num"][i], data["par_num"][i], data["line_num"][i])
+        lines.setdefault(key, []).append((word.strip(), data["height"][i]))
+        if float(data["conf"][i]) >= 0:
+            confidences.append(float(data["conf"][i]))
+    text, previous, sizes = "", None, []
+    for (block, par, _), words in lines.items():
+        if previous is not None:
+            text += "\n\n" if (block, par) != previous else "\n"
+        text += " ".join(word for word, _ in words)
+        sizes.append(round(statistics.median(height for _, height in words) * 72 / OCR_DPI, 1))
+        previous = (block, par)
+    return OcrPage(text, round(sum(confidences) / len(confidences), 1) if confidences else None, language,
+                   len(confidences), sizes)
