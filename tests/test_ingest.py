@@ -80,7 +80,8 @@ def test_second_run_is_byte_identical_and_changed_file_replaces_its_chunks(sourc
     assert {p.name: p.read_bytes() for p in out.iterdir()} == first
     old = {c["chunk_id"] for c in kb(out) if c["source"] == "insurance-and-costs.md"}
     others = [c for c in kb(out) if c["source"] != "insurance-and-costs.md"]
-    assert {c["source"] for c in others} == {"preop-sop.pdf", "postop-care.docx", "eye-drops-faq.html"}
+    assert {c["source"] for c in others} == {"preop-sop.pdf", "postop-care.docx", "eye-drops-faq.html",
+                                          "signed-consent.pdf"}  # the scan: OCR'd
     md = sources / "insurance-and-costs.md"
     md.write_text(md.read_text() + "\n## Cashless counter hours\n\nThe insurance desk is open 8 am to 6 pm.\n")
     report = ingest([md], out, max_tokens=120)
