@@ -23,7 +23,7 @@ KINDS: dict[str, str] = {  # presidio entity -> the kind reported and the mask w
 PII_KINDS: tuple[str, ...] = ("PHONE", "EMAIL", "AADHAAR", "PAN", "NAME", "ADDRESS", "ABHA", "MRN", "PASSPORT",
                               "VOTER_ID", "VEHICLE")
 MIN_SCORE = 0.3  # presidio's weakest PAN pattern (any 10 letters/digits, 0.05) stays out
-PRIORITY = {"ABHA": 3, "MRN": 2, "AADHAAR": 1}  # on overlap: an ABHA number holds an Aadhaar-like run of digits
+PRIORITY = {"ABHA": 2, "MRN": 1}  # on overlap these win, then the longer find (+91 and 12 digits: a phone number)
 
 @dataclass(frozen=True)
 class Found:
@@ -111,7 +111,7 @@ def analyzer():
         Pattern("mobile in 3-3-4", rf"{alone}(?:(?:\+|00)?91[\s-]?)?[6-9]\d{{2}}[\s-]\d{{3}}[\s-]\d{{4}}(?!\d)", 0.6),
     ]))
     registry.add_recognizer(PatternRecognizer("AADHAAR_LIKE", name="AadhaarLikeRecognizer", patterns=[
-        Pattern("12 digits in groups of four", r"(?<!\d)(?<!\d[\s-])[2-9]\d{3}[\s-]?\d{4}[\s-]?\d{4}(?!\d)", 0.6),
+        Pattern("12 digits in groups of four", r"(?<![\d+])(?<!\d[\s-])[2-9]\d{3}[\s-]?\d{4}[\s-]?\d{4}(?!\d)", 0.6),
     ]))
     registry.add_recognizer(_india_recognizer())
     return AnalyzerEngine(registry=registry, nlp_engine=engine, supported_languages=["en"])
@@ -130,7 +130,7 @@ def find_pii(text: str) -> list[Found]:
     for f in found:
         if merged and f.start < merged[-1].end:
             last = merged[-1]
-            rank = lambda x: (PRIORITY.get(x.kind, 0), x.score, x.end - x.start)  # noqa: E731
+            rank = lambda x: (PRIORITY.get(x.kind, 0), x.end - x.start, x.score)  # noqa: E731
             kind = last.kind if rank(last) >= rank(f) else f.kind
             merged[-1] = Found(kind, last.start, max(last.end, f.end), max(last.score, f.score))
         else:
@@ -151,21 +151,41 @@ def mask(text: str, found: list[Found] | None = None) -> str:
     return AnonymizerEngine().anonymize(text=text, analyzer_results=results, operators=operators).text
 
 
-def measure(labelled: list[dict]):
-    """Per kind, over messages labelled ``{"text", "pii": [{"kind", "value"}]}``: precision and recall of "this
-    message holds a <kind>" (scikit-learn, via ``themes.theme_report``) and ``masked``, the share of labelled
-    values of that kind gone from the masked text."""
-    from pipeline.dataset.themes import theme_report
+SCRIPT_OF_LANGUAGE = {"en": "latn", "hinglish": "latn", "hi": "deva", "ta": "taml", "te": "telu", "kn": "knda",
+                      "bn": "beng"}
 
-    finds = [find_pii(item["text"]) for item in labelled]
-    report = theme_report([[p["kind"] for p in item.get("pii", [])] for item in labelled],
-                          [[f.kind for f in found] for found in finds], themes=PII_KINDS)
-    report = report.rename(columns={"theme": "kind"})
-    gone = {k: [0, 0] for k in PII_KINDS}
-    for item, found in zip(labelled, finds, strict=True):
-        masked = mask(item["text"], found)
-        for p in item.get("pii", []):
-            gone[p["kind"]][0] += p["value"] not in masked
-            gone[p["kind"]][1] += 1
-    report["masked"] = [gone[k][0] / gone[k][1] if gone[k][1] else float("nan") for k in PII_KINDS]
-    return report
+
+def measure(labelled: list[dict]):
+    """Per script and kind, over messages labelled ``{"text", "lang", "pii": [{"kind", "value"}]}``: identifiers
+    labelled and found, ``precision`` (finds that overlap a labelled identifier of their kind), ``recall``
+    (labelled identifiers a find of their kind overlaps) and ``masked`` (labelled values gone from the masked text,
+    whatever the mask). Rows per (script, kind), then per kind over all scripts (script ``all``)."""
+    import pandas as pd
+
+    counts: dict[tuple[str, str], list[int]] = {}  # (script, kind) -> [labelled, caught, masked, found, right]
+    for item in labelled:
+        text = item["text"]
+        script = SCRIPT_OF_LANGUAGE[item["lang"]]
+        found = find_pii(text)
+        masked = mask(text, found)
+        spans = [(p["kind"], text.index(p["value"]), text.index(p["value"]) + len(p["value"]))
+                 for p in item.get("pii", [])]
+        for kind, start, end in spans:
+            row = counts.setdefault((script, kind), [0, 0, 0, 0, 0])
+            row[0] += 1
+            row[1] += any(f.kind == kind and f.start < end and start < f.end for f in found)
+            row[2] += text[start:end] not in masked
+        for f in found:
+            row = counts.setdefault((script, f.kind), [0, 0, 0, 0, 0])
+            row[3] += 1
+            row[4] += any(kind == f.kind and f.start < end and start < f.end for kind, start, end in spans)
+    for (_, kind), row in list(counts.items()):
+        total = counts.setdefault(("all", kind), [0, 0, 0, 0, 0])
+        for i, n in enumerate(row):
+            total[i] += n
+    rows = [{"script": script, "kind": kind, "labelled": n, "found": found, "precision": right / found if found else
+             float("nan"), "recall": caught / n if n else float("nan"), "masked": gone / n if n else float("nan")}
+            for (script, kind), (n, caught, gone, found, right) in counts.items()]
+    order = {s: i for i, s in enumerate([*dict.fromkeys(SCRIPT_OF_LANGUAGE.values()), "all"])}
+    return pd.DataFrame(rows).sort_values(["script", "kind"], key=lambda c: c.map(order) if c.name == "script"
+                                          else c.map(PII_KINDS.index)).reset_index(drop=True)

@@ -37,10 +37,10 @@ _INDIC = "\u0900-\u0963\u0971-\u0DFF\u200c\u200d"
 TOKEN = re.compile(rf"[A-Za-z{_INDIC}]+(?:['’](?![sS]\b)[A-Za-z]+)?")
 LETTER = re.compile(rf"[\w{_INDIC}]")
 SENTENCE_END = re.compile(r"[.?!।॥\n;]")
-PIN = re.compile(r"(?<![\d.,])[1-9]\d{2}\s?\d{3}(?![\d,]|\.\d)")
+PIN = re.compile(r"(?<![\d.,/-])[1-9]\d{2}\s?\d{3}(?!\d|[.,/-]\d)")
 ABHA_NUMBER = re.compile(r"(?<![\d+])\d{2}([\s-]?)\d{4}\1\d{4}\1\d{4}(?!\d)")
 ABHA_ADDRESS = re.compile(r"(?<![\w.])[A-Za-z0-9][A-Za-z0-9._]{2,}@(?:abdm|sbx)\b", re.IGNORECASE)
-RECORD_ID = re.compile(r"(?<![\w/-])[A-Za-z]{0,6}[/-]?\d[\dA-Za-z/-]*\d[A-Za-z]?(?![\w])")
+RECORD_ID = re.compile(r"(?<![\w/-])(?=[A-Za-z/-]*\d)[A-Za-z0-9][A-Za-z0-9/-]*[A-Za-z0-9]")
 
 
 @dataclass(frozen=True)
@@ -73,7 +73,8 @@ def script_of(word: str) -> str:
     return "latn"
 
 
-_KEY_RULES = (("ee", "i"), ("oo", "u"), ("x", "ks"), ("q", "k"), ("z", "j"), ("w", "v"), ("f", "p"), ("y", "i"))
+_KEY_RULES = (("ee", "i"), ("oo", "u"), ("ao", "av"), ("x", "ks"), ("q", "k"), ("z", "j"), ("w", "v"), ("f", "p"),
+              ("y", "i"))
 _VOICED = str.maketrans({"g": "k", "d": "t", "b": "p", "j": "c", "v": "p"})
 
 
@@ -86,10 +87,25 @@ def phonetic_key(word: str, script: str) -> str:
     s = "".join(c for c in unicodedata.normalize("NFKD", latin.lower()) if c.isascii() and c.isalpha())
     for old, new in _KEY_RULES:
         s = s.replace(old, new)
-    s = re.sub(r"([bcdgjkpstr])h", r"\1", s).translate(_VOICED)
-    s = s.replace("tc", "ks").replace("ks", "ks")
+    s = re.sub(r"([bcdgjkpstr])h", r"\1", s).translate(_VOICED).replace("tc", "ks")
+    if script == "taml":  # Tamil writes s, ch and j with one letter, ச, and a vowel inside initial clusters
+        s = re.sub(r"^([kctpsm])ir", r"\1r", s.replace("c", "s"))
     s = re.sub(r"(.)\1+", r"\1", s)
-    return s[:1] + s[1:].replace("a", "").rstrip("h")
+    return (s[:1] + s[1:].replace("a", "")).rstrip("hu")
+
+
+@lru_cache(maxsize=200_000)
+def strict_key(word: str, script: str) -> str:
+    """A narrower key for words met without a cue: vowels kept, only aspiration, vowel length, doubled letters and
+    the final inherent ``a`` merged (in Tamil also voicing, which its letters do not write)."""
+    from indic_transliteration import sanscript
+
+    latin = word if script == "latn" else sanscript.transliterate(word, SANSCRIPT[script], sanscript.IAST)
+    s = "".join(c for c in unicodedata.normalize("NFKD", latin.lower()) if c.isascii() and c.isalpha())
+    s = re.sub(r"([bcdgjkpt])h", r"\1", s.replace("ee", "i").replace("oo", "u"))
+    if script == "taml":
+        s = s.translate(_VOICED).replace("c", "s")
+    return re.sub(r"(.)\1+", r"\1", s).removesuffix("a")
 
 
 @cache
@@ -107,64 +123,59 @@ def cue_phrases() -> dict[tuple[str, ...], str]:
     """Every cue phrase as lower-case tokens -> its role (strong, weak, honorific, after, doctor, institution …)."""
     out: dict[tuple[str, ...], str] = {}
     for role in ("institution_words", "doctor_titles", "honorifics_after", "name_cues_weak", "honorifics_before",
-                 "name_cues_strong", "address_cues", "pin_cues", "mrn_cues", "currency_words"):
+                 "name_cues_strong", "address_cues", "house_cues", "pin_cues", "mrn_cues", "currency_words"):
         out.update(_phrases(role))
     return out
 
 
 @cache
-def stop_words() -> frozenset[str]:
-    """Words that are never a name: spaCy's stop words (en, hi, mr, bn, ta, te, kn), the tagger's lexicons, the
-    cue words and ``not_names``."""
-    import importlib
-
-    from pipeline.dataset.themes import LEXICONS
-
-    out: set[str] = set(words()["not_names"].split())
-    for langs in SPACY_LANGS.values():
-        for lang in langs:
-            out |= importlib.import_module(f"spacy.lang.{lang}.stop_words").STOP_WORDS
-    for key, value in LEXICONS.items():
-        if key.startswith("_") or key.endswith("pattern") or key.endswith("patterns"):
-            continue
-        for text in (value.values() if isinstance(value, dict) else [value]):
-            out |= set(str(text).lower().split())
-    for phrase in cue_phrases():
-        out |= set(phrase)
-    return frozenset(w.lower() for w in out)
-
-
-@cache
 def function_words() -> frozenset[str]:
-    """Words that end an address walked back from its PIN: spaCy's stop words (en, hi, mr, bn, ta, te, kn), the
-    short romanized words of the tagger's lexicons ("ka", "mein", "hai") and the cue words."""
+    """Words that are never part of a name or an address: spaCy's stop words (en, hi, mr, bn, ta, te, kn), the
+    short romanized words of the tagger's lexicons ("ka", "mein", "hai"), pronouns and the cue words."""
     import importlib
 
     from pipeline.dataset.themes import LEXICONS
 
-    out: set[str] = set()
+    out: set[str] = set(words()["pronouns"].split())
     for langs in SPACY_LANGS.values():
         for lang in langs:
             out |= importlib.import_module(f"spacy.lang.{lang}.stop_words").STOP_WORDS
     for text in LEXICONS["romanized"].values():
         out |= {w for w in text.lower().split() if len(w) <= 4}
     for phrase, role in cue_phrases().items():
-        if role != "pin_cues":
+        if role not in ("pin_cues", "house_cues"):
             out |= set(phrase)
     return frozenset(w.lower() for w in out) - _ADDRESS_WORDS
 
 
 @cache
+def common_words() -> frozenset[str]:
+    """Words that are names only when a cue says so: the tagger's lexicons (health words, romanized Hindi, Tamil,
+    Telugu, Kannada) and ``not_names`` (English words, kinship terms, cities)."""
+    from pipeline.dataset.themes import LEXICONS
+
+    out: set[str] = set(words()["not_names"].split())
+    for key, value in LEXICONS.items():
+        if not key.startswith("_") and not key.endswith(("pattern", "patterns")):
+            for text in (value.values() if isinstance(value, dict) else [value]):
+                out |= set(str(text).lower().split())
+    return frozenset(out) | function_words()
+
+
+@cache
 def name_keys() -> dict[str, tuple[frozenset[str], frozenset[str]]]:
-    """Per script: the phonetic keys of first names and of last names in ``pii_names.json`` (less those of the
-    ``not_names`` words, such as the cities patients name); under ``"exact"``, the Latin names in lower case."""
+    """Per script: the phonetic keys of first names and of last names in ``pii_names.json``; under ``"exact"``, the
+    Latin names in lower case, less the common words; under ``"<script>-strict"``, the names' ``strict_key``."""
     data = json.loads((HERE / "pii_names.json").read_text(encoding="utf-8"))
-    stop = stop_words()
-    not_names = {phonetic_key(w, "latn") for w in words()["not_names"].split()}
+    stop = function_words()
     out = {script: tuple(frozenset(phonetic_key(n, script) for n in data[part][script] if n.lower() not in stop)
-                         - not_names for part in ("first", "last"))
+                         for part in ("first", "last"))
            for script in data["first"]}
-    out["exact"] = tuple(frozenset(n.lower() for n in data[part]["latn"]) - stop for part in ("first", "last"))
+    common = common_words()
+    out["exact"] = tuple(frozenset(n.lower() for n in data[part]["latn"]) - common for part in ("first", "last"))
+    for script in SANSCRIPT:
+        out[f"{script}-strict"] = tuple(frozenset(strict_key(n, script) for n in data[part][script])
+                                        for part in ("first", "last"))
     return out
 
 
@@ -179,7 +190,8 @@ def tokens(text: str) -> list[Token]:
 
 
 def _roles(toks: list[Token], text: str) -> tuple[dict[int, str], dict[int, tuple[int, str]]]:
-    """Cue phrases found in ``toks``: {index after the phrase: role}, {first index of the phrase: (length, role)}."""
+    """Cue phrases found in ``toks``: {index of the word right after the phrase: role}, {first index of the phrase:
+    (length, role)}."""
     phrases = cue_phrases()
     longest = max(len(p) for p in phrases)
     after: dict[int, str] = {}
@@ -188,7 +200,8 @@ def _roles(toks: list[Token], text: str) -> tuple[dict[int, str], dict[int, tupl
         for n in range(min(longest, len(toks) - i), 0, -1):
             key = tuple(t.lower for t in toks[i:i + n])
             if key in phrases and all(_joined(text, toks[j], toks[j + 1]) for j in range(i, i + n - 1)):
-                after.setdefault(i + n, phrases[key])
+                if i + n < len(toks) and _joined(text, toks[i + n - 1], toks[i + n]):
+                    after.setdefault(i + n, phrases[key])
                 at.setdefault(i, (n, phrases[key]))
                 break
     return after, at
@@ -200,33 +213,42 @@ def _joined(text: str, left: Token, right: Token) -> bool:
     return len(gap) <= 3 and not re.search(r"[^\s.:\-]", gap) and "\n" not in gap
 
 
+FIRST, LAST = 0, 1  # the parts of pii_names.json
+
+
 def find_names(text: str) -> list[tuple[int, int]]:
     """Spans of patients' names in ``text`` (see the module's doc for the rules)."""
     toks = tokens(text)
     if not toks:
         return []
     keys = name_keys()
-    stop = stop_words()
+    function, common = function_words(), common_words()
     cue_after, cue_at = _roles(toks, text)
+    pronouns = set(words()["pronouns"].split())  # "मैं", "நான்" … (I): a weaker cue than "my daughter"
 
-    def name_like(t: Token, *, exact: bool = False) -> bool:
-        if t.lower in stop or len(t.text) < 3:
+    def name_like(t: Token, part: int | None = None, shortest: int = 3) -> bool:  # where a cue says a name comes
+        if t.script == "latn":
+            return listed(t, part)
+        lists = keys.get(t.script, (frozenset(), frozenset()))
+        return t.lower not in function and len(t.text) >= 3 and len(t.key) >= shortest and any(
+            t.key in names for n, names in enumerate(lists) if part in (None, n))
+
+    def listed(t: Token, part: int | None = None, *, common_too: bool = False) -> bool:  # as listed, or strict key
+        if (t.lower in common and not common_too) or len(t.text) < 3 or (t.script == "latn" and t.text.isupper()):
             return False
-        if exact and t.script == "latn":
-            return t.lower in keys["exact"][0] or t.lower in keys["exact"][1]
-        first, last = keys.get(t.script, (frozenset(), frozenset()))
-        return t.key in first or t.key in last
+        names = keys["exact"] if t.script == "latn" else keys[f"{t.script}-strict"]
+        word = t.lower if t.script == "latn" else strict_key(t.text, t.script)
+        return any(word in names[n] for n in (0, 1) if part in (None, n))
 
-    def plain_word(t: Token) -> bool:
-        return t.lower not in stop and len(t.text) >= 2 and (t.script != "latn" or t.text[0].isupper())
-
-    def extend(i: int) -> int:
+    def extend(i: int, more) -> int:
         j = i + 1
-        while j < len(toks) and j - i < 3 and _joined(text, toks[j - 1], toks[j]) and j not in cue_at and (
-                name_like(toks[j]) or (toks[j].script == "latn" and toks[j].text[0].isupper()
-                                       and toks[j].lower not in stop)):
+        while j < len(toks) and j - i < 3 and j not in cue_at and _joined(text, toks[j - 1], toks[j]) and more(toks[j]):
             j += 1
         return j
+
+    def after_cue(t: Token) -> bool:  # a further word of a name a cue introduced
+        return t.lower not in function and ((name_like(t, shortest=2) and t.lower not in common)
+                                            or (t.script == "latn" and (t.text[0].isupper() or "'" in t.text)))
 
     spans: list[tuple[int, int]] = []
     i = 0
@@ -236,38 +258,44 @@ def find_names(text: str) -> list[tuple[int, int]]:
         end = None
         if i in cue_at:
             pass
-        elif role in ("name_cues_strong", "honorifics_before") and t.lower not in stop and len(t.text) >= 2:
-            end = extend(i)
-        elif role == "name_cues_weak" and name_like(t):
-            end = extend(i)
-        elif i + 1 < len(toks) and cue_at.get(i + 1, (0, ""))[1] == "honorifics_after" and t.lower not in stop \
-                and _joined(text, t, toks[i + 1]) and (name_like(t) or plain_word(t)):
-            end = i + 1
-        elif name_like(t, exact=True):
-            end = extend(i)
-            if end - i < 2 and len(t.key) < 4:
+        elif role in ("name_cues_strong", "honorifics_before") and t.lower not in function and len(t.text) >= 2 and (
+                t.script != "latn" or role == "name_cues_strong" or t.text[0].isupper()):
+            end = extend(i, after_cue)
+        elif role == "name_cues_weak" and (listed(t, FIRST, common_too=True) or (
+                toks[i - 1].lower not in pronouns and name_like(t, FIRST) and t.lower not in common) or (
+                t.script == "latn" and t.text.istitle() and t.lower not in common)):
+            end = extend(i, lambda u: name_like(u, LAST, shortest=2) or (u.script == "latn" and u.text[0].isupper()
+                                                             and u.lower not in common))
+        elif cue_after.get(i + 1) == "honorifics_after" or (i + 1 in cue_at and cue_at[i + 1][1] == "honorifics_after"
+                                                            and _joined(text, t, toks[i + 1])):
+            end = i + 1 if t.lower not in common or name_like(t) else None
+        elif listed(t, FIRST):
+            end = extend(i, lambda u: listed(u, LAST))
+            single = t.script == "latn" and len(t.text) >= 4 and t.text[0].isupper()
+            if end - i < 2 and not single:
                 end = None
-        if end is not None and not _not_a_patient(toks, i, end, cue_after, cue_at, text):
-            spans.append((toks[i].start, toks[end - 1].end))
-            i = end
-        else:
+        if end is None:
             i += 1
+            continue
+        if not _not_a_patient(toks, i, end, cue_after, cue_at):
+            spans.append((toks[i].start, toks[end - 1].end))
+        i = end
     return spans
 
 
 def _not_a_patient(toks: list[Token], start: int, end: int, cue_after: dict[int, str],
-                   cue_at: dict[int, tuple[int, str]], text: str) -> bool:
+                   cue_at: dict[int, tuple[int, str]]) -> bool:
     """A doctor's name (after a doctor's title) or part of an institution's name (before "Hospital" …)."""
     before = start
     while before > 0 and cue_after.get(before) == "honorifics_before":
-        before -= cue_at.get(before - 1, (1, ""))[0] if before - 1 in cue_at else 1
+        before -= next((n for j, (n, role) in cue_at.items() if j + n == before), 1)
     if cue_after.get(start) == "doctor_titles" or cue_after.get(before) == "doctor_titles":
         return True
     j = end
     while j < len(toks) and j - end < 4:
         length, role = cue_at.get(j, (1, ""))
         if role != "institution_words":
-            return False
+            return any(toks[j].lower.startswith(w) for w in _INSTITUTION_STEMS)
         if toks[j].lower not in _WEAK_INSTITUTION:
             return True
         j += length
@@ -276,6 +304,8 @@ def _not_a_patient(toks: list[Token], start: int, end: int, cue_after: dict[int,
 
 _WEAK_INSTITUTION = frozenset({"eye", "centre", "center", "medical", "memorial", "charitable", "trust", "mission",
                                "foundation", "institute", "college", "आई", "கண்", "కంటి", "ಕಣ್ಣಿನ", "চক্ষু"})
+_INSTITUTION_STEMS = ("hospital", "अस्पताल", "हॉस्पिटल", "நேத்ரால", "மருத்துவமனை", "ఆసుపత్రి", "హాస్పిటల్", "నేత్రాలయ",
+                      "ಆಸ್ಪತ್ರೆ", "ನೇತ್ರಾಲಯ", "হাসপাতাল", "হসপিটাল", "নেত্রালয়", "नेत्रालय", "netralaya", "nethralaya")
 
 
 # -- numbers and addresses --------------------------------------------------------------------------------------
@@ -320,18 +350,20 @@ def find_addresses(text: str) -> list[tuple[int, int]]:
         if currency.match(text, pin.end() + len(text[pin.end():]) - len(text[pin.end():].lstrip())) or re.search(
                 r"(?:₹|rs\.?|inr)\s*$", before, re.IGNORECASE):
             continue
-        cues = [m for m in cue_regex("address_cues").finditer(before)]
         sentence_start = max((m.end() for m in SENTENCE_END.finditer(before) if not _abbreviation(before, m)),
                              default=0)
-        cues = [m for m in cues if m.start() >= sentence_start]
-        pin_cue = re.search(rf"{cue_regex('pin_cues').pattern}[\s.:\-]*$", before, re.IGNORECASE)
         offset = pin.start() - len(before)
-        if cues:
+        cues = [m for m in cue_regex("address_cues").finditer(before) if m.start() >= sentence_start]
+        houses = [m for m in cue_regex("house_cues").finditer(before) if m.start() >= sentence_start]
+        if houses:
+            start = offset + houses[0].start()
+        elif cues:
             start = offset + cues[-1].end()
             start += len(text[start:pin.start()]) - len(re.sub(r"^[\s:\-]*(?:is\s+|hai\s+|है\s+)?", "",
                                                                text[start:pin.start()]))
         else:
             start = _walk_back(text, offset + sentence_start, pin.start(), stop)
+            pin_cue = re.search(rf"{cue_regex('pin_cues').pattern}[\s.:\-]*$", before, re.IGNORECASE)
             if pin_cue is None and not re.search(r"[,\-]", text[start:pin.start()]):
                 continue
         spans.append((min(start, pin.start()), pin.end()))
@@ -350,7 +382,7 @@ def _walk_back(text: str, floor: int, end: int, stop: frozenset[str]) -> int:
     """The start of the address that ends at ``end``: back over its words (numbers, names, commas, a PIN cue) to
     a common word, at most 12 words and not before ``floor``."""
     start = end
-    for n, m in enumerate(reversed(re.findall(r"\S+", text[floor:end]) and list(re.finditer(r"\S+", text[floor:end])))):
+    for n, m in enumerate(reversed(list(re.finditer(r"\S+", text[floor:end])))):
         word = re.sub(rf"[^\w{_INDIC}]", "", m.group()).lower()
         if n >= 12 or word in stop:
             break
