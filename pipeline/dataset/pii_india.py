@@ -259,7 +259,9 @@ def find_names(text: str) -> list[tuple[int, int]]:
         if i in cue_at:
             pass
         elif role in ("name_cues_strong", "honorifics_before") and t.lower not in function and len(t.text) >= 2 and (
-                t.script != "latn" or role == "name_cues_strong" or t.text[0].isupper()):
+                t.script != "latn" or role == "name_cues_strong" or t.text[0].isupper()) and (
+                role != "name_cues_strong" or not _bare(toks, i, cue_at) or ":" in text[toks[i - 1].end:t.start]
+                or name_like(t)):
             end = extend(i, after_cue)
         elif role == "name_cues_weak" and (listed(t, FIRST, common_too=True) or (
                 toks[i - 1].lower not in pronouns and name_like(t, FIRST) and t.lower not in common) or (
@@ -281,6 +283,12 @@ def find_names(text: str) -> list[tuple[int, int]]:
             spans.append((toks[i].start, toks[end - 1].end))
         i = end
     return spans
+
+
+def _bare(toks: list[Token], i: int, cue_at: dict[int, tuple[int, str]]) -> bool:
+    """Whether the cue before token ``i`` is the one word "name" ("naam", "नाम", "பெயர்" …), also a plain noun
+    ("योजना में नाम जुड़ेगा"): then what follows is a name only after a colon or when it is name-like."""
+    return max((n for j, (n, _) in cue_at.items() if j + n == i), default=0) == 1 and toks[i - 1].lower != "my"
 
 
 def _not_a_patient(toks: list[Token], start: int, end: int, cue_after: dict[int, str],
