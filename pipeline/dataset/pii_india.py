@@ -192,12 +192,13 @@ def tokens(text: str) -> list[Token]:
 def _roles(toks: list[Token], text: str) -> tuple[dict[int, str], dict[int, tuple[int, str]]]:
     """Cue phrases found in ``toks``: {index of the word right after the phrase: role}, {first index of the phrase:
     (length, role)}."""
-    phrases = cue_phrases()
-    longest = max(len(p) for p in phrases)
+    phrases, lengths = cue_phrases(), _cue_lengths()
     after: dict[int, str] = {}
     at: dict[int, tuple[int, str]] = {}
-    for i in range(len(toks)):
-        for n in range(min(longest, len(toks) - i), 0, -1):
+    for i, tok in enumerate(toks):
+        for n in lengths.get(tok.lower, ()):
+            if i + n > len(toks):
+                continue
             key = tuple(t.lower for t in toks[i:i + n])
             if key in phrases and all(_joined(text, toks[j], toks[j + 1]) for j in range(i, i + n - 1)):
                 if i + n < len(toks) and _joined(text, toks[i + n - 1], toks[i + n]):
@@ -205,6 +206,15 @@ def _roles(toks: list[Token], text: str) -> tuple[dict[int, str], dict[int, tupl
                 at.setdefault(i, (n, phrases[key]))
                 break
     return after, at
+
+
+@cache
+def _cue_lengths() -> dict[str, tuple[int, ...]]:
+    """First word of a cue phrase -> the lengths of the phrases it starts, longest first."""
+    out: dict[str, set[int]] = {}
+    for phrase in cue_phrases():
+        out.setdefault(phrase[0], set()).add(len(phrase))
+    return {word: tuple(sorted(ns, reverse=True)) for word, ns in out.items()}
 
 
 def _joined(text: str, left: Token, right: Token) -> bool:
