@@ -266,12 +266,11 @@ def find_names(text: str) -> list[tuple[int, int]]:
         t = toks[i]
         role = cue_after.get(i)
         end = None
-        lone = role == "name_cues_strong" and cue_at.get(i) == (1, "honorifics_before") and (
-            cue_after.get(i + 1) != "honorifics_before")  # "என் பெயர் செல்வி,": Selvi, a name and an honorific
-        if i in cue_at and not lone:
+        if role == "name_cues_strong" and cue_at.get(i) == (1, "honorifics_before") and not text.startswith(".", t.end):
+            end = extend(i, after_cue)  # "என் பெயர் செல்வி (முருகன்)": Selvi, a name and an honorific (Miss)
+        elif i in cue_at:
             pass
-        elif role in ("name_cues_strong", "honorifics_before") and (lone or t.lower not in function) and (
-                len(t.text) >= 2) and (
+        elif role in ("name_cues_strong", "honorifics_before") and t.lower not in function and len(t.text) >= 2 and (
                 t.script != "latn" or role == "name_cues_strong" or t.text[0].isupper()) and (
                 role != "name_cues_strong" or not _bare(toks, i, cue_at) or ":" in text[toks[i - 1].end:t.start]
                 or name_like(t)):
