@@ -12,6 +12,7 @@ read as ASCII first (``pii_india.ascii_digits``, offsets unchanged), so ``९८
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from functools import cache
 
@@ -158,8 +159,9 @@ SCRIPT_OF_LANGUAGE = {"en": "latn", "hinglish": "latn", "hi": "deva", "ta": "tam
 def measure(labelled: list[dict]):
     """Per script and kind, over messages labelled ``{"text", "lang", "pii": [{"kind", "value"}]}``: identifiers
     labelled and found, ``precision`` (finds that overlap a labelled identifier of their kind), ``recall``
-    (labelled identifiers a find of their kind overlaps) and ``masked`` (labelled values gone from the masked text,
-    whatever the mask). Rows per (script, kind), then per kind over all scripts (script ``all``)."""
+    (labelled identifiers a find of their kind overlaps) and ``masked`` (labelled values none of whose words of
+    three or more characters is left in the masked text, whatever the mask). Rows per (script, kind), then per
+    kind over all scripts (script ``all``)."""
     import pandas as pd
 
     counts: dict[tuple[str, str], list[int]] = {}  # (script, kind) -> [labelled, caught, masked, found, right]
@@ -174,7 +176,8 @@ def measure(labelled: list[dict]):
             row = counts.setdefault((script, kind), [0, 0, 0, 0, 0])
             row[0] += 1
             row[1] += any(f.kind == kind and f.start < end and start < f.end for f in found)
-            row[2] += text[start:end] not in masked
+            row[2] += not any(re.search(rf"(?<!\w){re.escape(word)}(?!\w)", masked)
+                              for word in text[start:end].split() if len(word.strip(",.")) >= 3)
         for f in found:
             row = counts.setdefault((script, f.kind), [0, 0, 0, 0, 0])
             row[3] += 1
