@@ -102,7 +102,8 @@ def analyzer():
     registry.add_recognizer(InPanRecognizer())
     registry.add_recognizer(InAadhaarRecognizer())
     registry.add_recognizer(InVoterRecognizer())
-    registry.add_recognizer(InVehicleRegistrationRecognizer())
+    registry.add_recognizer(InVehicleRegistrationRecognizer(  # its patterns below MIN_SCORE could never count
+        patterns=[p for p in InVehicleRegistrationRecognizer.PATTERNS if p.score >= MIN_SCORE]))
     passport = InPassportRecognizer().patterns[0].regex  # its score (0.1) needs the word "passport" before it
     registry.add_recognizer(PatternRecognizer("IN_PASSPORT", name="CuedPassportRecognizer", patterns=[
         Pattern("passport after its cue", rf"(?i:passport)\D{{0,25}}\K{passport}", 0.8)]))
