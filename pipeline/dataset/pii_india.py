@@ -330,16 +330,13 @@ _INSTITUTION_STEMS = ("hospital", "अस्पताल", "हॉस्पि�
 
 # -- numbers and addresses --------------------------------------------------------------------------------------
 
-def _cue_regex(role: str) -> re.Pattern[str]:
+@cache
+def cue_regex(role: str) -> re.Pattern[str]:
+    """A regular expression for the cue phrases of one role (``mrn_cues``, ``address_cues`` …), whole words, the
+    words of a phrase joined by spaces, dots, colons or dashes ("C.R. No", "H.No")."""
     alternatives = sorted((r"[\s.:\-]*".join(re.escape(t) for t in phrase) for phrase, r in cue_phrases().items()
                            if r == role), key=len, reverse=True)
     return re.compile(rf"(?<![\w{_INDIC}])(?:{'|'.join(alternatives)})(?![\w{_INDIC}])", re.IGNORECASE)
-
-
-@cache
-def cue_regex(role: str) -> re.Pattern[str]:
-    """A regular expression for the cue phrases of one role (``mrn_cues``, ``address_cues`` …), whole words."""
-    return _cue_regex(role)
 
 
 def find_record_numbers(text: str) -> list[tuple[int, int]]:
