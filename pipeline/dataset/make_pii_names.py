@@ -8,7 +8,7 @@ Devanagari, Tamil, Telugu, Kannada and Bengali by indic-transliteration (ITRANS 
 English spellings of long vowels into ITRANS: ``ee`` -> ``I``, ``oo`` -> ``U``, a final ``a``/``i`` long; no final
 virama in Devanagari and Bengali).
 Run: ``python -m pipeline.dataset.make_pii_names`` (needs ``names-dataset``, in requirements-dev.txt; it holds
-the names of 1,500 + 1,500 first and 1,000 last names and ~2 GB of memory while it loads).
+takes the top 1,500 first names of each gender and 1,000 last names, and about 2 GB of memory while it loads).
 """
 
 from __future__ import annotations
