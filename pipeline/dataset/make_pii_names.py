@@ -7,7 +7,7 @@ words) or shorter than three letters are left out. Each is transliterated from i
 Devanagari, Tamil, Telugu, Kannada and Bengali by indic-transliteration (ITRANS in, after spelling rules that turn
 English spellings of long vowels into ITRANS: ``ee`` -> ``I``, ``oo`` -> ``U``, a final ``a``/``i`` long; no final
 virama in Devanagari and Bengali).
-Run: ``python -m pipeline.dataset.make_pii_names`` (needs ``names-dataset``, in requirements-dev.txt; it holds
+Run: ``python -m pipeline.dataset.make_pii_names`` (needs ``names-dataset``, in requirements-dev.txt; it
 takes the top 1,500 first names of each gender and 1,000 last names, and about 2 GB of memory while it loads).
 """
 
