@@ -1,6 +1,6 @@
 """curate-queries: every planted duplicate, identifier, greeting and media placeholder is excluded (or masked)
 with its reason, identifiers never reach queries.jsonl or the database, bad logs are one line with nothing
-written; PII detection measured on the labelled set; the worked example builds and runs end to end."""
+written; the worked example builds and runs end to end (PII detection is measured in tests/test_pii.py)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import pytest
 from pipeline.dataset import validate
 from pipeline.dataset.curate import curate
 from pipeline.dataset.ingest import ingest
-from pipeline.dataset.pii import PII_KINDS, measure
+from pipeline.dataset.pii import PII_KINDS
 from tests.support.browser import ARTIFACTS, CHROMIUM, main_text, no_exception, serve_app, settle
 
 REPO = Path(__file__).resolve().parent.parent
@@ -25,7 +25,9 @@ PII = {  # planted identifier -> its kind
     "4821 7730 1296": "AADHAAR", "BKTPM4821K": "PAN", "Ravi Shankar": "NAME", "Lakshmi Devi": "NAME",
 }
 EXAMPLE_PII = ["+91 98765 43210", "9840012345", "sunita.rao72@gmail.com", "4821 7730 1296", "BKTPM4821K",
-               "Ravi Shankar", "Lakshmi Devi"]  # planted in data/raw-example/chatbot_log.csv
+               "Ravi Shankar", "Lakshmi Devi", "सुनीता शर्मा", "९८२६० ७७४१९", "कमला देवी", "2024/41876", "செல்வி",
+               "௬௧௨௩ ௪௫௬௭ ௮௯௦௧", "காமராஜர் தெரு, தஞ்சாவூர் 613001", "Rakesh Yadav",
+               "73-1190-4482-6650"]  # planted in data/raw-example/chatbot_log.csv
 ROWS = [  # (message, answer, approved, expected: reason/detail of exclusion, or "kept"/"no_gt")
     ("Can I take my BP tablet on the morning of surgery?", "Yes, with a sip of water.", "yes", "kept"),
     ("Hi", "", "", "greeting"),
@@ -124,17 +126,6 @@ def test_bad_log_is_one_line_naming_file_and_row(tmp_path, content, args, expect
     assert result.returncode == 1 and len(lines) == 1, result.stderr
     assert expected in lines[0]
     assert not out.exists()
-
-
-def test_pii_precision_recall_on_the_labelled_set():
-    """The numbers docs/ingest.md reports (70 project-written messages, tests/fixtures/pii_labelled.jsonl)."""
-    items = jsonl(REPO / "tests" / "fixtures" / "pii_labelled.jsonl")
-    assert len(items) >= 60
-    report = measure(items).set_index("kind")
-    for kind in ("PHONE", "EMAIL", "AADHAAR", "PAN"):
-        assert report.loc[kind, "precision"] == 1.0 and report.loc[kind, "recall"] == 1.0, kind
-        assert report.loc[kind, "masked"] == 1.0
-    assert report.loc["NAME", "precision"] >= 0.9 and report.loc["NAME", "recall"] >= 0.8
 
 
 @pytest.fixture(scope="module")

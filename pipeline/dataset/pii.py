@@ -1,12 +1,13 @@
 """Personal identifiers in patients' messages, found with Presidio and masked with its anonymizer.
 
 Presidio's analyzer runs here on its pattern recognizers only: its NLP engine is a blank spaCy English
-pipeline (tokenizer, no trained model, nothing downloaded), so names come from the self-introduction
-recognizer below rather than from NER. Recognizers: Presidio's phone (``phonenumbers``, region IN), e-mail
-(its public-suffix check offline, from tldextract's bundled snapshot), Indian PAN and Aadhaar (checksum),
-plus the patterns Indian patients send: mobile numbers with or without +91 and spaces, 12-digit
-Aadhaar-like numbers in groups of four (no checksum: patients mistype), self-introduced names ("my name
-is …", "I am Ravi Kumar", "patient Lakshmi Devi bed 12", "mera naam … hai").
+pipeline (tokenizer, no trained model, nothing downloaded), so names come from ``pii_india.find_names`` rather
+than from NER. Recognizers: Presidio's phone (``phonenumbers``, region IN), e-mail (its public-suffix check
+offline, from tldextract's bundled snapshot), its Indian ones (PAN, Aadhaar with its checksum, passport, voter id,
+vehicle registration), plus the patterns Indian patients send: mobile numbers with or without +91 and spaces,
+12-digit Aadhaar-like numbers in groups of four (no checksum: patients mistype), and ``pii_india``'s names in every
+script, addresses with PIN codes, ABHA numbers and addresses and hospital record numbers. Digits of any script are
+read as ASCII first (``pii_india.ascii_digits``, offsets unchanged), so ``९८७६५४३२१०`` is a phone number.
 """
 
 from __future__ import annotations
@@ -17,22 +18,13 @@ from functools import cache
 
 KINDS: dict[str, str] = {  # presidio entity -> the kind reported and the mask written
     "PHONE_NUMBER": "PHONE", "IN_PHONE": "PHONE", "EMAIL_ADDRESS": "EMAIL", "IN_AADHAAR": "AADHAAR",
-    "AADHAAR_LIKE": "AADHAAR", "IN_PAN": "PAN", "PERSON": "NAME",
+    "AADHAAR_LIKE": "AADHAAR", "IN_PAN": "PAN", "PERSON": "NAME", "IN_ADDRESS": "ADDRESS", "IN_ABHA": "ABHA",
+    "IN_MRN": "MRN", "IN_PASSPORT": "PASSPORT", "IN_VOTER": "VOTER_ID", "IN_VEHICLE_REGISTRATION": "VEHICLE",
 }
-PII_KINDS: tuple[str, ...] = ("PHONE", "EMAIL", "AADHAAR", "PAN", "NAME")
+PII_KINDS: tuple[str, ...] = ("PHONE", "EMAIL", "AADHAAR", "PAN", "NAME", "ADDRESS", "ABHA", "MRN", "PASSPORT",
+                              "VOTER_ID", "VEHICLE")
 MIN_SCORE = 0.3  # presidio's weakest PAN pattern (any 10 letters/digits, 0.05) stays out
-
-_NAME = r"[A-Z][a-z]+(?:\s+[A-Z][a-z]+){0,2}"
-_name_any_case = r"[A-Za-z]+(?:\s+(?!(?:and|from|here|hai|i|my|the|with|age|aged|bed|ward)\b)[A-Za-z]+){0,2}"
-NAME_PATTERNS: tuple[re.Pattern[str], ...] = (
-    re.compile(rf"\b(?i:my\s+name\s+is|my\s+name's|name\s*[:\-])\s+(?P<name>{_name_any_case})"),
-    re.compile(rf"\b(?i:i\s+am|i'm|this\s+is|myself)\s+(?P<name>{_NAME})"),
-    re.compile(rf"\b(?i:mera\s+naam|en\s+peyar|naa\s+peru|nanna\s+hesaru)\s+(?P<name>{_name_any_case}?)\s+(?i:hai|he|hain|aahum|ide|ஆகும்)\b"),
-    re.compile(rf"\b(?i:patient(?:\s+name)?|pt\.?)\s*[:\-]?\s+(?:(?i:mr|mrs|ms|smt|shri|sri)\.?\s+)?(?P<name>{_NAME})"
-               r"(?=[\s,]+(?i:bed|ward|age|aged|room|\d))"),
-    re.compile(rf"\b(?i:mr|mrs|ms|smt|shri|sri|dr)\.?\s+(?P<name>{_NAME})"),
-)
-
+PRIORITY = {"ABHA": 2, "MRN": 1}  # on overlap these win, then the longer find (+91 and 12 digits: a phone number)
 
 @dataclass(frozen=True)
 class Found:
@@ -44,23 +36,25 @@ class Found:
     score: float
 
 
-def _self_name_recognizer():
+def _india_recognizer():
     from presidio_analyzer import EntityRecognizer, RecognizerResult
 
-    class SelfNameRecognizer(EntityRecognizer):
-        """Names patients give themselves or their relative ("my name is …", "patient … bed 12")."""
+    from pipeline.dataset import pii_india
+
+    finders = {"PERSON": (pii_india.find_names, 0.7), "IN_ADDRESS": (pii_india.find_addresses, 0.8),
+               "IN_ABHA": (pii_india.find_abha, 1.0), "IN_MRN": (pii_india.find_record_numbers, 0.9)}
+
+    class IndiaRecognizer(EntityRecognizer):
+        """Names in every script, addresses with PIN codes, ABHA numbers/addresses, hospital record numbers."""
 
         def load(self) -> None:
             pass
 
         def analyze(self, text, entities, nlp_artifacts=None):
-            out = []
-            for pattern in NAME_PATTERNS:
-                for m in pattern.finditer(text):
-                    out.append(RecognizerResult("PERSON", m.start("name"), m.end("name"), 0.7))
-            return out
+            return [RecognizerResult(entity, start, end, score) for entity, (find, score) in finders.items()
+                    if entity in entities for start, end in find(text)]
 
-    return SelfNameRecognizer(supported_entities=["PERSON"], name="SelfNameRecognizer")
+    return IndiaRecognizer(supported_entities=list(finders), name="IndiaRecognizer")
 
 
 def _offline_email_recognizer():
@@ -82,7 +76,14 @@ def analyzer():
     import spacy
     from presidio_analyzer import AnalyzerEngine, Pattern, PatternRecognizer, RecognizerRegistry
     from presidio_analyzer.nlp_engine import SpacyNlpEngine
-    from presidio_analyzer.predefined_recognizers import InAadhaarRecognizer, InPanRecognizer, PhoneRecognizer
+    from presidio_analyzer.predefined_recognizers import (
+        InAadhaarRecognizer,
+        InPanRecognizer,
+        InPassportRecognizer,
+        InVehicleRegistrationRecognizer,
+        InVoterRecognizer,
+        PhoneRecognizer,
+    )
 
     class BlankSpacyEngine(SpacyNlpEngine):
         """spaCy's tokenizer without a trained model: Presidio's pattern recognizers need no more."""
@@ -100,29 +101,39 @@ def analyzer():
     registry.add_recognizer(_offline_email_recognizer())
     registry.add_recognizer(InPanRecognizer())
     registry.add_recognizer(InAadhaarRecognizer())
+    registry.add_recognizer(InVoterRecognizer())
+    registry.add_recognizer(InVehicleRegistrationRecognizer(  # its patterns below MIN_SCORE could never count
+        patterns=[p for p in InVehicleRegistrationRecognizer.PATTERNS if p.score >= MIN_SCORE]))
+    passport = InPassportRecognizer().patterns[0].regex  # its score (0.1) needs the word "passport" before it
+    registry.add_recognizer(PatternRecognizer("IN_PASSPORT", name="CuedPassportRecognizer", patterns=[
+        Pattern("passport after its cue", rf"(?i:passport)\D{{0,25}}\K{passport}", 0.8)]))
+    alone = r"(?<![\d+])(?<!\d[\s-])"  # not the tail of a longer number (an ABHA number, a record number)
     registry.add_recognizer(PatternRecognizer("IN_PHONE", name="IndianMobileRecognizer", patterns=[
-        Pattern("mobile, +91 optional", r"(?<![\d+])(?:(?:\+|00)?91[\s-]?|0)?[6-9]\d{4}[\s-]?\d{5}(?!\d)", 0.6),
-        Pattern("mobile in 3-3-4", r"(?<![\d+])(?:(?:\+|00)?91[\s-]?)?[6-9]\d{2}[\s-]\d{3}[\s-]\d{4}(?!\d)", 0.6),
+        Pattern("mobile, +91 optional", rf"{alone}(?:(?:\+|00)?91[\s-]?|0)?[6-9]\d{{4}}[\s-]?\d{{5}}(?!\d)", 0.6),
+        Pattern("mobile in 3-3-4", rf"{alone}(?:(?:\+|00)?91[\s-]?)?[6-9]\d{{2}}[\s-]\d{{3}}[\s-]\d{{4}}(?!\d)", 0.6),
     ]))
     registry.add_recognizer(PatternRecognizer("AADHAAR_LIKE", name="AadhaarLikeRecognizer", patterns=[
-        Pattern("12 digits in groups of four", r"(?<!\d)[2-9]\d{3}[\s-]?\d{4}[\s-]?\d{4}(?!\d)", 0.6),
+        Pattern("12 digits in groups of four", r"(?<![\d+])(?<!\d[\s-])[2-9]\d{3}[\s-]?\d{4}[\s-]?\d{4}(?!\d)", 0.6),
     ]))
-    registry.add_recognizer(_self_name_recognizer())
+    registry.add_recognizer(_india_recognizer())
     return AnalyzerEngine(registry=registry, nlp_engine=engine, supported_languages=["en"])
 
 
 def find_pii(text: str) -> list[Found]:
     """Identifiers in ``text``, overlapping finds merged (the higher score's kind wins), in text order."""
+    from pipeline.dataset.pii_india import ascii_digits
+
     if not text or not text.strip():
         return []
-    results = analyzer().analyze(text, language="en", score_threshold=MIN_SCORE)
+    results = analyzer().analyze(ascii_digits(text), language="en", score_threshold=MIN_SCORE)
     found = sorted((Found(KINDS[r.entity_type], r.start, r.end, r.score) for r in results if r.entity_type in KINDS),
                    key=lambda f: (f.start, -f.end))
     merged: list[Found] = []
     for f in found:
         if merged and f.start < merged[-1].end:
             last = merged[-1]
-            kind = last.kind if last.score >= f.score else f.kind
+            rank = lambda x: (PRIORITY.get(x.kind, 0), x.end - x.start, x.score)  # noqa: E731
+            kind = last.kind if rank(last) >= rank(f) else f.kind
             merged[-1] = Found(kind, last.start, max(last.end, f.end), max(last.score, f.score))
         else:
             merged.append(f)
@@ -142,21 +153,43 @@ def mask(text: str, found: list[Found] | None = None) -> str:
     return AnonymizerEngine().anonymize(text=text, analyzer_results=results, operators=operators).text
 
 
-def measure(labelled: list[dict]):
-    """Per kind, over messages labelled ``{"text", "pii": [{"kind", "value"}]}``: precision and recall of "this
-    message holds a <kind>" (scikit-learn, via ``themes.theme_report``) and ``masked``, the share of labelled
-    values of that kind gone from the masked text."""
-    from pipeline.dataset.themes import theme_report
+SCRIPT_OF_LANGUAGE = {"en": "latn", "hinglish": "latn", "hi": "deva", "ta": "taml", "te": "telu", "kn": "knda",
+                      "bn": "beng"}
 
-    finds = [find_pii(item["text"]) for item in labelled]
-    report = theme_report([[p["kind"] for p in item.get("pii", [])] for item in labelled],
-                          [[f.kind for f in found] for found in finds], themes=PII_KINDS)
-    report = report.rename(columns={"theme": "kind"})
-    gone = {k: [0, 0] for k in PII_KINDS}
-    for item, found in zip(labelled, finds, strict=True):
-        masked = mask(item["text"], found)
-        for p in item.get("pii", []):
-            gone[p["kind"]][0] += p["value"] not in masked
-            gone[p["kind"]][1] += 1
-    report["masked"] = [gone[k][0] / gone[k][1] if gone[k][1] else float("nan") for k in PII_KINDS]
-    return report
+
+def measure(labelled: list[dict]):
+    """Per script and kind, over messages labelled ``{"text", "lang", "pii": [{"kind", "value"}]}``: identifiers
+    labelled and found, ``precision`` (finds that overlap a labelled identifier of their kind), ``recall``
+    (labelled identifiers a find of their kind overlaps) and ``masked`` (labelled values none of whose words of
+    three or more characters is left in the masked text, whatever the mask). Rows per (script, kind), then per
+    kind over all scripts (script ``all``)."""
+    import pandas as pd
+
+    counts: dict[tuple[str, str], list[int]] = {}  # (script, kind) -> [labelled, caught, masked, found, right]
+    for item in labelled:
+        text = item["text"]
+        script = SCRIPT_OF_LANGUAGE[item["lang"]]
+        found = find_pii(text)
+        masked = mask(text, found)
+        spans = [(p["kind"], text.index(p["value"]), text.index(p["value"]) + len(p["value"]))
+                 for p in item.get("pii", [])]
+        for kind, start, end in spans:
+            row = counts.setdefault((script, kind), [0, 0, 0, 0, 0])
+            row[0] += 1
+            row[1] += any(f.kind == kind and f.start < end and start < f.end for f in found)
+            row[2] += not any(re.search(rf"(?<!\w){re.escape(word)}(?!\w)", masked)
+                              for word in text[start:end].split() if len(word.strip(",.")) >= 3)
+        for f in found:
+            row = counts.setdefault((script, f.kind), [0, 0, 0, 0, 0])
+            row[3] += 1
+            row[4] += any(kind == f.kind and f.start < end and start < f.end for kind, start, end in spans)
+    for (_, kind), row in list(counts.items()):
+        total = counts.setdefault(("all", kind), [0, 0, 0, 0, 0])
+        for i, n in enumerate(row):
+            total[i] += n
+    rows = [{"script": script, "kind": kind, "labelled": n, "found": found, "precision": right / found if found else
+             float("nan"), "recall": caught / n if n else float("nan"), "masked": gone / n if n else float("nan")}
+            for (script, kind), (n, caught, gone, found, right) in counts.items()]
+    order = {s: i for i, s in enumerate([*dict.fromkeys(SCRIPT_OF_LANGUAGE.values()), "all"])}
+    return pd.DataFrame(rows).sort_values(["script", "kind"], key=lambda c: c.map(order) if c.name == "script"
+                                          else c.map(PII_KINDS.index)).reset_index(drop=True)
