@@ -15,6 +15,8 @@ from pathlib import Path
 import duckdb
 from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_random_exponential
 
+from pipeline.errors import UserError
+
 
 def is_lock_error(exc: BaseException) -> bool:
     """True for DuckDB's 'another process holds the file' errors, which are waited out."""
@@ -43,10 +45,23 @@ def _connect(path: str | Path, *, read_only: bool, wait_s: float) -> duckdb.Duck
         stop=stop_after_delay(wait_s),
         reraise=True,
     )
-    for attempt in retrying:
-        with attempt:
-            return duckdb.connect(str(path), read_only=read_only)
+    try:
+        for attempt in retrying:
+            with attempt:
+                return duckdb.connect(str(path), read_only=read_only)
+    except duckdb.Error as exc:
+        if is_lock_error(exc):
+            raise
+        raise not_a_database(path, exc) from None
     raise AssertionError("unreachable")
+
+
+def not_a_database(path: str | Path, exc: BaseException) -> UserError:
+    """The one line every command gives for a ``--db`` DuckDB cannot open (not a DuckDB file, a folder, another
+    DuckDB version's file): the path and DuckDB's own first line."""
+    detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return UserError(f"--db {path}: DuckDB cannot open it as a database ({detail}); give the path of a "
+                     "DuckDB file written by `python -m pipeline run`, or a new path to create one")
 
 
 class SharedReaders:

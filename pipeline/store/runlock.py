@@ -27,8 +27,9 @@ ACQUIRE_WAIT_S = 3.0  # outlasts a reader's probe, never another run
 
 
 def lock_path(db: str | Path) -> Path:
-    """The lock file of a database: ``results.duckdb`` → ``results.duckdb.lock`` beside it."""
-    db = Path(db)
+    """The lock file of a database: ``results.duckdb`` → ``results.duckdb.lock`` beside it, after the path is resolved
+    (symlinks followed, ``..`` removed), so every name of one database file has one lock."""
+    db = Path(db).resolve()
     return db.with_name(db.name + ".lock")
 
 
