@@ -24,6 +24,8 @@ from pipeline.analysis.stats import EXPANSION_MIN_N  # noqa: F401
 from pipeline.dataset.arena_votes import REASON_TAGS, save_vote  # noqa: F401  (the arena page's votes)
 from pipeline.dataset.critique_labels import save_critique_label  # noqa: F401  (the Med-CoDE page's queue)
 from pipeline.dataset.human_labels import save_label  # noqa: F401  (the review queue's verdicts)
+from pipeline.store.connections import on_lock_wait  # noqa: F401  (a save that waits says so: _ui.saving)
+from pipeline.store.runlock import lock_holder  # noqa: F401  (which run a waiting save waits for)
 from pipeline.read import agreement as agreement_read
 from pipeline.read import arena as arena_read
 from pipeline.read import compare as compare_read
@@ -130,6 +132,7 @@ def clear_caches() -> None:
 # -- home and sidebar ----------------------------------------------------------------------------------
 choices = cached(home.choices)
 overview = cached(home.overview)
+kb_notes = home.kb_notes  # lines about answers from another KB, from overview's models frame
 judge_summary = cached(home.judge_summary)
 judge_consistency = cached(judge_trust.judge_consistency)
 live_run = home.live_run  # not cached: polled while a run goes on, its clock moves between writes
