@@ -24,8 +24,6 @@ from pipeline.analysis.stats import EXPANSION_MIN_N  # noqa: F401
 from pipeline.dataset.arena_votes import REASON_TAGS, save_vote  # noqa: F401  (the arena page's votes)
 from pipeline.dataset.critique_labels import save_critique_label  # noqa: F401  (the Med-CoDE page's queue)
 from pipeline.dataset.human_labels import save_label  # noqa: F401  (the review queue's verdicts)
-from pipeline.store.connections import on_lock_wait  # noqa: F401  (a save that waits says so: _ui.saving)
-from pipeline.store.runlock import lock_holder  # noqa: F401  (which run a waiting save waits for)
 from pipeline.read import agreement as agreement_read
 from pipeline.read import arena as arena_read
 from pipeline.read import compare as compare_read
@@ -70,6 +68,8 @@ from pipeline.read.significance import MIN_PPI_LABELS  # noqa: F401
 from pipeline.read.themes import theme_table  # noqa: F401
 from pipeline.read.trust import KAPPA_TRUST, MIN_LABELS, MIN_SANITY, SCRIPT_LABELS  # noqa: F401
 from pipeline.store import LEXICAL, SHARED_READERS  # noqa: F401
+from pipeline.store.connections import on_lock_wait  # noqa: F401  (a save that waits says so: _ui.saving)
+from pipeline.store.runlock import lock_holder  # noqa: F401  (which run a waiting save waits for)
 
 CACHE_TTL_S = 600
 F = TypeVar("F", bound=Callable[..., Any])

@@ -3,8 +3,6 @@ a login whose e-mail the identity provider has not verified is refused unless th
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -14,22 +12,9 @@ from streamlit.testing.v1 import AppTest
 from pipeline.store import Store, open_connection
 from pipeline.store.connections import on_lock_wait
 from pipeline.store.rows import MetaRow
+from tests.support.db_holder import hold
 
-REPO = Path(__file__).resolve().parent.parent
 HOLD_S = 2.5
-# Another process holds the database open (a shared lock: reads go on, a write waits) and the run lock as run
-# 'run-writing' does, for HOLD_S seconds: what a running evaluation's write looks like to a dashboard save.
-HOLDER = """
-import sys, time, duckdb
-from pipeline.store.runlock import RunLock
-lock = RunLock(sys.argv[1]).acquire()
-lock.claim("run-writing")
-con = duckdb.connect(sys.argv[1], read_only=True)
-print("held", flush=True)
-time.sleep(float(sys.argv[2]))
-con.close()
-lock.release()
-"""
 
 
 @pytest.fixture
@@ -39,11 +24,8 @@ def db(tmp_path) -> Path:
     return path
 
 
-def _hold(db: Path) -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(db), str(HOLD_S)], cwd=REPO, stdout=subprocess.PIPE,
-                            text=True)
-    assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
-    return proc
+def _hold(db: Path):
+    return hold(db, HOLD_S)
 
 
 def test_a_write_that_waits_for_another_process_tells_the_caller(db):
