@@ -121,3 +121,13 @@ def test_a_second_run_through_a_symlink_stops_and_status_through_it_sees_the_liv
     assert code == 0
     shown = [line for line in lines if "live" in line]
     assert shown and "running" in shown[0] and "interrupted" not in shown[0], "\n".join(lines)
+
+
+def test_the_dashboard_on_a_file_that_is_not_duckdb_says_it_cannot_read_it(monkeypatch, not_duckdb):
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("PARIKSHA_DB", str(not_duckdb))
+    at = AppTest.from_file(str(Path(cli.__file__).resolve().parent.parent / "app.py"), default_timeout=120)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert any("Cannot read" in e.value and "not a valid DuckDB database file" in e.value for e in at.sidebar.error)

@@ -140,7 +140,7 @@ def test_a_changed_file_whose_chunk_ids_are_gone_is_retrieved_again_or_refused_i
     assert exit_.value.code == 1 and len(lines) == 1 and "run the retrieve stage again" in lines[0]
     assert "Traceback" not in out.err and "KeyError" not in out.err
 
-    result = _run(config, stages="retrieve,generate")  # the same rerun as the first: it retrieves again instead of dying on a lost chunk id
+    result = _run(config, stages="retrieve,generate")  # the first run again: it retrieves, no lost chunk id
     assert result.status == "finished"
     gone = set(report["retired_chunks"])
     assert not gone & set(_table(db, "SELECT unnest(list_concat(raw_ids, update_ids)) AS c FROM retrievals").c)

@@ -77,12 +77,17 @@ def _connect(path: str | Path, *, read_only: bool, wait_s: float) -> duckdb.Duck
     raise AssertionError("unreachable")
 
 
-def not_a_database(path: str | Path, exc: BaseException) -> UserError:
+class NotADatabase(UserError, duckdb.IOException):
+    """A path DuckDB cannot open as a database: one line for the CLI (a ``UserError``), and still a DuckDB error to
+    code that handles those (the dashboard's sidebar says it cannot read the file)."""
+
+
+def not_a_database(path: str | Path, exc: BaseException) -> NotADatabase:
     """The one line every command gives for a ``--db`` DuckDB cannot open (not a DuckDB file, a folder, another
     DuckDB version's file): the path and DuckDB's own first line."""
     detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    return UserError(f"--db {path}: DuckDB cannot open it as a database ({detail}); give the path of a "
-                     "DuckDB file written by `python -m pipeline run`, or a new path to create one")
+    return NotADatabase(f"--db {path}: DuckDB cannot open it as a database ({detail}); give the path of a "
+                        "DuckDB file written by `python -m pipeline run`, or a new path to create one")
 
 
 class SharedReaders:
