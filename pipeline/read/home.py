@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,12 +27,17 @@ KB_USED = ("any_value(d.kb_hash) AS kb, count(*) FILTER (WHERE d.kb_hash IS NOT 
 KB_UNRECORDED = "NULL::VARCHAR AS kb, 0::BIGINT AS other_kb"  # a file of schema 10 or older: no KB recorded
 
 
-def kb_used(db: str | Path) -> str:
+def kb_used(con: duckdb.DuckDBPyConnection) -> str:
     """``KB_USED``, or ``KB_UNRECORDED`` for an older file whose responses and datasets have no ``kb_hash``."""
-    with SHARED_READERS.cursor(db) as con:
-        n = con.execute("SELECT count(*) FROM duckdb_columns() WHERE table_name IN ('responses', 'datasets') "
-                        "AND column_name = 'kb_hash'").fetchone()[0]
+    n = con.execute("SELECT count(*) FROM duckdb_columns() WHERE table_name IN ('responses', 'datasets') "
+                    "AND column_name = 'kb_hash'").fetchone()[0]
     return KB_USED if n == 2 else KB_UNRECORDED
+
+
+def _frames(db: str | Path, statements: Callable[[str], list[tuple[str, list[Any]]]]) -> list[pd.DataFrame]:
+    """``statements(kb)`` (``kb``: what ``kb_used`` gives for this file) run on one connection, as frames."""
+    with SHARED_READERS.cursor(db) as con:
+        return [con.execute(sql, params).df() for sql, params in statements(kb_used(con))]
 
 
 def choices(db: str | Path) -> dict[str, Any]:
@@ -100,8 +106,7 @@ def judge_in_use(choices: dict[str, Any], dataset: str | None) -> str | None:
 
 def overview(db: str | Path) -> dict[str, pd.DataFrame]:
     """What the database holds: datasets, runs, models, counts per language (responses from ``response_groups``)."""
-    kb = kb_used(db)
-    datasets, runs, per_language, models = dfs(db, [
+    datasets, runs, per_language, models = _frames(db, lambda kb: [
         ("SELECT name AS dataset, closed_book, n_queries, n_chunks, path, loaded_at FROM datasets ORDER BY name", []),
         ("SELECT run_id, name, kind, dataset, status, started_at, finished_at, "
          "date_diff('second', started_at, coalesce(finished_at, now()::TIMESTAMP)) AS seconds, "
@@ -163,8 +168,7 @@ def database_status(db: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``python -m pipeline status``: runs (a killed one shown as interrupted), and per dataset and model the rows
     stored (responses, errors, the KB the latest run saw and the answers from another one (``KB_USED``),
     judgments and those unparsed, rubric grades and those unparsed, critiques), whatever their response text."""
-    kb = kb_used(db)
-    runs, models = dfs(db, [
+    runs, models = _frames(db, lambda kb: [
         ("SELECT run_id, name, kind, dataset, status, strftime(started_at, '%Y-%m-%d %H:%M:%S') AS started, "
          "date_diff('second', started_at, finished_at) AS seconds, backend_calls, cache_hits, retries, errors "
          "FROM runs ORDER BY started_at", []),
