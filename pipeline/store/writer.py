@@ -224,8 +224,9 @@ class Store:
     def restamp_kb(self, dataset: str, keys: list[tuple[str, str]], kb_hash: str) -> int:
         """Record ``kb_hash`` as the KB of the responses ``keys`` ((query_id, model_id)): answers kept because their
         prompt, chunks included, is the same under that KB. Returns the rows changed (no derived table reads it)."""
-        if not keys or not self.path.exists():
-            return 0
+        if not keys or not self.fetch("SELECT 1 FROM responses WHERE dataset = ? AND kb_hash IS DISTINCT FROM ? "
+                                      "LIMIT 1", [dataset, kb_hash]):
+            return 0  # nothing to record: no write transaction (a dashboard save need not wait for one)
         with self.connect() as con:
             (changed,) = con.execute(
                 "UPDATE responses SET kb_hash = ? FROM (SELECT unnest(?::VARCHAR[]) AS q, unnest(?::VARCHAR[]) AS m) k "
