@@ -26,6 +26,8 @@ def home() -> None:
     ui.require_data(ctx)
     live_run(ctx.db)
     overview = data.overview(ctx.db)
+    for note in data.kb_notes(overview["models"]):  # answers from another knowledge base than the latest run's
+        st.warning(ui.md_escape(note), icon=":material/library_books:")
     per_language = overview["per_language"]
     cols = st.columns(5)
     cols[0].metric("Datasets", len(overview["datasets"]))

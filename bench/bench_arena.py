@@ -91,7 +91,7 @@ def make_database(path: Path, seed: int = 28) -> None:
     store.write_table("responses", pa.table({
         **rows, "run_id": ["bench"] * n_r, "prompt_hash": [None] * n_r, "error": [None] * n_r,
         "latency_s": [None] * n_r, "prompt_tokens": [None] * n_r, "completion_tokens": [None] * n_r,
-        "cached": [False] * n_r, "created_at": [created] * n_r,
+        "cached": [False] * n_r, "created_at": [created] * n_r, "kb_hash": [None] * n_r,
         "response_hash": [hashes[(q, m)] for q, m in zip(rows["query_id"], rows["model_id"], strict=True)]}))
     strengths = np.linspace(-300, 300, len(MODELS))
     # votes: a random query, pair and doctor each, unique per (query, pair, doctor)

@@ -114,8 +114,9 @@ if saved:
     if score is None:
         st.warning("Choose a score first.")
     else:
-        data.save_label(ctx.db, dataset=row.dataset, query_id=row.query_id, model_id=row.model_id, metric=metric,
-                        annotator=annotator, score=int(score), comment=comment, source=data.REVIEW_SOURCE)
+        with ui.saving(ctx.db):
+            data.save_label(ctx.db, dataset=row.dataset, query_id=row.query_id, model_id=row.model_id, metric=metric,
+                            annotator=annotator, score=int(score), comment=comment, source=data.REVIEW_SOURCE)
         data.clear_caches()
         st.session_state.pop("rq_item", None)
         st.toast(ui.md_escape(f"Saved: {metric} {score} for {row.query_id} · {row.model_id}"))

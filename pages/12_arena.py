@@ -119,9 +119,11 @@ def vote_view() -> None:
             return
         side = VERDICTS[verdict]
         winner = {"left": left, "right": right}.get(side, side)
-        data.save_vote(ctx.db, dataset=item["dataset"], query_id=item["query_id"], model_a=item["model_a"],
-                       model_b=item["model_b"], winner=winner, annotator=annotator, shown_left=item[f"model_{left}"],
-                       tags=list(tags), text_a=item["text_a"], text_b=item["text_b"])
+        with ui.saving(ctx.db):
+            data.save_vote(ctx.db, dataset=item["dataset"], query_id=item["query_id"], model_a=item["model_a"],
+                           model_b=item["model_b"], winner=winner, annotator=annotator,
+                           shown_left=item[f"model_{left}"], tags=list(tags), text_a=item["text_a"],
+                           text_b=item["text_b"])
         data.clear_caches()
         st.session_state["ar_revealed"] = (
             f"Saved: {verdict.lower()} on {item['query_id']}. A was {model_label(item[f'model_{left}'])}, B was "

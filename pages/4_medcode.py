@@ -255,10 +255,11 @@ def annotate_view() -> None:
         if label is None or accurate is None:
             st.error("Choose a disagreement level and whether the critique is accurate first.")
             return
-        data.save_critique_label(ctx.db, dataset=item.dataset, query_id=item.query_id, model_id=item.model_id,
-                                 critique_kind=kind, critique_by=author, annotator=annotator, label=label,
-                                 critique_accurate=accurate == "Yes", critique_hash=item.critique_hash,
-                                 response_hash=item.response_hash, comment=comment)
+        with ui.saving(ctx.db):
+            data.save_critique_label(ctx.db, dataset=item.dataset, query_id=item.query_id, model_id=item.model_id,
+                                     critique_kind=kind, critique_by=author, annotator=annotator, label=label,
+                                     critique_accurate=accurate == "Yes", critique_hash=item.critique_hash,
+                                     response_hash=item.response_hash, comment=comment)
         data.clear_caches()
         st.session_state["mc_last_saved"] = f"{item.query_id} · {item.model_id}: {label}, critique accurate: {accurate}"
         st.rerun()

@@ -158,8 +158,9 @@ def annotate_view() -> None:
         if score is None:
             st.error("Choose a score first.")
             return
-        save_label(ctx.db, dataset=item.dataset, query_id=item.query_id, model_id=item.model_id, metric=metric,
-                   annotator=annotator, score=int(score), comment=comment)
+        with ui.saving(ctx.db):
+            save_label(ctx.db, dataset=item.dataset, query_id=item.query_id, model_id=item.model_id, metric=metric,
+                       annotator=annotator, score=int(score), comment=comment)
         data.clear_caches()
         st.session_state["hv_last_saved"] = f"{item.query_id} · {item.model_id}: {metric} = {score}"
         st.rerun()

@@ -245,19 +245,20 @@ if st.button("Save to the database", icon=":material/save:", disabled=not result
              help="Saved as a run of kind 'playground' in dataset 'playground'."):
     saved = []
     source = result["picked"][0] if result["picked"] else (result["source"] or "kb")
-    for model_id, answer in result["answers"].items():
-        run_id, query_id = pg.save_playground(ctx.db, pg.PlaygroundResult(
-            language=query.language, query=query.query, query_en=query.query_en,
-            gt_response=None if not has_gt else query.gt_response,
-            source_dataset=result["picked"][0] if result["picked"] else None,
-            source_query_id=result["picked"][1] if result["picked"] else None,
-            model_id=model_id, response=answer["text"], latency_s=answer["latency_s"],
-            kb_name=source, raw_chunks=list(result["raw"]), update_chunks=list(result["updates"]),
-            judgments=result["scores"].get(model_id, []), judge_id=judge_mc.id if judge_mc else None,
-            critique=result["critiques"].get(model_id), critic_id=critic_mc.id if critic_mc else None,
-            config_json=config.to_json(), prompt_hash=answer.get("prompt_hash"), checks=answer.get("checks", []),
-            translator_id=result.get("translator")))
-        saved.append(f"{model_id} → run {run_id}, query {query_id}")
+    with ui.saving(ctx.db):
+        for model_id, answer in result["answers"].items():
+            run_id, query_id = pg.save_playground(ctx.db, pg.PlaygroundResult(
+                language=query.language, query=query.query, query_en=query.query_en,
+                gt_response=None if not has_gt else query.gt_response,
+                source_dataset=result["picked"][0] if result["picked"] else None,
+                source_query_id=result["picked"][1] if result["picked"] else None,
+                model_id=model_id, response=answer["text"], latency_s=answer["latency_s"],
+                kb_name=source, raw_chunks=list(result["raw"]), update_chunks=list(result["updates"]),
+                judgments=result["scores"].get(model_id, []), judge_id=judge_mc.id if judge_mc else None,
+                critique=result["critiques"].get(model_id), critic_id=critic_mc.id if critic_mc else None,
+                config_json=config.to_json(), prompt_hash=answer.get("prompt_hash"), checks=answer.get("checks", []),
+                translator_id=result.get("translator")))
+            saved.append(f"{model_id} → run {run_id}, query {query_id}")
     data.clear_caches()
     result["saved"] = saved
     st.rerun()

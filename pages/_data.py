@@ -68,6 +68,8 @@ from pipeline.read.significance import MIN_PPI_LABELS  # noqa: F401
 from pipeline.read.themes import theme_table  # noqa: F401
 from pipeline.read.trust import KAPPA_TRUST, MIN_LABELS, MIN_SANITY, SCRIPT_LABELS  # noqa: F401
 from pipeline.store import LEXICAL, SHARED_READERS  # noqa: F401
+from pipeline.store.connections import on_lock_wait  # noqa: F401  (a save that waits says so: _ui.saving)
+from pipeline.store.runlock import lock_holder  # noqa: F401  (which run a waiting save waits for)
 
 CACHE_TTL_S = 600
 F = TypeVar("F", bound=Callable[..., Any])
@@ -130,6 +132,7 @@ def clear_caches() -> None:
 # -- home and sidebar ----------------------------------------------------------------------------------
 choices = cached(home.choices)
 overview = cached(home.overview)
+kb_notes = home.kb_notes  # lines about answers from another KB, from overview's models frame
 judge_summary = cached(home.judge_summary)
 judge_consistency = cached(judge_trust.judge_consistency)
 live_run = home.live_run  # not cached: polled while a run goes on, its clock moves between writes

@@ -11,6 +11,9 @@ import io
 import os
 import re
 import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -69,6 +72,7 @@ def _sanitise(key: str, options: list[str], *, multi: bool) -> None:
 
 # -- serving a team: OpenID Connect login, and the identity labels are saved under ---------------------------------
 TEAM_ENV = "PARIKSHA_TEAM"  # 1: serve a team (login required), whatever the address
+UNVERIFIED_ENV = "PARIKSHA_TRUST_UNVERIFIED_EMAIL"  # 1: accept a login whose e-mail the provider has not verified
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 AUTH_KEYS = ("redirect_uri", "cookie_secret", "client_id", "client_secret", "server_metadata_url")
 
@@ -102,6 +106,23 @@ def require_login() -> None:
         st.title("Pariksha Studio")
         st.button("Log in", on_click=st.login, type="primary", icon=":material/login:")
         st.stop()
+    if not email_verified():
+        st.error(f"Your login has no e-mail address the identity provider has verified (email_verified is false or "
+                 f"missing), so nothing can be saved under it: verify your address with the provider and log in "
+                 f"again. A deployment whose provider vouches for its addresses without that claim sets "
+                 f"{UNVERIFIED_ENV}=1 (docs/security.md).")
+        st.button("Log out", on_click=st.logout, icon=":material/logout:")
+        st.stop()
+
+
+def email_verified() -> bool:
+    """Whether the logged-in user's e-mail may name their labels: the provider's ``email_verified`` claim is true
+    (a boolean, or the string "true" some providers send), or the deployment trusts unverified addresses
+    (``PARIKSHA_TRUST_UNVERIFIED_EMAIL=1``)."""
+    if os.environ.get(UNVERIFIED_ENV, "").strip() == "1":
+        return True
+    claim = st.user.get("email_verified")
+    return claim is True or (isinstance(claim, str) and claim.strip().lower() == "true")
 
 
 def identity() -> str:
@@ -119,6 +140,31 @@ def annotator(key: str, where: Any = st, *, bind: bool = False) -> str:
     typed = where.text_input("Your name", key=key, max_chars=60, placeholder="e.g. dr-rao",
                              **({"bind": "query-params"} if bind else {}))
     return (typed or "").strip()
+
+
+@contextmanager
+def saving(db: str) -> Iterator[None]:
+    """A save of a label, vote or answer: when it has to wait for another process's write (a running evaluation
+    saves its results in short transactions; DuckDB lets one process write at a time), a running status says
+    what it waits for until the save goes through, then how long it waited."""
+    started = time.monotonic()
+    shown: list[Any] = []  # the status box, once a wait began
+
+    def waiting(waited_s: float) -> None:
+        if not shown:
+            holder = data.lock_holder(db)
+            writer = f"run {holder}" if holder else "a run" if holder == "" else "another process"
+            box = st.status(f"Waiting to save: {writer} is writing to the results database (one writer at a time); "
+                            "your input is saved as soon as its write ends", state="running")
+            shown.extend([box, writer])
+        shown[0].update(label=f"Waiting to save: {shown[1]} is writing to the results database ({waited_s:.0f} s "
+                              "so far); your input is saved as soon as its write ends")
+
+    with data.on_lock_wait(waiting):
+        yield
+    if shown:
+        shown[0].update(label=f"Saved after waiting {time.monotonic() - started:.0f} s for {shown[1]}'s write",
+                        state="complete")
 
 
 def sidebar() -> Context:

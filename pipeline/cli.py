@@ -449,7 +449,7 @@ def status_command(db: Path) -> int:
     from rich.table import Table
 
     from pipeline.read.common import outdated
-    from pipeline.read.home import database_status
+    from pipeline.read.home import database_status, kb_notes
 
     _require_db(db)
     out = make_console()
@@ -466,6 +466,8 @@ def status_command(db: Path) -> int:
         for row in frame.itertuples(index=False):
             table.add_row(*["" if v is None else str(v) for v in row])
         out.print(table)
+    for note in kb_notes(models):
+        out.print(f"[yellow]{note}[/]", highlight=False, soft_wrap=True)
     return 0
 
 

@@ -165,10 +165,11 @@ class Estimate:
     def _all_chunks(self, fallback_to_refs: bool) -> dict[str, tuple[list[Chunk], list[Chunk]]]:
         if self.dataset.closed_book:
             return {q.query_id: ([], []) for q in self.queries}
-        same = "retrieve" in self.stages  # the run retrieves again what was stored under other settings
+        same = "retrieve" in self.stages  # the run retrieves again what was stored under other settings or KB
         stored = {qid: (raw, upd) for qid, raw, upd in self.fetch(
-            "SELECT query_id, raw_ids, update_ids FROM retrievals WHERE dataset = ? AND (NOT ? OR settings = ?)",
-            [self.dataset.name, same, self.config.retrieval.model_dump_json()])}
+            "SELECT query_id, raw_ids, update_ids FROM retrievals WHERE dataset = ? AND (NOT ? OR (settings = ? "
+            "AND kb_hash IS NOT DISTINCT FROM ?))",
+            [self.dataset.name, same, self.config.retrieval.model_dump_json(), self.dataset.kb_hash])}
         by_id = {c.chunk_id: c for c in self.dataset.chunks}
         out: dict[str, tuple[list[Chunk], list[Chunk]]] = {}
         for q in self.queries:

@@ -107,6 +107,16 @@ class Dataset:
         }
         return hashlib.sha256(json.dumps(payload, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()
 
+    @cached_property
+    def kb_hash(self) -> str | None:
+        """The knowledge base's identity, what results from retrieval onward record: the first 16 hex digits of a
+        sha256 over its chunks (ids, kinds, titles, texts, sources, dates; in id order, so the same KB in another
+        file order or format has the same hash). None for a closed-book dataset."""
+        if not self.chunks:
+            return None
+        chunks = sorted((c.model_dump(mode="json") for c in self.chunks), key=lambda c: c["chunk_id"])
+        return hashlib.sha256(json.dumps(chunks, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()[:16]
+
     def summary(self) -> str:
         """One line: queries per language and chunks raw/update (or closed-book)."""
         langs = Counter(q.language for q in self.queries)

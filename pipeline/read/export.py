@@ -44,15 +44,18 @@ ROLES = {"responses": ("model_id", "model"), "judgments": ("judge_id", "judge"),
          "rubric_grades": ("grader_id", "grader")}
 RESPONSE_KEY = ("dataset", "query_id", "model_id")
 ABOUT = {
-    "datasets": "each dataset loaded: path, closed-book or not, query and chunk counts, content hash",
+    "datasets": "each dataset loaded: path, closed-book or not, query and chunk counts, content hash, kb_hash (its "
+                "knowledge base as the latest run saw it)",
     "queries": "the patient queries: language, text, English rendering, ground truth, themes, kb_refs and the "
                "optional fields (asked_on, script, variant_of, options, answer, rubric, messages as JSON text)",
     "kb_chunks": "the knowledge-base chunks (raw and update) every prompt was built from",
-    "retrievals": "per query the ordered raw and update chunk ids every model saw, with the retrieval settings",
+    "retrievals": "per query the ordered raw and update chunk ids every model saw, with the retrieval settings and "
+                  "kb_hash, the knowledge base they were retrieved from",
     "runs": "every run: its full config (JSON), config hash, code revision, model files, times, status, calls, "
             "cache hits, errors and the per-stage summary (JSON: calls, cache hits, tokens)",
     "responses": "each model's answer to each query: text, error, latency, prompt and completion tokens, "
-                 "whether it came from the cache, the hash of the exact prompt",
+                 "whether it came from the cache, the hash of the exact prompt, kb_hash (the knowledge base of its "
+                 "chunks; empty for closed-book datasets and answers stored before results recorded it)",
     "judgments": "the LLM judge's score (0-2, NULL when unparseable) per response, metric and sample, with its "
                  "justification and raw output; response_hash ties it to the text it judged",
     "lexical_scores": "ROUGE-L, chrF++, BLEU, METEOR and embedding cosine of each response against the ground truth",

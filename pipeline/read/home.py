@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,24 @@ from pipeline.store.runlock import lock_holder, shown_status
 
 STALE_S = 600  # a running run that has reported no progress for this long may have been stopped without a word
 LIVE_COLUMNS = ["stage", "model_id", "done", "items", "skipped", "errors", "wall_s", "eta_s", "live"]
+# per (dataset, model) of ``responses r`` joined to ``datasets d``: the KB the latest run saw, and how many answers
+# came from another one (an older KB, or one not recorded: written before results recorded their KB)
+KB_USED = ("any_value(d.kb_hash) AS kb, count(*) FILTER (WHERE d.kb_hash IS NOT NULL AND r.kb_hash IS DISTINCT "
+           "FROM d.kb_hash) AS other_kb")
+KB_UNRECORDED = "NULL::VARCHAR AS kb, 0::BIGINT AS other_kb"  # a file of schema 10 or older: no KB recorded
+
+
+def kb_used(con: duckdb.DuckDBPyConnection) -> str:
+    """``KB_USED``, or ``KB_UNRECORDED`` for an older file whose responses and datasets have no ``kb_hash``."""
+    n = con.execute("SELECT count(*) FROM duckdb_columns() WHERE table_name IN ('responses', 'datasets') "
+                    "AND column_name = 'kb_hash'").fetchone()[0]
+    return KB_USED if n == 2 else KB_UNRECORDED
+
+
+def _frames(db: str | Path, statements: Callable[[str], list[tuple[str, list[Any]]]]) -> list[pd.DataFrame]:
+    """``statements(kb)`` (``kb``: what ``kb_used`` gives for this file) run on one connection, as frames."""
+    with SHARED_READERS.cursor(db) as con:
+        return [con.execute(sql, params).df() for sql, params in statements(kb_used(con))]
 
 
 def choices(db: str | Path) -> dict[str, Any]:
@@ -87,7 +106,7 @@ def judge_in_use(choices: dict[str, Any], dataset: str | None) -> str | None:
 
 def overview(db: str | Path) -> dict[str, pd.DataFrame]:
     """What the database holds: datasets, runs, models, counts per language (responses from ``response_groups``)."""
-    datasets, runs, per_language, models = dfs(db, [
+    datasets, runs, per_language, models = _frames(db, lambda kb: [
         ("SELECT name AS dataset, closed_book, n_queries, n_chunks, path, loaded_at FROM datasets ORDER BY name", []),
         ("SELECT run_id, name, kind, dataset, status, started_at, finished_at, "
          "date_diff('second', started_at, coalesce(finished_at, now()::TIMESTAMP)) AS seconds, "
@@ -98,11 +117,24 @@ def overview(db: str | Path) -> dict[str, pd.DataFrame]:
          "SELECT q.dataset, q.language, q.queries, coalesce(g.responses, 0) AS responses, "
          "coalesce(g.models, 0) AS models FROM q LEFT JOIN g USING (dataset, language) "
          "ORDER BY q.dataset, queries DESC", []),
-        ("SELECT dataset, model_id, count(*) AS responses, count(error) AS errors, "
-         "round(avg(latency_s), 2) AS mean_latency_s, sum(completion_tokens) AS completion_tokens "
-         "FROM responses GROUP BY ALL ORDER BY dataset, model_id", []),
+        ("SELECT r.dataset, r.model_id, count(*) AS responses, count(r.error) AS errors, "
+         "round(avg(r.latency_s), 2) AS mean_latency_s, sum(r.completion_tokens) AS completion_tokens, "
+         f"{kb} FROM responses r LEFT JOIN datasets d ON d.name = r.dataset GROUP BY ALL "
+         "ORDER BY r.dataset, r.model_id", []),
     ])
     return {"datasets": datasets, "runs": with_live_status(db, runs), "per_language": per_language, "models": models}
+
+
+def kb_notes(models: pd.DataFrame) -> list[str]:
+    """One line per dataset whose stored answers did not all come from its knowledge base as the latest run saw it
+    (``models``: a frame with ``KB_USED``'s columns); none when every answer did."""
+    notes = []
+    for dataset, group in models[models.other_kb > 0].groupby("dataset", sort=True):
+        notes.append(f"{dataset}: {int(group.other_kb.sum())} of {int(group.responses.sum())} answers come from "
+                     f"another knowledge base than the one the latest run saw ({group.kb.iloc[0]}); they were "
+                     "not asked again. Rerun the config (retrieval runs again and answers whose chunks changed are "
+                     "regenerated and rescored), or filter by kb in the export.")
+    return notes
 
 
 def with_live_status(db: str | Path, runs: pd.DataFrame) -> pd.DataFrame:
@@ -134,19 +166,21 @@ def judge_summary(db: str | Path) -> dict[str, pd.DataFrame]:
 
 def database_status(db: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``python -m pipeline status``: runs (a killed one shown as interrupted), and per dataset and model the rows
-    stored (responses, errors, judgments and those unparsed, rubric grades and those unparsed, critiques), whatever
-    their response text."""
-    runs, models = dfs(db, [
+    stored (responses, errors, the KB the latest run saw and the answers from another one (``KB_USED``),
+    judgments and those unparsed, rubric grades and those unparsed, critiques), whatever their response text."""
+    runs, models = _frames(db, lambda kb: [
         ("SELECT run_id, name, kind, dataset, status, strftime(started_at, '%Y-%m-%d %H:%M:%S') AS started, "
          "date_diff('second', started_at, finished_at) AS seconds, backend_calls, cache_hits, retries, errors "
          "FROM runs ORDER BY started_at", []),
-        ("WITH r AS (SELECT dataset, model_id, count(*) AS responses, count(error) AS errors FROM responses "
-         "GROUP BY ALL), j AS (SELECT dataset, model_id, count(*) AS judgments, "
+        ("WITH r AS (SELECT r.dataset, r.model_id, count(*) AS responses, count(r.error) AS errors, "
+         f"{kb} FROM responses r LEFT JOIN datasets d ON d.name = r.dataset GROUP BY ALL), "
+         "j AS (SELECT dataset, model_id, count(*) AS judgments, "
          "count(*) FILTER (WHERE NOT parse_ok) AS parse_failures FROM judgments GROUP BY ALL), "
          "c AS (SELECT dataset, model_id, count(*) AS critiques FROM critiques GROUP BY ALL), "
          "g AS (SELECT dataset, model_id, count(*) AS rubric_grades, count(*) FILTER (WHERE met IS NULL) "
          "AS rubric_unparsed FROM rubric_grades GROUP BY ALL) "
-         "SELECT r.dataset, r.model_id, r.responses, r.errors, coalesce(j.judgments, 0) AS judgments, "
+         "SELECT r.dataset, r.model_id, r.responses, r.errors, r.kb, r.other_kb, "
+         "coalesce(j.judgments, 0) AS judgments, "
          "coalesce(j.parse_failures, 0) AS parse_failures, coalesce(g.rubric_grades, 0) AS rubric_grades, "
          "coalesce(g.rubric_unparsed, 0) AS rubric_unparsed, coalesce(c.critiques, 0) AS critiques FROM r "
          "LEFT JOIN j USING (dataset, model_id) LEFT JOIN c USING (dataset, model_id) "

@@ -278,17 +278,27 @@ def stored_chunks(ctx: RunContext, queries: Sequence[Query] | None = None, *,
     """query_id → (raw chunks, update chunks) as the retrieve step stored them.
 
     A closed-book dataset has none. A query without a stored retrieval is an error, unless
-    ``fallback_to_refs`` (the judge sanity set) takes the query's ``kb_refs`` instead.
+    ``fallback_to_refs`` (the judge sanity set) takes the query's ``kb_refs`` instead. So is one retrieved from
+    another KB than the dataset's now (re-ingested or edited since), or one naming a chunk the KB no longer has:
+    one line saying to retrieve again, never a result mixing two KBs.
     """
     queries = ctx.queries if queries is None else queries
     if ctx.dataset.closed_book:
         return {q.query_id: ([], []) for q in queries}
-    stored = {qid: (raw, upd) for qid, raw, upd in ctx.store.fetch(
-        "SELECT query_id, raw_ids, update_ids FROM retrievals WHERE dataset = ?", [ctx.dataset_name])}
+    stored = {qid: (raw, upd, kb) for qid, raw, upd, kb in ctx.store.fetch(
+        "SELECT query_id, raw_ids, update_ids, kb_hash FROM retrievals WHERE dataset = ?", [ctx.dataset_name])}
+    known = {c.chunk_id for c in ctx.dataset.chunks}
     out = {}
     for q in queries:
         if q.query_id in stored:
-            raw_ids, upd_ids = stored[q.query_id]
+            raw_ids, upd_ids, kb_hash = stored[q.query_id]
+            gone = [c for c in (*raw_ids, *upd_ids) if c not in known]
+            if (kb_hash is not None and kb_hash != ctx.dataset.kb_hash) or gone:
+                was = f"chunk {gone[0]!r} it names is gone" if gone else f"it was retrieved from KB {kb_hash}"
+                raise UserError(f"{ctx.dataset_name}: the knowledge base changed since query {q.query_id} was "
+                                f"retrieved ({was}; the KB is now {ctx.dataset.kb_hash}): run the retrieve stage "
+                                "again (rerun without --stages, or add retrieve to them) so that answers and scores "
+                                "follow the new KB")
         elif fallback_to_refs:
             raw_ids = [c for c in q.kb_refs if ctx.dataset.chunk(c).kind == "raw"]
             upd_ids = [c for c in q.kb_refs if ctx.dataset.chunk(c).kind == "update"]
@@ -338,6 +348,7 @@ class Pending:
     model: ModelConfig
     calls: list[Call]
     done: int = 0
+    finished: list[tuple] = field(default_factory=list)  # the keys of the ``done`` calls
     unparsed: Callable[[Completion], bool] | None = None
     then: Callable[[list[str | None]], Pending] | None = None
 
@@ -362,7 +373,9 @@ def pending_of(stage: str, model: ModelConfig, calls: Sequence[Call], done: dict
     """The ``Pending`` of ``calls``: those whose key is finished for their current inputs (``done``: key → stored
     inputs) are done, the others are to send."""
     todo = [c for c in calls if c.key not in done or not is_current(c, done[c.key])]
-    return Pending(stage, model, todo, len(calls) - len(todo), **extra)
+    sending = {c.key for c in todo}
+    return Pending(stage, model, todo, len(calls) - len(todo), [c.key for c in calls if c.key not in sending],
+                   **extra)
 
 
 def responses_to_score(ctx: RunContext) -> list[ResponseItem]:

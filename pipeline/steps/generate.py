@@ -124,7 +124,9 @@ def pending(ctx: Inputs) -> list[Pending]:
 
 
 async def step_generate(ctx: RunContext) -> None:
-    """Every selected model answers what ``pending`` says, from the same stored chunks."""
+    """Every selected model answers what ``pending`` says, from the same stored chunks; each answer records the KB
+    they came from (``kb_hash``), and a kept answer whose prompt is unchanged under a changed KB is recorded as of
+    the KB now (its chunks are the same)."""
 
     async def for_model(p: Pending) -> None:
         def to_rows(call: Call, c: Completion) -> list[ResponseRow]:
@@ -132,7 +134,7 @@ async def step_generate(ctx: RunContext) -> None:
             return [ResponseRow(dataset=ctx.dataset_name, query_id=q.query_id, model_id=p.model.id,
                                 run_id=ctx.run_id, prompt_hash=phash, text=c.text if c.ok else None, error=c.error,
                                 latency_s=c.latency_s, prompt_tokens=c.prompt_tokens,
-                                completion_tokens=c.completion_tokens, cached=c.cached)]
+                                completion_tokens=c.completion_tokens, cached=c.cached, kb_hash=ctx.dataset.kb_hash)]
 
         await ctx.send(p, to_rows, label=f"generate {p.model.id}")
 
@@ -142,6 +144,8 @@ async def step_generate(ctx: RunContext) -> None:
             ctx.release(p.model.id)
 
     todo = pending(ctx)
+    if ctx.dataset.kb_hash is not None:  # an answer whose prompt is the same under the KB now belongs to it too
+        ctx.store.restamp_kb(ctx.dataset_name, [k for p in todo for k in p.finished], ctx.dataset.kb_hash)
     await asyncio.gather(*(for_model(p) for p in todo if not is_exclusive(p.model)),
                          one_at_a_time([p for p in todo if is_exclusive(p.model)]))
 

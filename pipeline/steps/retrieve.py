@@ -130,13 +130,24 @@ def _sql_literal(value: str) -> str:
 
 # -- the step ---------------------------------------------------------------------------------------
 async def step_retrieve(ctx: RunContext) -> None:
-    """Retrieve once per query and store the chunk ids (closed-book datasets skip this)."""
+    """Retrieve once per query and store the chunk ids with the KB they came from (closed-book datasets skip this).
+
+    A query is retrieved again when its stored retrieval used other settings or another KB (``Dataset.kb_hash``:
+    a document added, changed or removed since); generation then asks again where the chunks in the prompt changed
+    (its prompt hash), and the scores follow the new answers (their response hash)."""
     if ctx.dataset.closed_book:
         return
     settings = ctx.config.retrieval.model_dump_json()
-    done = {r[0] for r in ctx.store.fetch(
-        "SELECT query_id FROM retrievals WHERE dataset = ? AND settings = ?", [ctx.dataset_name, settings])}
-    todo = [q for q in ctx.queries if q.query_id not in done]
+    kb_hash = ctx.dataset.kb_hash
+    stored = {qid: h for qid, h in ctx.store.fetch(
+        "SELECT query_id, kb_hash FROM retrievals WHERE dataset = ? AND settings = ?", [ctx.dataset_name, settings])}
+    todo = [q for q in ctx.queries if q.query_id not in stored or stored[q.query_id] != kb_hash]
+    if older := sorted({stored[q.query_id] or "unrecorded" for q in todo if q.query_id in stored}):
+        again = sum(q.query_id in stored for q in todo)
+        ctx.console.print(f"retrieve: the knowledge base of {ctx.dataset_name} is now {kb_hash} (was "
+                          f"{', '.join(older)} when {again} of these queries were retrieved): retrieving them again; "
+                          "answers whose chunks changed are generated and scored again", highlight=False,
+                          soft_wrap=True)
     started = time.perf_counter()
     if todo:
         task = ctx.progress.add_task(f"retrieve (LanceDB, {ctx.config.retrieval.split})", total=len(todo))
@@ -146,7 +157,7 @@ async def step_retrieve(ctx: RunContext) -> None:
             r = await asyncio.to_thread(index.retrieve, q, ctx.config.retrieval)
             rows.append(RetrievalRow(dataset=ctx.dataset_name, query_id=q.query_id, search_text=r.search_text,
                                      raw_ids=list(r.raw_ids), update_ids=list(r.update_ids), recall=r.recall,
-                                     settings=settings))
+                                     settings=settings, kb_hash=kb_hash))
             ctx.progress.advance(task)
         ctx.write(rows)
     ctx.note("retrieve", "lancedb", items=len(todo), skipped=len(ctx.queries) - len(todo),

@@ -8,12 +8,15 @@ one transaction and closes; a lock held by another process is waited out with ba
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 
 import duckdb
-from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_random_exponential
+from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_delay, wait_random_exponential
+
+from pipeline.errors import UserError
 
 
 def is_lock_error(exc: BaseException) -> bool:
@@ -22,6 +25,25 @@ def is_lock_error(exc: BaseException) -> bool:
     return isinstance(exc, (duckdb.IOException, duckdb.ConnectionException)) and (
         "lock" in msg.lower() or "different configuration" in msg
     )
+
+
+_ON_LOCK_WAIT: ContextVar[Callable[[float], None] | None] = ContextVar("on_lock_wait", default=None)
+
+
+@contextmanager
+def on_lock_wait(callback: Callable[[float], None]) -> Iterator[None]:
+    """Inside this block, every connection that has to wait out another process's lock calls ``callback`` with the
+    seconds waited so far, before each back-off (a dashboard save shows that it waits, and why)."""
+    token = _ON_LOCK_WAIT.set(callback)
+    try:
+        yield
+    finally:
+        _ON_LOCK_WAIT.reset(token)
+
+
+def _tell_waiting(state: RetryCallState) -> None:
+    if (callback := _ON_LOCK_WAIT.get()) is not None:
+        callback(state.seconds_since_start or 0.0)
 
 
 @contextmanager
@@ -41,12 +63,31 @@ def _connect(path: str | Path, *, read_only: bool, wait_s: float) -> duckdb.Duck
         retry=retry_if_exception(is_lock_error),
         wait=wait_random_exponential(multiplier=0.02, max=0.5),
         stop=stop_after_delay(wait_s),
+        before_sleep=_tell_waiting,
         reraise=True,
     )
-    for attempt in retrying:
-        with attempt:
-            return duckdb.connect(str(path), read_only=read_only)
+    try:
+        for attempt in retrying:
+            with attempt:
+                return duckdb.connect(str(path), read_only=read_only)
+    except duckdb.Error as exc:
+        if is_lock_error(exc):
+            raise
+        raise not_a_database(path, exc) from None
     raise AssertionError("unreachable")
+
+
+class NotADatabase(UserError, duckdb.IOException):
+    """A path DuckDB cannot open as a database: one line for the CLI (a ``UserError``), and still a DuckDB error to
+    code that handles those (the dashboard's sidebar says it cannot read the file)."""
+
+
+def not_a_database(path: str | Path, exc: BaseException) -> NotADatabase:
+    """The one line every command gives for a ``--db`` DuckDB cannot open (not a DuckDB file, a folder, another
+    DuckDB version's file): the path and DuckDB's own first line."""
+    detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return NotADatabase(f"--db {path}: DuckDB cannot open it as a database ({detail}); give the path of a "
+                        "DuckDB file written by `python -m pipeline run`, or a new path to create one")
 
 
 class SharedReaders:

@@ -30,11 +30,13 @@ class DatasetRow(Row):
     n_chunks: int | None
     content_hash: str | None
     loaded_at: datetime = field(default_factory=now)
+    kb_hash: str | None = None  # its knowledge base as the latest run saw it (``Dataset.kb_hash``; NULL: closed-book)
 
     @classmethod
     def of(cls, dataset: Dataset) -> DatasetRow:
         return cls(name=dataset.name, path=str(dataset.path), closed_book=dataset.closed_book,
-                   n_queries=len(dataset.queries), n_chunks=len(dataset.chunks), content_hash=dataset.content_hash())
+                   n_queries=len(dataset.queries), n_chunks=len(dataset.chunks), content_hash=dataset.content_hash(),
+                   kb_hash=dataset.kb_hash)
 
 
 @dataclass(slots=True)
@@ -108,6 +110,7 @@ class RetrievalRow(Row):
     recall: float | None
     settings: str
     created_at: datetime = field(default_factory=now)
+    kb_hash: str | None = None  # the KB the chunks were retrieved from (``Dataset.kb_hash``); NULL: not recorded
 
 
 @dataclass(slots=True)
@@ -151,6 +154,7 @@ class ResponseRow(Row):
     cached: bool = False
     created_at: datetime = field(default_factory=now)
     response_hash: str | None = None
+    kb_hash: str | None = None  # the KB of the chunks in the prompt (its retrieval's); NULL: closed-book or unrecorded
 
     def __post_init__(self) -> None:
         self.response_hash = None if self.text is None else text_hash(self.text)

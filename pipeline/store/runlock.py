@@ -1,4 +1,5 @@
-"""One run at a time per database: a run holds an exclusive lock on ``<db>.lock`` for its whole life.
+"""One run at a time per database: a run holds an exclusive lock on ``<db>.lock`` (beside the resolved path of the
+database, so a symlink or another relative path to it shares the lock) for its whole life.
 
 The lock is the operating system's (``filelock``: ``flock`` on Unix), so the kernel frees it when the process
 ends, however it ends. Hence: a second run on the same database stops at once with one line naming the run that
@@ -27,8 +28,9 @@ ACQUIRE_WAIT_S = 3.0  # outlasts a reader's probe, never another run
 
 
 def lock_path(db: str | Path) -> Path:
-    """The lock file of a database: ``results.duckdb`` → ``results.duckdb.lock`` beside it."""
-    db = Path(db)
+    """The lock file of a database: ``results.duckdb`` → ``results.duckdb.lock`` beside it, after the path is resolved
+    (symlinks followed, ``..`` removed), so every name of one database file has one lock."""
+    db = Path(db).resolve()
     return db.with_name(db.name + ".lock")
 
 

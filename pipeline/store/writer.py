@@ -222,6 +222,20 @@ class Store:
             if refresh:
                 con.execute("DROP TABLE _deleted_keys")
 
+    def restamp_kb(self, dataset: str, keys: list[tuple[str, str]], kb_hash: str) -> int:
+        """Record ``kb_hash`` as the KB of the responses ``keys`` ((query_id, model_id)): answers kept because their
+        prompt, chunks included, is the same under that KB. Returns the rows changed (no derived table reads it)."""
+        if not keys or not self.fetch("SELECT 1 FROM responses WHERE dataset = ? AND kb_hash IS DISTINCT FROM ? "
+                                      "LIMIT 1", [dataset, kb_hash]):
+            return 0  # nothing to record: no write transaction (a dashboard save need not wait for one)
+        with self.connect() as con:
+            (changed,) = con.execute(
+                "UPDATE responses SET kb_hash = ? FROM (SELECT unnest(?::VARCHAR[]) AS q, unnest(?::VARCHAR[]) AS m) k "
+                "WHERE responses.dataset = ? AND responses.query_id = k.q AND responses.model_id = k.m "
+                "AND responses.kb_hash IS DISTINCT FROM ?",
+                [kb_hash, [q for q, _ in keys], [m for _, m in keys], dataset, kb_hash]).fetchone()
+        return changed
+
     # -- the pipeline's own reads -----------------------------------------------------------------
     def fetch(self, sql: str, params: list | tuple | None = None) -> list[tuple]:
         """Rows of a query, for the pipeline's own bookkeeping, on a read-only connection (the app
