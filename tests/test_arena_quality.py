@@ -322,3 +322,32 @@ def test_export_then_import_gives_the_same_votes(small_db: Path, tmp_path: Path)
     assert result.exit_code == 0, result.output
     pd.testing.assert_frame_equal(arena.export_votes(fresh), arena.export_votes(small_db))
     assert "=cmd|' /C calc'!A0" in set(arena.export_votes(fresh).annotator)
+
+
+# -- the page ---------------------------------------------------------------------------------------------------
+def test_the_arena_page_shows_voter_quality_anchor_both_bad_and_fit_warnings(crowd_db: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch):
+    from streamlit.testing.v1 import AppTest
+
+    from pages import _data as data
+
+    monkeypatch.setenv("PARIKSHA_DB", str(crowd_db))
+    monkeypatch.setattr(arena_analysis, "MAX_ITER", 1)  # every fit stops early: the page must say so
+    data.clear_caches()
+    at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "app.py"), default_timeout=180)
+    at.query_params.update({"ar_view": "Leaderboard"})
+    at.run()
+    at.switch_page("pages/12_arena.py")
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert any("did not converge" in w.value for w in at.warning)
+    board = at.dataframe[0].value
+    assert {"both_bad_rate", "both_bad_lower", "both_bad_upper", "note"} <= set(board.columns)
+    at.toggle(key="ar_quality").set_value(True).run()
+    at.selectbox(key="ar_anchor").set_value(MODELS[2]).run()
+    assert not at.exception, [e.value for e in at.exception]
+    quality = next(f.value for f in at.dataframe if "consensus_agreement" in f.value.columns)
+    assert set(quality.annotator[quality.flagged]) == {"dr-left", "dr-random"}
+    at.toggle(key="ar_exclude").set_value(True).run()
+    board = at.dataframe[0].value.set_index("model")
+    assert board.strength[MODELS[2]] == INIT and board.votes.sum() == 2 * 900
