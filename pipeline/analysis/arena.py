@@ -166,18 +166,18 @@ def standardise_style(rows: pd.DataFrame, style: tuple[str, ...]) -> pd.DataFram
     return out
 
 
-def _unbounded(rows: pd.DataFrame, models: list[str]) -> dict[str, str]:
+def _unbounded(x: np.ndarray, counts: np.ndarray, models: list[str]) -> dict[str, str]:
     """Models whose maximum-likelihood strength is infinite: one that never lost nor tied (only wins) or never won
-    nor tied (only losses) — its fitted value is wherever the solver stopped."""
-    a = rows.assign(model=rows.model_a, win=rows.outcome == "a", loss=rows.outcome == "b")
-    b = rows.assign(model=rows.model_b, win=rows.outcome == "b", loss=rows.outcome == "a")
-    both = pd.concat([a, b])
-    both = both.assign(won=both.n * both.win, lost=both.n * both.loss, tied=both.n * (both.outcome == "tie"))
-    sums = both.groupby("model")[["won", "lost", "tied"]].sum().reindex(models, fill_value=0)
-    out = {m: "never lost: no finite strength (a lower bound), no interval" for m in
-           sums.index[(sums.lost == 0) & (sums.tied == 0)]}
-    out.update({m: "never won: no finite strength (an upper bound), no interval" for m in
-                sums.index[(sums.won == 0) & (sums.tied == 0)]})
+    nor tied (only losses) — its fitted value is wherever the solver stopped. ``x``, ``counts``: ``_groups``'."""
+    first, second = (x[:, :len(models)] > 0).astype(float), (x[:, :len(models)] < 0).astype(float)
+    won = first.T @ counts[:, 0] + second.T @ counts[:, 1]
+    lost = first.T @ counts[:, 1] + second.T @ counts[:, 0]
+    tied = (first + second).T @ counts[:, 2]
+    out = {}
+    for k, m in enumerate(models):
+        if tied[k] == 0 and (lost[k] == 0 or won[k] == 0):
+            out[m] = (f"never {'lost' if lost[k] == 0 else 'won'}: no finite strength (a "
+                      f"{'lower' if lost[k] == 0 else 'upper'} bound), no interval")
     return out
 
 
@@ -207,7 +207,7 @@ def bradley_terry(rows: pd.DataFrame, *, style: tuple[str, ...] = (), rounds: in
     x, y = _design(groups)
     p = len(models)
     origin = models.index(anchor) if anchor is not None else None
-    unbounded = _unbounded(rows, models)
+    unbounded = _unbounded(groups, counts, models)
     bounded = [k for k, m in enumerate(models) if m not in unbounded] or list(range(p))
 
     def scaled(coef: np.ndarray) -> np.ndarray:
