@@ -104,8 +104,8 @@ def _c(reg: float) -> float:
     return np.inf if reg <= 0 else 1.0 / (2.0 * reg)
 
 
-def _run(lr: object, x: object, y: np.ndarray, w: np.ndarray) -> int:
-    """Fit ``lr`` and return how many convergence warnings it raised (kept, not silenced: counted for the page)."""
+def _run(lr: object, x: object, y: np.ndarray, w: np.ndarray) -> str:
+    """Fit ``lr``; its first convergence warning's text ('' when none): kept, not silenced, for the page."""
     import sklearn
     from sklearn.exceptions import ConvergenceWarning
 
@@ -114,17 +114,17 @@ def _run(lr: object, x: object, y: np.ndarray, w: np.ndarray) -> int:
             sklearn.config_context(assume_finite=True, skip_parameter_validation=True):
         warnings.simplefilter("always", ConvergenceWarning)
         lr.fit(x, y, sample_weight=w)
-    not_converged = 0
+    said = ""
     for w_ in caught:
         if issubclass(w_.category, ConvergenceWarning):
-            not_converged += 1
+            said = said or " ".join(str(w_.message).split())
         else:  # anything else goes on to the caller's filters
             warnings.warn_explicit(w_.message, w_.category, w_.filename, w_.lineno)
-    return int(not_converged > 0)
+    return said
 
 
-def _fit(x: np.ndarray, y: np.ndarray, w: np.ndarray, reg: float = 0.0) -> tuple[np.ndarray, int]:
-    """(the logistic regression's coefficients, 1 if it did not converge else 0). Unpenalised, the first model's
+def _fit(x: np.ndarray, y: np.ndarray, w: np.ndarray, reg: float = 0.0) -> tuple[np.ndarray, str]:
+    """(the logistic regression's coefficients, its convergence warning or ''). Unpenalised, the first model's
     strength is fixed at 0 (BT is identified up to a constant; Newton needs it); penalised, every coefficient is
     fitted and the penalty identifies them (their sum is 0 at the optimum), as FastChat's contextual BT."""
     fixed = reg <= 0
@@ -134,12 +134,12 @@ def _fit(x: np.ndarray, y: np.ndarray, w: np.ndarray, reg: float = 0.0) -> tuple
 
 
 def _fit_batch(x: np.ndarray, y: np.ndarray, weights: list[np.ndarray], warm: np.ndarray,
-               reg: float = 0.0) -> tuple[np.ndarray, int]:
+               reg: float = 0.0) -> tuple[np.ndarray, str]:
     """``_fit`` of every weight vector of ``weights`` (bootstrap replicates of one design), warm-started from
     ``warm``, as one scikit-learn fit of the block-diagonal design (a sparse matrix): the replicates share no
     coefficient and the penalty (if any) is a sum over coefficients, so the joint objective is the sum of the
     replicates' and its minimum is each replicate's own (the same coefficients as fitting them one by one, to
-    rounding). (Rows: replicates; 1 if the joint fit did not converge.)"""
+    rounding). (Rows: replicates; the joint fit's convergence warning or ''.)"""
     import scipy.sparse as sp
 
     fixed = reg <= 0
@@ -222,11 +222,11 @@ def bradley_terry(rows: pd.DataFrame, *, style: tuple[str, ...] = (), rounds: in
     total = int(counts.sum())
     share = counts.ravel() / total
     draws = [_weights(rng.multinomial(total, share).reshape(counts.shape).astype(float)) for _ in range(rounds)]
-    failed_batches = 0
+    batch_warnings = []
     for start in range(0, rounds, BATCH):  # a bootstrap of the comparisons = a multinomial draw of the grouped counts
-        coefs, batch_failed = _fit_batch(x, y, draws[start:start + BATCH], point, reg)
+        coefs, said = _fit_batch(x, y, draws[start:start + BATCH], point, reg)
         boot[start:start + len(coefs)] = scaled(coefs)
-        failed_batches += batch_failed
+        batch_warnings += [said] if said else []
     est = scaled(point)
     lower, upper = (np.nanquantile(boot, q, axis=0) if rounds else np.full(len(est), np.nan) for q in (0.025, 0.975))
     votes = pd.concat([rows[["model_a", "n"]].rename(columns={"model_a": "model"}),
@@ -241,10 +241,11 @@ def bradley_terry(rows: pd.DataFrame, *, style: tuple[str, ...] = (), rounds: in
     style_table = pd.DataFrame({"feature": list(style), "coef": est[p:], "lower": lower[p:], "upper": upper[p:]})
     said = [f"{m}: {note}" for m, note in sorted(unbounded.items())]
     if failed:
-        said.append(f"the point fit did not converge in {MAX_ITER} iterations: its strengths are where it stopped")
-    if failed_batches:
-        said.append(f"{failed_batches} of {math.ceil(rounds / BATCH)} bootstrap refit batches ({BATCH} redraws each) "
-                    f"did not converge in {MAX_ITER} iterations")
+        said.append(f"the point fit did not converge (at most {MAX_ITER} iterations): its strengths are where it "
+                    f"stopped — scikit-learn: {failed}")
+    if batch_warnings:
+        said.append(f"{len(batch_warnings)} of {math.ceil(rounds / BATCH)} bootstrap refit batches ({BATCH} redraws "
+                    f"each) did not converge (at most {MAX_ITER} iterations) — scikit-learn: {batch_warnings[0]}")
     return BTFit(table, style_table, pd.DataFrame(boot[:, :p], columns=models), anchor, tuple(said))
 
 

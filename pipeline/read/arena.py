@@ -8,6 +8,10 @@ a tie and a position flip; a pair with an order unparsed or missing is not a com
 comparisons and their counts (``pipeline.store.derived_arena``: ``arena_comparisons``, counted into ``arena_pairs``
 per pair, outcome, language and script, and ``arena_styles`` per style bin), so a read sums a few thousand grouped
 rows instead of checking a million votes' texts, and a fit works on them.
+
+The voter-quality table (``annotators``, ``pipeline.analysis.annotators``), a leaderboard without some annotators or
+with each one's votes capped, and the "both bad" rates (``both_bad``) read the doctors' current comparisons one by
+one (``arena_comparisons`` joined to their votes) instead.
 """
 
 from __future__ import annotations
@@ -61,6 +65,14 @@ def has_arena(db: str | Path) -> bool:
 
 
 # -- SQL pieces ------------------------------------------------------------------------------------------
+def _shown_at(db: str | Path, alias: str = "") -> str:
+    """The votes' ``shown_at`` column, or NULL in a file the writer has not upgraded to it (schema 11)."""
+    with SHARED_READERS.cursor(db) as con:
+        present = con.execute("SELECT count(*) FROM duckdb_columns() WHERE table_name = 'arena_votes' AND "
+                              "column_name = 'shown_at'").fetchone()[0]
+    return f"{alias + '.' if alias else ''}shown_at" if present else "NULL::TIMESTAMP"
+
+
 def _relation(db: str | Path, name: str) -> str:
     """A FROM relation of the derived arena table ``name`` (``pipeline.store.derived_arena``): the table, or its
     definition for a file the writer has not opened since the table was added (reads never write)."""
@@ -376,7 +388,7 @@ def export_votes(db: str | Path, dataset: str | None = None) -> pd.DataFrame:
     """Every stored vote (current or not) in ``import-votes``' columns, tags joined by ';'."""
     where, params = ("WHERE dataset = ?", [dataset]) if dataset is not None else ("", [])
     return df(db, "SELECT dataset, query_id, model_a, model_b, winner, annotator, shown_left, "
-              f"array_to_string(tags, ';') AS tags, shown_at, voted_at FROM arena_votes {where} "
+              f"array_to_string(tags, ';') AS tags, {_shown_at(db)} AS shown_at, voted_at FROM arena_votes {where} "
               "ORDER BY dataset, query_id, model_a, model_b, annotator", params)
 
 
@@ -420,7 +432,8 @@ def vote_rows(db: str | Path, dataset: str | None, language: str | None = None,
     return _current_votes(
         db, dataset, language,
         "c.rater AS annotator, c.model_a, c.model_b, c.outcome, CASE v.shown_left WHEN c.model_a THEN 'a' "
-        "WHEN c.model_b THEN 'b' END AS \"left\", epoch(v.voted_at) - epoch(v.shown_at) AS seconds, v.voted_at, "
+        f"WHEN c.model_b THEN 'b' END AS \"left\", epoch(v.voted_at) - epoch({_shown_at(db, 'v')}) AS seconds, "
+        "v.voted_at, "
         "j.outcome AS judge_outcome", judged, [judge or ""])
 
 
