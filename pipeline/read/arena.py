@@ -464,10 +464,17 @@ def both_bad(db: str | Path, dataset: str | None, language: str | None = None, *
     from statsmodels.stats.proportion import proportion_confint
 
     lang = ", language" if by_language else ""
-    votes = _current_votes(db, dataset, language, "c.model_a, c.model_b, c.language, v.winner = 'both_bad' AS bad",
-                           sql_only=True)
-    rows = df(db, f"SELECT model{lang}, count(*)::BIGINT AS votes, (count(*) FILTER (bad))::BIGINT AS both_bad FROM "
-              f"(SELECT model_a AS model, language, bad FROM ({votes[0]}) UNION ALL SELECT model_b, language, bad FROM "
-              f"({votes[0]})) GROUP BY ALL ORDER BY ALL", [*votes[1], *votes[1]])
+    where, where_params = _where("doctors", dataset, language, None)
+    pairs = f"(SELECT * FROM {_relation(db, 'arena_pairs')} WHERE {where} AND complete)"
+    total = df(db, f"SELECT model{lang}, sum(n)::BIGINT AS votes FROM (SELECT model_a AS model, language, n FROM "
+               f"{pairs} UNION ALL SELECT model_b, language, n FROM {pairs}) GROUP BY ALL",
+               [*where_params, *where_params])
+    bad_sql, params = _current_votes(db, dataset, language, "c.model_a, c.model_b, c.language",
+                                     extra="AND v.winner = 'both_bad'", sql_only=True)  # the few: joined alone
+    bad = df(db, f"SELECT model{lang}, count(*)::BIGINT AS both_bad FROM (SELECT model_a AS model, language FROM "
+             f"({bad_sql}) UNION ALL SELECT model_b, language FROM ({bad_sql})) GROUP BY ALL", [*params, *params])
+    keys = ["model", "language"] if by_language else ["model"]
+    rows = total.merge(bad, on=keys, how="left").fillna({"both_bad": 0}).astype({"both_bad": "int64"})
+    rows = rows[rows.votes > 0].sort_values(keys).reset_index(drop=True)
     lower, upper = proportion_confint(rows.both_bad, rows.votes, alpha=0.05, method="wilson")
     return rows.assign(both_bad_rate=rows.both_bad / rows.votes, both_bad_lower=lower, both_bad_upper=upper)
