@@ -24,29 +24,13 @@ import math
 import numpy as np
 import pandas as pd
 
-from pipeline.analysis.arena import BASE, SCALE, bradley_terry
+from pipeline.analysis.arena import BASE, OUTCOMES, SCALE, held_out_strengths
 
 ANNOTATOR_COLUMNS = ["annotator", "votes", "median_seconds", "left_share", "consensus_agreement",
                      "consensus_expected", "judge_agreement", "flagged", "reason"]
 FAST_SECONDS = 5.0  # a median below this is too fast to have read two answers
 ALPHA = 0.05  # family-wise error of the flags over all annotators (Bonferroni)
 MIN_VOTES = 10  # votes a rule needs before it can flag
-
-
-def _held_out(votes: pd.DataFrame) -> dict[str, dict[str, float]]:
-    """Per annotator, the others' point BT strengths (Elo scale) fitted without their votes."""
-    grouped = votes.groupby(["annotator", "model_a", "model_b", "outcome"]).size().rename("n").reset_index()
-    total = grouped.groupby(["model_a", "model_b", "outcome"]).n.sum()
-    out = {}
-    for annotator, own in grouped.groupby("annotator"):
-        others = total.sub(own.set_index(["model_a", "model_b", "outcome"]).n, fill_value=0)
-        others = others[others > 0].rename("n").reset_index()
-        if others.empty:
-            out[annotator] = {}
-            continue
-        table = bradley_terry(others, rounds=0).table
-        out[annotator] = dict(zip(table.model, table.strength, strict=True))
-    return out
 
 
 def annotator_quality(votes: pd.DataFrame) -> pd.DataFrame:
@@ -60,37 +44,51 @@ def annotator_quality(votes: pd.DataFrame) -> pd.DataFrame:
 
     if votes.empty:
         return pd.DataFrame(columns=ANNOTATOR_COLUMNS)
-    strengths = _held_out(votes)
-    n_annotators = votes.annotator.nunique()
-    level = ALPHA / n_annotators
+    # one code per pair and one per annotator; every column an array (a million votes, hundreds of annotators)
+    pair_codes, pairs = pd.MultiIndex.from_arrays([votes.model_a, votes.model_b]).factorize()
+    pairs = pairs.to_frame(index=False, name=["model_a", "model_b"])
+    who_codes, names = pd.factorize(votes.annotator, sort=True)
+    outcome = pd.Categorical(votes.outcome, categories=list(OUTCOMES)).codes  # 0 a, 1 b, 2 tie
+    left = pd.Categorical(votes.left, categories=["a", "b"]).codes  # -1 unknown
+    seconds = votes.seconds.to_numpy(dtype=float)
+    judged = votes.judge_outcome.notna().to_numpy()
+    same_as_judge = (votes.outcome == votes.judge_outcome).to_numpy()
+    cells = np.zeros((len(names), len(pairs), 3))
+    np.add.at(cells, (who_codes, pair_codes, outcome), 1.0)
+    strengths = held_out_strengths(pairs, cells.sum(axis=0), list(cells))
+    models = sorted(set(pairs.model_a) | set(pairs.model_b))
+    index = {m: i for i, m in enumerate(models)}
+    pair_a, pair_b = pairs.model_a.map(index).to_numpy(), pairs.model_b.map(index).to_numpy()
+    level = ALPHA / len(names)
     rows = []
-    for annotator, own in votes.groupby("annotator", sort=True):
-        decided = own[own.outcome.isin(["a", "b"])]
-        sided = decided[decided.left.isin(["a", "b"])]
-        left_wins = int((sided.outcome == sided.left).sum())
-        s = strengths[annotator]
-        known = decided[decided.model_a.isin(list(s)) & decided.model_b.isin(list(s))]
-        diff = known.model_a.map(s).to_numpy(dtype=float) - known.model_b.map(s).to_numpy(dtype=float)
-        p_a = 1.0 / (1.0 + BASE ** (-diff / SCALE))
-        agree = int(((diff > 0) & (known.outcome == "a")).sum() + ((diff < 0) & (known.outcome == "b")).sum()
-                    + 0.5 * (diff == 0).sum())
-        expected = float(np.maximum(p_a, 1 - p_a).mean()) if len(known) else math.nan
-        judged = own[own.judge_outcome.notna()]
-        seconds = own.seconds.dropna()
+    for k, positions in enumerate(pd.Series(np.arange(len(votes))).groupby(who_codes).indices.values()):
+        own_outcome, own_left, own_pairs = outcome[positions], left[positions], pair_codes[positions]
+        decided = own_outcome < 2
+        sided = decided & (own_left >= 0)
+        left_wins = int((own_outcome[sided] == own_left[sided]).sum())
+        diff = strengths[k][pair_a[own_pairs]] - strengths[k][pair_b[own_pairs]]
+        known = decided & ~np.isnan(diff)
+        p_a = 1.0 / (1.0 + BASE ** (-diff[known] / SCALE))
+        chose_a = own_outcome[known] == 0
+        agree = int(((diff[known] > 0) & chose_a).sum() + ((diff[known] < 0) & ~chose_a).sum())  # equal: no
+        n_known, n_sided = int(known.sum()), int(sided.sum())
+        expected = float(np.maximum(p_a, 1 - p_a).mean()) if n_known else math.nan
+        timed = seconds[positions][~np.isnan(seconds[positions])]
+        median = float(np.median(timed)) if len(timed) else math.nan
+        with_judge = judged[positions]
         reasons = []
-        if len(seconds) >= MIN_VOTES and seconds.median() < FAST_SECONDS:
-            reasons.append(f"too fast: median {seconds.median():.1f} s per vote (< {FAST_SECONDS:g} s)")
-        if len(sided) >= MIN_VOTES and binomtest(left_wins, len(sided), 0.5).pvalue < level:
-            reasons.append(f"one side: the left answer won {left_wins} of {len(sided)} decided votes")
-        if len(known) >= MIN_VOTES and binomtest(agree, len(known), expected, alternative="less").pvalue < level:
-            reasons.append(f"against the consensus: agrees with the others' fit on {agree} of {len(known)} decided "
+        if len(timed) >= MIN_VOTES and median < FAST_SECONDS:
+            reasons.append(f"too fast: median {median:.1f} s per vote (< {FAST_SECONDS:g} s)")
+        if n_sided >= MIN_VOTES and binomtest(left_wins, n_sided, 0.5).pvalue < level:
+            reasons.append(f"one side: the left answer won {left_wins} of {n_sided} decided votes")
+        if n_known >= MIN_VOTES and binomtest(agree, n_known, expected, alternative="less").pvalue < level:
+            reasons.append(f"against the consensus: agrees with the others' fit on {agree} of {n_known} decided "
                            f"votes where {expected:.0%} is expected")
-        rows.append({"annotator": annotator, "votes": len(own),
-                     "median_seconds": float(seconds.median()) if len(seconds) else math.nan,
-                     "left_share": left_wins / len(sided) if len(sided) else math.nan,
-                     "consensus_agreement": agree / len(known) if len(known) else math.nan,
+        rows.append({"annotator": names[k], "votes": len(positions), "median_seconds": median,
+                     "left_share": left_wins / n_sided if n_sided else math.nan,
+                     "consensus_agreement": agree / n_known if n_known else math.nan,
                      "consensus_expected": expected,
-                     "judge_agreement": float((judged.outcome == judged.judge_outcome).mean()) if len(judged)
+                     "judge_agreement": float(same_as_judge[positions][with_judge].mean()) if with_judge.any()
                      else math.nan,
                      "flagged": bool(reasons), "reason": "; ".join(reasons)})
     table = pd.DataFrame(rows, columns=ANNOTATOR_COLUMNS)

@@ -249,6 +249,46 @@ def bradley_terry(rows: pd.DataFrame, *, style: tuple[str, ...] = (), rounds: in
     return BTFit(table, style_table, pd.DataFrame(boot[:, :p], columns=models), anchor, tuple(said))
 
 
+def held_out_strengths(pairs: pd.DataFrame, total: np.ndarray, own: list[np.ndarray]) -> list[np.ndarray]:
+    """Per entry of ``own``, the unpenalised point fit's Elo-scale strengths (mean 1000) of the comparisons ``total``
+    less ``own[k]`` — the held-out fits of the voter-quality view. ``pairs``: model_a, model_b (one row per pair);
+    counts: comparisons won by a, by b and tied (columns 0, 1, 2) per pair. Strengths are indexed by the sorted
+    models of ``pairs``; a model left without comparisons is NaN. The leftovers that still compare every model
+    share one design and are fitted ten at a time (``_fit_batch``, warm-started from the fit of ``total``)."""
+    models = sorted(set(pairs.model_a) | set(pairs.model_b))
+    index = {m: i for i, m in enumerate(models)}
+    a, b = pairs.model_a.map(index).to_numpy(), pairs.model_b.map(index).to_numpy()
+    x = np.zeros((len(pairs), len(models)))
+    x[np.arange(len(pairs)), a] = math.log(BASE)
+    x[np.arange(len(pairs)), b] = -math.log(BASE)
+    design = _design(x)
+    warm, _ = _fit(*design, _weights(total))
+    out: list[np.ndarray] = [np.full(len(models), np.nan) for _ in own]
+    full, partial = [], []
+    for k, counts in enumerate(own):
+        left = total - counts
+        seen = np.bincount(np.concatenate([a, b]), weights=np.tile(left.sum(axis=1), 2), minlength=len(models))
+        (full if (seen > 0).all() else partial).append(k)
+    for start in range(0, len(full), BATCH):
+        chunk = full[start:start + BATCH]
+        coefs, _ = _fit_batch(*design, [_weights(total - own[k]) for k in chunk], warm)
+        for k, coef in zip(chunk, coefs, strict=True):
+            out[k] = SCALE * coef - SCALE * coef.mean() + INIT
+    for k in partial:  # a model left without comparisons: fitted on the rest
+        left = total - own[k]
+        keep = left.sum(axis=1) > 0
+        present = sorted(set(a[keep]) | set(b[keep]))
+        if len(present) < 2:
+            continue
+        column = {m: i for i, m in enumerate(present)}
+        sub = np.zeros((int(keep.sum()), len(present)))
+        sub[np.arange(len(sub)), [column[i] for i in a[keep]]] = math.log(BASE)
+        sub[np.arange(len(sub)), [column[i] for i in b[keep]]] = -math.log(BASE)
+        coef, _ = _fit(*_design(sub), _weights(left[keep]))
+        out[k][present] = SCALE * coef - SCALE * coef.mean() + INIT
+    return out
+
+
 def elo_points(log_odds: float) -> float:
     """A natural log-odds coefficient (a style covariate's) on the leaderboard's Elo scale."""
     return log_odds * SCALE / math.log(BASE)
