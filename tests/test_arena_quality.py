@@ -363,3 +363,14 @@ def test_a_file_written_before_shown_at_reads_its_votes(small_db: Path, tmp_path
         con.execute("ALTER TABLE arena_votes DROP COLUMN shown_at")
     assert arena.export_votes(small_db).shown_at.isna().all()
     assert arena.annotators(small_db, "ds").votes.tolist() == [1]
+
+
+def test_cli_anchor(crowd_db: Path):
+    result = CliRunner().invoke(app, ["arena", "leaderboard", "--db", str(crowd_db), "--anchor", MODELS[3],
+                                      "--format", "json"])
+    assert result.exit_code == 0, result.output
+    board = pd.read_json(io.StringIO(result.stdout)).set_index("model")
+    assert board.strength[MODELS[3]] == INIT and board.lower[MODELS[3]] == board.upper[MODELS[3]] == INIT
+    assert board.note[MODELS[3]].startswith("anchor")
+    unknown = CliRunner().invoke(app, ["arena", "leaderboard", "--db", str(crowd_db), "--anchor", "org/nope"])
+    assert isinstance(unknown.exception, UserError) and str(unknown.exception).startswith("--anchor: 'org/nope'")
