@@ -6,7 +6,10 @@
   10 in the odds, 1000 the mean). Bootstrap 95 % intervals resample the counts (a multinomial draw of the
   comparisons, the same as resampling the votes). With ``style`` columns the style-controlled fit (FastChat's style
   control): each style feature's normalised difference (a − b) / (a + b + 1), scaled, is a covariate, so a
-  model's strength is what remains once length and markdown are accounted for.
+  model's strength is what remains once length and markdown are accounted for; that fit is regularised as FastChat's
+  contextual BT (``STYLE_REG``). Strengths can be anchored to a model (FastChat's ``scale_and_offset``); fits that
+  did not converge, and models that never lost or never won, are reported in ``BTFit.warnings``.
+- ``held_out_strengths``: the many refits without one annotator each (``pipeline.analysis.annotators``).
 - ``win_rates``: the pairwise win-rate matrix (ties half).
 - ``votes_to_separate``: how many more direct comparisons would make two models' difference significant.
 - ``rank_agreement``: doctors' and judge's rankings side by side (Kendall's τ, scipy) and their agreement on
@@ -190,7 +193,8 @@ def bradley_terry(rows: pd.DataFrame, *, style: tuple[str, ...] = (), rounds: in
     are on the Elo scale with ``anchor`` at 1000 (FastChat's ``scale_and_offset``; its interval is then 0 wide and
     the others' are relative to it), or centred on 1000 without one; ``rounds`` = 0 gives no intervals (NaN).
     ``reg``: FastChat's L2 penalty of ``fit_contextual_bt`` (default: ``STYLE_REG`` with ``style``, else none).
-    A model that never lost (or never won) has no finite strength: its note says so and it gets no interval.
+    Unpenalised, a model that never lost (or never won) has no finite strength: its note says so and it gets no
+    interval. ``warnings``: those models, and the fits that did not converge (counted).
     """
     rows = rows[rows.n > 0].assign(outcome=rows.outcome.replace({"both_bad": "tie"}))
     models = sorted(set(rows.model_a) | set(rows.model_b))
@@ -207,7 +211,7 @@ def bradley_terry(rows: pd.DataFrame, *, style: tuple[str, ...] = (), rounds: in
     x, y = _design(groups)
     p = len(models)
     origin = models.index(anchor) if anchor is not None else None
-    unbounded = _unbounded(groups, counts, models)
+    unbounded = _unbounded(groups, counts, models) if reg <= 0 else {}  # a penalised fit stays finite
     bounded = [k for k, m in enumerate(models) if m not in unbounded] or list(range(p))
 
     def scaled(coef: np.ndarray) -> np.ndarray:
