@@ -358,7 +358,7 @@ app.add_typer(arena_app, name="arena")
 @arena_app.command("import-votes")
 def arena_import_votes(
     csv: Annotated[Path, typer.Argument(help="CSV with dataset, query_id, model_a, model_b, winner (a/b/tie/both_bad), "
-                                             "annotator; optional shown_left, tags (';'-separated), voted_at")],
+                                             "annotator; optional shown_left, tags (;-separated), shown_at, voted_at")],
     db: Annotated[Path, typer.Option(help="DuckDB file")] = Path("data/results.duckdb"),
     dataset: Annotated[str | None, typer.Option(help="dataset name when the CSV has no dataset column")] = None,
     repeats: Annotated[str, typer.Option(help="a second vote of one annotator on one query and pair: first (the "
