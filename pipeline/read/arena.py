@@ -175,9 +175,9 @@ def fit(db: str | Path, dataset: str | None, language: str | None = None, source
     centred; the doctors' votes without ``exclude``'s annotators and capped at ``cap`` per annotator."""
     rows = comparisons(db, dataset, language, source, judge, style=style_control, features=features,
                        exclude=exclude, cap=cap)
-    present = set(rows.model_a) | set(rows.model_b)
-    return bradley_terry(rows, style=features if style_control else (), rounds=rounds, seed=seed,
-                         anchor=anchor if anchor in present else None)
+    if anchor is not None and not (rows.model_a.eq(anchor).any() or rows.model_b.eq(anchor).any()):
+        anchor = None  # not compared here: centred
+    return bradley_terry(rows, style=features if style_control else (), rounds=rounds, seed=seed, anchor=anchor)
 
 
 def leaderboard(db: str | Path, dataset: str | None, language: str | None = None, source: str = "doctors",
