@@ -128,7 +128,8 @@ def vote_view() -> None:
 
 
 def board_chart(table: pd.DataFrame) -> alt.Chart:
-    base = alt.Chart(table).encode(y=alt.Y("model:N", sort=None, title=None, axis=alt.Axis(labelLimit=420)))
+    base = alt.Chart(table).encode(y=alt.Y("model:N", sort=list(table.model), title=None,  # rank order, even when
+                                           axis=alt.Axis(labelLimit=420)))  # a model has no interval (no rule)
     bars = base.mark_rule(color="#0f766e", strokeWidth=2).encode(x=alt.X("lower:Q", scale=alt.Scale(zero=False),
                                                                          title="strength (Elo scale)"), x2="upper:Q")
     points = base.mark_point(filled=True, color="#0f766e", size=60).encode(

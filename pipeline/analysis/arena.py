@@ -179,8 +179,8 @@ def _unbounded(x: np.ndarray, counts: np.ndarray, models: list[str]) -> dict[str
     out = {}
     for k, m in enumerate(models):
         if tied[k] == 0 and (lost[k] == 0 or won[k] == 0):
-            out[m] = (f"never {'lost' if lost[k] == 0 else 'won'}: no finite strength (a "
-                      f"{'lower' if lost[k] == 0 else 'upper'} bound), no interval")
+            out[m] = (f"never {'lost' if lost[k] == 0 else 'won'}: no finite strength "
+                      f"({'a lower' if lost[k] == 0 else 'an upper'} bound), no interval")
     return out
 
 
