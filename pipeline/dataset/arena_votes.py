@@ -20,7 +20,7 @@ from __future__ import annotations
 from datetime import datetime
 from pathlib import Path
 
-from pipeline.dataset.label_csv import REPEATS, BadRow, import_command, validate_rows
+from pipeline.dataset.label_csv import REPEATS, BadRow, csv_rows, import_command, validate_rows
 from pipeline.read.csv_cells import uncell
 from pipeline.store import Store
 from pipeline.store.arena_rows import ARENA_WINNERS, ArenaVoteRow
@@ -41,11 +41,18 @@ def _current_texts(store: Store) -> tuple[set[str], dict[tuple[str, str, str], s
     return datasets, texts
 
 
-def _stored_votes(store: Store) -> set[VoteKey]:
-    """The keys of the votes stored (none in a file written before the arena)."""
+def _stored_votes(store: Store, text: str) -> set[VoteKey]:
+    """The keys of the votes stored on the queries a votes CSV's ``text`` names (none in a file written before the
+    arena): only those can repeat one of its rows."""
+    import csv
+    import io
+
     if not store.fetch("SELECT 1 FROM duckdb_tables() WHERE table_name = 'arena_votes'"):
         return set()
-    return set(store.fetch("SELECT dataset, query_id, model_a, model_b, annotator FROM arena_votes"))
+    queries = sorted({uncell(row.get("query_id", "")) for _, row in csv_rows(csv.DictReader(io.StringIO(text)))
+                      if row is not None} - {""})
+    return set(store.fetch("SELECT dataset, query_id, model_a, model_b, annotator FROM arena_votes WHERE "
+                           "list_contains(?, query_id)", [queries]))
 
 
 def _time(row: dict[str, str], column: str) -> datetime | None:
@@ -123,7 +130,7 @@ def import_votes_command(csv_path: Path, *, db: Path, dataset: str | None = None
         repeated.clear()
         rows, problems = validate_vote_rows(text, datasets=datasets, texts=texts, dataset=dataset,
                                             source=Path(csv_path).name, repeats=repeats, repeated=repeated,
-                                            stored=_stored_votes(store) if repeats == "first" else set())
+                                            stored=_stored_votes(store, text) if repeats == "first" else set())
         for line, earlier, key in sorted(repeated, key=lambda r: r[0]):
             console.print(f"{csv_path}:{describe_repeat(line, earlier, key, repeats)}", highlight=False,
                           soft_wrap=True)
