@@ -114,7 +114,8 @@ def make_database(path: Path, seed: int = 28) -> None:
     store.write_table("arena_votes", pa.table({
         **votes, "annotator": [f"dr-{d:03d}" for d in doc], "winner": winner,
         "shown_left": np.where(rng.random(len(keep)) < 0.5, votes["model_a"], votes["model_b"]),
-        "tags": [[] for _ in range(len(keep))], "source": ["bench"] * len(keep), "voted_at": [created] * len(keep)}))
+        "tags": [[] for _ in range(len(keep))], "source": ["bench"] * len(keep), "voted_at": [created] * len(keep),
+        "shown_at": np.datetime64(created, "us") - rng.integers(8, 120, len(keep)).astype("timedelta64[s]")}))
     # the judge: pairs judged in both orders; it prefers the answer shown first a fifth of the time
     q_idx = rng.integers(0, n_q, JUDGED_PAIRS)
     i = rng.integers(0, len(MODELS), JUDGED_PAIRS)
@@ -182,6 +183,12 @@ def reads(db: str) -> dict[str, Callable[[], Any]]:
         "doctors vs judge (6 languages x 2 fits, tau, kappa)": lambda: arena.doctors_vs_judge(db, "arena", JUDGE),
         "next pair (adaptive, not cached)": lambda: arena.next_pair(db, "arena", "hi", "dr-new", table=board),
         "bias view (flips, verbosity, self-preference)": bias_view,
+        "both bad per model and language": lambda: arena.both_bad(db, "arena", by_language=True),
+        "voter quality (300 annotators, a held-out fit each)": lambda: arena.annotators(db, "arena", judge=JUDGE),
+        "leaderboard without 3 annotators (100 refits)": lambda: arena.fit(db, "arena", rounds=100,
+                                                                          exclude=("dr-000", "dr-001", "dr-002")),
+        "leaderboard capped at 100 votes per annotator (100 refits)": lambda: arena.fit(db, "arena", rounds=100,
+                                                                                       cap=100),
     }
 
 

@@ -7,7 +7,9 @@ answers are "A" (left) and "B" (right) in a random order, and names are revealed
 
 from __future__ import annotations
 
+import dataclasses
 import random
+from datetime import UTC, datetime
 
 import altair as alt
 import pandas as pd
@@ -43,12 +45,13 @@ language = None if chosen in (None, ALL) else chosen
 with_reference = any(is_reference(m) for m in ctx.choices["models"].get(dataset, []))
 
 
-def current_board(source: str = "doctors", judge: str | None = None, style: bool = False):
+def current_board(source: str = "doctors", judge: str | None = None, style: bool = False, anchor: str | None = None,
+                  exclude: tuple[str, ...] = (), cap: int | None = None):
     """The leaderboard fit of this dataset and language (None without the arena's tables)."""
     if not data.has_arena(ctx.db):
         return None
     return data.arena_fit(ctx.db, dataset, language, source, judge, style_control=style,
-                          rounds=STYLE_ROUNDS if style else ROUNDS)
+                          rounds=STYLE_ROUNDS if style else ROUNDS, anchor=anchor, exclude=exclude, cap=cap)
 
 
 def vote_view() -> None:
@@ -71,6 +74,7 @@ def vote_view() -> None:
                                     table=None if fit is None else fit.table)
         st.session_state["ar_item"] = item
         st.session_state["ar_left_is_a"] = random.random() < 0.5
+        st.session_state["ar_shown_at"] = datetime.now(UTC).replace(tzinfo=None)  # seconds per vote (voter quality)
     item = st.session_state["ar_item"]
     st.caption(ui.md_escape(f"{data.arena_votes_by(ctx.db, dataset, annotator)} vote(s) by {annotator} on "
                             f"{dataset}."))
@@ -120,21 +124,24 @@ def vote_view() -> None:
         side = VERDICTS[verdict]
         winner = {"left": left, "right": right}.get(side, side)
         with ui.saving(ctx.db):
-            data.save_vote(ctx.db, dataset=item["dataset"], query_id=item["query_id"], model_a=item["model_a"],
-                           model_b=item["model_b"], winner=winner, annotator=annotator,
-                           shown_left=item[f"model_{left}"], tags=list(tags), text_a=item["text_a"],
-                           text_b=item["text_b"])
+            saved = data.save_vote(ctx.db, dataset=item["dataset"], query_id=item["query_id"],
+                                   model_a=item["model_a"], model_b=item["model_b"], winner=winner,
+                                   annotator=annotator, shown_left=item[f"model_{left}"], tags=list(tags),
+                                   text_a=item["text_a"], text_b=item["text_b"],
+                                   shown_at=st.session_state.get("ar_shown_at"))
         data.clear_caches()
+        said = (f"Saved: {verdict.lower()} on {item['query_id']}." if saved else
+                f"You had already voted on this pair for {item['query_id']}: your first vote stays.")
         st.session_state["ar_revealed"] = (
-            f"Saved: {verdict.lower()} on {item['query_id']}. A was {model_label(item[f'model_{left}'])}, B was "
-            f"{model_label(item[f'model_{right}'])}." if st.session_state.get("ar_reveal") else
-            f"Saved: {verdict.lower()} on {item['query_id']}.")
+            f"{said} A was {model_label(item[f'model_{left}'])}, B was {model_label(item[f'model_{right}'])}."
+            if st.session_state.get("ar_reveal") else said)
         st.session_state.pop("ar_item", None)
         st.rerun()
 
 
 def board_chart(table: pd.DataFrame) -> alt.Chart:
-    base = alt.Chart(table).encode(y=alt.Y("model:N", sort=None, title=None, axis=alt.Axis(labelLimit=420)))
+    base = alt.Chart(table).encode(y=alt.Y("model:N", sort=list(table.model), title=None,  # rank order, even when
+                                           axis=alt.Axis(labelLimit=420)))  # a model has no interval (no rule)
     bars = base.mark_rule(color="#0f766e", strokeWidth=2).encode(x=alt.X("lower:Q", scale=alt.Scale(zero=False),
                                                                          title="strength (Elo scale)"), x2="upper:Q")
     points = base.mark_point(filled=True, color="#0f766e", size=60).encode(
@@ -147,7 +154,13 @@ BOARD_COLUMNS = {"strength": st.column_config.NumberColumn("strength", format="%
                                                            help="Bradley–Terry strength on the Elo scale (mean 1000)"),
                  "lower": st.column_config.NumberColumn("95% low", format="%.0f"),
                  "upper": st.column_config.NumberColumn("95% high", format="%.0f"),
-                 "votes": st.column_config.NumberColumn("comparisons")}
+                 "votes": st.column_config.NumberColumn("comparisons"),
+                 "both_bad_rate": st.column_config.NumberColumn("both bad", format="percent", help=(
+                     "Share of this model's doctors' votes that called both answers bad (counted as a tie by "
+                     "Bradley–Terry)")),
+                 "both_bad_lower": st.column_config.NumberColumn("both bad 95% low", format="percent"),
+                 "both_bad_upper": st.column_config.NumberColumn("both bad 95% high", format="percent"),
+                 "note": st.column_config.TextColumn("note")}
 
 
 def leaderboard_view() -> None:
@@ -167,11 +180,42 @@ def leaderboard_view() -> None:
         judge = c2.selectbox("Pairwise judge", judges, key="ar_judge")
     style = c3.toggle("Style control", key="ar_style", help="Length and markdown (headers, lists, bold) as "
                       "covariates: a model's strength once its answers' style is accounted for.")
-    raw = current_board(source, judge)
-    if raw is None or raw.table.empty:
+    plain = current_board(source, judge)
+    if plain is None or plain.table.empty:
         st.info("No comparisons of the current answers here yet.")
         return
-    fit = current_board(source, judge, True) if style else raw
+    models = sorted(plain.table.model)
+    if st.session_state.get("ar_anchor") not in (None, *models):
+        del st.session_state["ar_anchor"]
+    anchor = st.sidebar.selectbox("Arena: anchor model", [None, *models], key="ar_anchor",
+                                  format_func=lambda m: "none (mean = 1000)" if m is None else m,
+                                  help="The model whose strength is fixed at 1000: the others' strengths do not move "
+                                       "when a model is added (FastChat anchors its scale the same way).")
+    exclude: tuple[str, ...] = ()
+    cap = None
+    quality = None
+    if source == "doctors":
+        q1, q2, q3 = st.columns(3)
+        if q1.toggle("Check the annotators", key="ar_quality", help="Voter quality per annotator and its flags "
+                     "(one Bradley–Terry fit per annotator: seconds at a million votes)"):
+            quality = data.arena_annotators(ctx.db, dataset, language)
+            flagged = tuple(quality.annotator[quality.flagged])
+            if q2.toggle(f"Leave out flagged annotators ({len(flagged)})", key="ar_exclude", disabled=not flagged):
+                exclude = flagged
+        cap = q3.number_input("Count at most N votes per annotator (0: all)", min_value=0, step=10,
+                              key="ar_cap") or None
+    raw = current_board(source, judge, anchor=anchor, exclude=exclude, cap=cap)
+    if raw is None or raw.table.empty:
+        st.info("No comparisons left once the flagged annotators are out.")
+        return
+    fit = current_board(source, judge, True, anchor, exclude, cap) if style else raw
+    for said in fit.warnings if fit is raw else (*raw.warnings, *fit.warnings):
+        st.warning(ui.md_escape(f"Fit: {said}"))
+    if source == "doctors":
+        bad = data.arena_both_bad(ctx.db, dataset, language)[["model", "both_bad_rate", "both_bad_lower",
+                                                              "both_bad_upper"]]
+        fit = dataclasses.replace(fit, table=fit.table.merge(bad, on="model", how="left"))
+        raw = dataclasses.replace(raw, table=raw.table.merge(bad, on="model", how="left"))
     shown, shown_raw = (f.table.assign(model=f.table.model.map(model_label)) for f in (fit, raw))
     st.subheader("Style-controlled leaderboard" if style else "Leaderboard")
     left, right = st.columns([3, 2])
@@ -179,7 +223,8 @@ def leaderboard_view() -> None:
         ui.dataframe(shown, hide_index=True, column_config=BOARD_COLUMNS, name="arena-leaderboard")
     with right:
         st.altair_chart(board_chart(shown), width="stretch")
-    st.caption(f"Bootstrap 95% intervals ({STYLE_ROUNDS if style else ROUNDS} resamples). A tie or 'both bad' "
+    st.caption(f"Bootstrap 95% intervals ({STYLE_ROUNDS if style else ROUNDS} resamples). "
+               + (f"Strengths anchored at {anchor} = 1000. " if anchor else "") + "A tie or 'both bad' "
                "counts as half a win each way"
                + ("; a judge's verdict that changed when the answers swapped places counts as a tie." if source ==
                   "judge" else "."))
@@ -193,6 +238,26 @@ def leaderboard_view() -> None:
                                             for r in coef.itertuples())))
         with st.expander("Raw leaderboard (without style control)"):
             ui.dataframe(shown_raw, hide_index=True, column_config=BOARD_COLUMNS, name="arena-leaderboard-raw")
+    if source == "doctors":
+        per_language = data.arena_both_bad(ctx.db, dataset, None, by_language=True)
+        if not per_language.empty:
+            with st.expander("\"Both bad\" per model and language (95% Wilson intervals)"):
+                ui.dataframe(per_language, hide_index=True, name="arena-both-bad", column_config={
+                    "both_bad_rate": st.column_config.NumberColumn("both bad", format="percent"),
+                    "both_bad_lower": st.column_config.NumberColumn("95% low", format="percent"),
+                    "both_bad_upper": st.column_config.NumberColumn("95% high", format="percent")})
+    if quality is not None:
+        st.subheader("Annotators")
+        ui.dataframe(quality, hide_index=True, name="arena-annotators", column_config={
+            "median_seconds": st.column_config.NumberColumn("median s per vote", format="%.0f"),
+            "left_share": st.column_config.NumberColumn("left side won", format="percent"),
+            "consensus_agreement": st.column_config.NumberColumn("agrees with the others", format="percent",
+                                                                 help="Held-out: the Bradley–Terry fit without "
+                                                                      "this annotator's votes"),
+            "consensus_expected": st.column_config.NumberColumn("expected", format="percent"),
+            "judge_agreement": st.column_config.NumberColumn("agrees with the judge", format="percent")})
+        st.caption("Flagged: median under 5 s a vote; a left share unlikely at random; agreement with the others' "
+                   "consensus below what it expects (binomial tests, Bonferroni over the annotators; docs/arena.md).")
     if source == "doctors":
         sep = data.arena_separation(ctx.db, dataset, language, raw.table)
         if not sep.empty:

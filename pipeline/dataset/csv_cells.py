@@ -24,6 +24,13 @@ def csv_cell(value: Any) -> Any:
     return "'" + value if isinstance(value, str) and value.startswith(FORMULA_START) else value
 
 
+def uncell(value: str) -> str:
+    """A cell as :func:`csv_cell` wrote it, read back: the apostrophe put before a formula's first character is
+    taken off (``'=cmd`` → ``=cmd``); every other text is as it is. (Text that itself began with an apostrophe and
+    a formula character cannot be told apart and loses the apostrophe.)"""
+    return value[1:] if value.startswith("'") and value[1:].startswith(FORMULA_START) else value
+
+
 def csv_frame(frame: pd.DataFrame) -> pd.DataFrame:
     """A copy of ``frame`` ready for ``to_csv``: every text cell and column name through :func:`csv_cell`."""
     out = frame.copy()

@@ -25,6 +25,7 @@ class BadRow(Exception):
 
 
 TOO_MANY_FIELDS = "more fields than the header has"
+REPEATS = ("first", "last", "refuse")  # what a row repeating an earlier row's key does (``validate_rows``)
 
 
 def read_csv_text(path: Path) -> str:
@@ -55,6 +56,8 @@ def _blank(row: dict[str, str]) -> bool:
 def validate_rows(text: str, *, required: Sequence[str], datasets: Iterable[str], dataset: str | None,
                   parse_row: Callable[[dict[str, str], str], tuple[tuple, T]], same: str,
                   any_of: Sequence[str] = (), skip: Callable[[dict[str, str]], Any] = _blank,
+                  repeats: str = "refuse", repeated: list[tuple[int, int, tuple]] | None = None,
+                  stored: Iterable[tuple] = (),
                   ) -> tuple[list[T], list[str]]:
     """(parsed rows, problems as 'line N: reason') of a label CSV's text.
 
@@ -62,8 +65,13 @@ def validate_rows(text: str, *, required: Sequence[str], datasets: Iterable[str]
     a row of empty fields); a row lacking one of ``required`` is ``missing ...``; its dataset (the ``dataset``
     column, else ``dataset``, else the database's only one) must be one of ``datasets``. ``parse_row(row,
     dataset)`` gives the row's (key, value) or raises :class:`BadRow`; a key seen before is a repeat, reported
-    with the earlier line and ``same`` (what a repeat shares, e.g. 'same query, model, annotator').
+    with the earlier line and ``same`` (what a repeat shares, e.g. 'same query, model, annotator') — or, with
+    ``repeats`` 'first' / 'last', kept out (the first row counts) or put in the earlier one's place (the last row
+    counts), and listed in ``repeated`` as (line, earlier line, key). With 'first', a row whose key is one of
+    ``stored`` (rows already in the database) repeats it (earlier line 0) and is left out too.
     """
+    if repeats not in REPEATS:
+        raise ValueError(f"repeats {repeats!r} is not one of {', '.join(REPEATS)}")
     datasets = set(datasets)
     reader = csv.DictReader(io.StringIO(text))
     header = [(h or "").strip().lower() for h in (reader.fieldnames or [])]
@@ -78,7 +86,8 @@ def validate_rows(text: str, *, required: Sequence[str], datasets: Iterable[str]
         dataset = next(iter(datasets))
     rows: list[T] = []
     problems: list[str] = []
-    seen: dict[tuple, int] = {}
+    seen: dict[tuple, int] = dict.fromkeys(stored, 0) if repeats == "first" else {}
+    position: dict[tuple, int] = {}  # key -> its row's index in ``rows`` (repeats 'last' replaces it there)
     for line, row in csv_rows(reader):
         if row is None:
             problems.append(f"line {line}: {TOO_MANY_FIELDS}")
@@ -97,8 +106,16 @@ def validate_rows(text: str, *, required: Sequence[str], datasets: Iterable[str]
             problems.append(f"line {line}: {exc}")
             continue
         if key in seen:
-            problems.append(f"line {line}: repeats line {seen[key]} ({same})")
+            if repeats == "refuse":
+                problems.append(f"line {line}: repeats line {seen[key]} ({same})")
+                continue
+            if repeated is not None:
+                repeated.append((line, seen[key], key))
+            if repeats == "last":
+                rows[position[key]] = value
+                seen[key] = line
             continue
         seen[key] = line
+        position[key] = len(rows)
         rows.append(value)
     return rows, problems

@@ -8,6 +8,10 @@ a tie and a position flip; a pair with an order unparsed or missing is not a com
 comparisons and their counts (``pipeline.store.derived_arena``: ``arena_comparisons``, counted into ``arena_pairs``
 per pair, outcome, language and script, and ``arena_styles`` per style bin), so a read sums a few thousand grouped
 rows instead of checking a million votes' texts, and a fit works on them.
+
+The voter-quality table (``annotators``, ``pipeline.analysis.annotators``), a leaderboard without some annotators or
+with each one's votes capped, and the "both bad" rates (``both_bad``) read the doctors' current comparisons one by
+one (``arena_comparisons`` joined to their votes) instead.
 """
 
 from __future__ import annotations
@@ -46,7 +50,7 @@ VERBOSITY_ROUNDS = 0  # of the length-only fit behind the bias view's length eff
 ARENA_TABLES = ("arena_votes", "pairwise_verdicts")
 ARENA_DERIVED = tuple(d.name for d in derived_arena.DERIVED)  # declared once, in pipeline.store.derived_arena
 EXPORT_COLUMNS = ["dataset", "query_id", "model_a", "model_b", "winner", "annotator", "shown_left", "tags",
-                  "voted_at"]
+                  "shown_at", "voted_at"]
 
 
 _VOTE_COLUMNS = ("dataset", "query_id", "model_a", "model_b", "annotator", "winner", "response_hash_a",
@@ -64,6 +68,14 @@ def has_arena(db: str | Path) -> bool:
 
 
 # -- SQL pieces ------------------------------------------------------------------------------------------
+def _shown_at(db: str | Path, alias: str = "") -> str:
+    """The votes' ``shown_at`` column, or NULL in a file the writer has not upgraded to it (schema 11)."""
+    with SHARED_READERS.cursor(db) as con:
+        present = con.execute("SELECT count(*) FROM duckdb_columns() WHERE table_name = 'arena_votes' AND "
+                              "column_name = 'shown_at'").fetchone()[0]
+    return f"{alias + '.' if alias else ''}shown_at" if present else "NULL::TIMESTAMP"
+
+
 def _relation(db: str | Path, name: str) -> str:
     """A FROM relation of the derived arena table ``name`` (``pipeline.store.derived_arena``): the table, or its
     definition for a file the writer has not opened since the table was added (reads never write)."""
@@ -93,6 +105,16 @@ def _where(source: str, dataset: str | None, language: str | None, judge: str | 
     return " AND ".join(preds), params
 
 
+def _doctors_where(dataset: str | None, language: str | None, alias: str = "c") -> tuple[str, list[Any]]:
+    """WHERE predicate of ``arena_comparisons`` (alias ``alias``): the doctors' votes of the dataset and language."""
+    preds, params = [f"{alias}.origin = 'doctors'"], []
+    for column, value in (("dataset", dataset), ("language", language)):
+        if value is not None:
+            preds.append(f"{alias}.{column} = ?")
+            params.append(value)
+    return " AND ".join(preds), params
+
+
 def _counts(db: str | Path, source: str, dataset: str | None, language: str | None, judge: str | None,
             select: str, group: str = "", complete: bool = True) -> pd.DataFrame:
     """``select`` over ``arena_pairs``' rows of ``source`` (``_where``; only complete comparisons by default)."""
@@ -102,18 +124,32 @@ def _counts(db: str | Path, source: str, dataset: str | None, language: str | No
 
 
 def grouped_sql(db: str | Path, source: str, dataset: str | None, language: str | None, judge: str | None, *,
-                style: bool, features: tuple[str, ...] = STYLE_FEATURES) -> tuple[str, list[Any]]:
+                style: bool, features: tuple[str, ...] = STYLE_FEATURES, exclude: tuple[str, ...] = (),
+                cap: int | None = None) -> tuple[str, list[Any]]:
     """(model_a, model_b, outcome, n) per group; with ``style`` also each style feature's (of ``features``)
     normalised difference (a − b) / (a + b + 1), binned to 1/``STYLE_BINS`` — sums of the store's counted tables
-    ``arena_pairs`` / ``arena_styles``."""
+    ``arena_pairs`` / ``arena_styles``. The doctors' votes without the annotators ``exclude`` and only each
+    annotator's first ``cap`` votes (by vote time) are counted from ``arena_comparisons`` instead."""
     unknown = set(features) - set(STYLE_FEATURES)
     if unknown:
         raise ValueError(f"unknown style feature(s) {sorted(unknown)}")
+    bins = ", ".join(f"{f} / {STYLE_BINS} AS {f}" for f in features)
+    if exclude or cap is not None:
+        if source != "doctors":
+            raise ValueError("excluding annotators or capping their votes applies to the doctors' votes")
+        where, params = _doctors_where(dataset, language)
+        comparisons = _relation(db, "arena_comparisons")
+        capped = ("" if cap is None else " QUALIFY row_number() OVER (PARTITION BY c.rater ORDER BY v.voted_at, "
+                  "c.query_id, c.model_a, c.model_b) <= ?")
+        return (f"SELECT model_a, model_b, outcome, {bins + ', ' if style else ''}count(*)::BIGINT AS n FROM "
+                f"(SELECT c.* FROM {comparisons} c JOIN arena_votes v ON v.dataset = c.dataset AND v.query_id = "
+                "c.query_id AND v.model_a = c.model_a AND v.model_b = c.model_b AND v.annotator = c.rater "
+                f"WHERE {where} AND NOT list_contains(?, c.rater){capped}) GROUP BY ALL"), \
+            [*params, list(exclude), *([cap] if cap is not None else [])]
     where, params = _where(source, dataset, language, judge)
     if not style:
         return (f"SELECT model_a, model_b, outcome, sum(n)::BIGINT AS n FROM {_relation(db, 'arena_pairs')} "
                 f"WHERE {where} AND complete GROUP BY ALL"), params
-    bins = ", ".join(f"{f} / {STYLE_BINS} AS {f}" for f in features)
     return (f"SELECT model_a, model_b, outcome, {bins}, sum(n)::BIGINT AS n FROM {_relation(db, 'arena_styles')} "
             f"WHERE {where} GROUP BY ALL"), params
 
@@ -126,19 +162,26 @@ def _pair_counts(db: str | Path, dataset: str | None, language: str | None) -> d
 
 # -- read models -------------------------------------------------------------------------------------------
 def comparisons(db: str | Path, dataset: str | None, language: str | None = None, source: str = "doctors",
-                judge: str | None = None, *, style: bool = False,
-                features: tuple[str, ...] = STYLE_FEATURES) -> pd.DataFrame:
+                judge: str | None = None, *, style: bool = False, features: tuple[str, ...] = STYLE_FEATURES,
+                exclude: tuple[str, ...] = (), cap: int | None = None) -> pd.DataFrame:
     """The grouped comparisons a leaderboard fits (``grouped_sql``)."""
-    return df(db, *grouped_sql(db, source, dataset, language, judge, style=style, features=features))
+    return df(db, *grouped_sql(db, source, dataset, language, judge, style=style, features=features,
+                               exclude=exclude, cap=cap))
 
 
 def fit(db: str | Path, dataset: str | None, language: str | None = None, source: str = "doctors",
         judge: str | None = None, *, style_control: bool = False, rounds: int = ROUNDS, seed: int = 0,
-        features: tuple[str, ...] = STYLE_FEATURES) -> BTFit:
+        features: tuple[str, ...] = STYLE_FEATURES, anchor: str | None = None, exclude: tuple[str, ...] = (),
+        cap: int | None = None) -> BTFit:
     """The Bradley–Terry leaderboard (and the coefficients of the style ``features``) of one source, dataset and
-    language (None: all)."""
-    rows = comparisons(db, dataset, language, source, judge, style=style_control, features=features)
-    result = bradley_terry(rows, style=features if style_control else (), rounds=rounds, seed=seed)
+    language (None: all); strengths anchored at ``anchor`` (1000) when given and it has comparisons here, else
+    centred; the doctors' votes without ``exclude``'s annotators and capped at ``cap`` per annotator."""
+    rows = comparisons(db, dataset, language, source, judge, style=style_control, features=features,
+                       exclude=exclude, cap=cap)
+    if anchor is not None and not (rows.model_a.eq(anchor).any() or rows.model_b.eq(anchor).any()):
+        anchor = None  # not compared here: centred
+    result = bradley_terry(rows, style=features if style_control else (), rounds=rounds, seed=seed,
+                           anchor=anchor)
     return replace(result, table=reference_unranked(result.table))
 
 
@@ -155,10 +198,11 @@ def reference_unranked(table: pd.DataFrame) -> pd.DataFrame:
 
 def leaderboard(db: str | Path, dataset: str | None, language: str | None = None, source: str = "doctors",
                 judge: str | None = None, *, style_control: bool = False, rounds: int = ROUNDS,
-                seed: int = 0) -> pd.DataFrame:
-    """model, strength, lower, upper (bootstrap 95 %), votes, rank; best first. What the CLI prints and the page
-    shows."""
-    return fit(db, dataset, language, source, judge, style_control=style_control, rounds=rounds, seed=seed).table
+                seed: int = 0, anchor: str | None = None) -> pd.DataFrame:
+    """model, strength, lower, upper (bootstrap 95 %), votes, rank, note; best first. What the CLI prints and the
+    page shows."""
+    return fit(db, dataset, language, source, judge, style_control=style_control, rounds=rounds, seed=seed,
+               anchor=anchor).table
 
 
 def win_matrix(db: str | Path, dataset: str | None, language: str | None = None, source: str = "doctors",
@@ -361,10 +405,93 @@ def export_votes(db: str | Path, dataset: str | None = None) -> pd.DataFrame:
     """Every stored vote (current or not) in ``import-votes``' columns, tags joined by ';'."""
     where, params = ("WHERE dataset = ?", [dataset]) if dataset is not None else ("", [])
     return df(db, "SELECT dataset, query_id, model_a, model_b, winner, annotator, shown_left, "
-              f"array_to_string(tags, ';') AS tags, voted_at FROM arena_votes {where} "
+              f"array_to_string(tags, ';') AS tags, {_shown_at(db)} AS shown_at, voted_at FROM arena_votes {where} "
               "ORDER BY dataset, query_id, model_a, model_b, annotator", params)
 
 
 def judges(db: str | Path) -> list[str]:
     """The pairwise judges with stored verdicts."""
     return list(df(db, "SELECT DISTINCT judge_id FROM pairwise_verdicts ORDER BY 1").judge_id)
+
+
+# -- voters and "both bad" ----------------------------------------------------------------------------------
+def datasets(db: str | Path) -> list[str]:
+    """The datasets of the file."""
+    return list(df(db, "SELECT name FROM datasets ORDER BY 1").name)
+
+
+def all_languages(db: str | Path, dataset: str | None) -> list[str]:
+    """The query languages of ``dataset`` (None: of every dataset)."""
+    where, params = ("WHERE dataset = ?", [dataset]) if dataset is not None else ("", [])
+    return list(df(db, f"SELECT DISTINCT language FROM queries {where} ORDER BY 1", params).language)
+
+
+def _current_votes(db: str | Path, dataset: str | None, language: str | None, select: str, extra: str = "",
+                   params: list[Any] | None = None, sql_only: bool = False) -> Any:
+    """``select`` over the doctors' current votes (``arena_comparisons`` c joined to their ``arena_votes`` v and
+    ``extra``): the frame, or with ``sql_only`` the (SQL, parameters)."""
+    where, where_params = _doctors_where(dataset, language)
+    sql = (f"SELECT {select} FROM {_relation(db, 'arena_comparisons')} c JOIN arena_votes v ON "
+           "v.dataset = c.dataset AND v.query_id = c.query_id AND v.model_a = c.model_a AND v.model_b = c.model_b "
+           f"AND v.annotator = c.rater {extra} WHERE {where}")
+    params = [*(params or []), *where_params]
+    return (sql, params) if sql_only else df(db, sql, params)
+
+
+def vote_rows(db: str | Path, dataset: str | None, language: str | None = None,
+              judge: str | None = None) -> pd.DataFrame:
+    """One row per current doctors' vote: annotator, model_a, model_b, outcome (both bad a tie), left (which of
+    'a' / 'b' was shown on the left, None when unknown), seconds (vote time − shown time, NaN when unknown),
+    voted_at and judge_outcome (``judge``'s complete comparison of the same texts; None without ``judge``)."""
+    judged = (f"LEFT JOIN (SELECT dataset, query_id, model_a, model_b, outcome FROM "
+              f"{_relation(db, 'arena_comparisons')} WHERE origin = 'judge' AND complete AND rater = ?) j ON "
+              "j.dataset = c.dataset AND j.query_id = c.query_id AND j.model_a = c.model_a AND j.model_b = c.model_b")
+    return _current_votes(
+        db, dataset, language,
+        "c.rater AS annotator, c.model_a, c.model_b, c.outcome, CASE v.shown_left WHEN c.model_a THEN 'a' "
+        f"WHEN c.model_b THEN 'b' END AS \"left\", epoch(v.voted_at) - epoch({_shown_at(db, 'v')}) AS seconds, "
+        "v.voted_at, "
+        "j.outcome AS judge_outcome", judged, [judge or ""])
+
+
+def annotators(db: str | Path, dataset: str | None, language: str | None = None,
+               judge: str | None = None) -> pd.DataFrame:
+    """The voter-quality table (``pipeline.analysis.annotators``): annotator, votes, median_seconds, left_share,
+    consensus_agreement (and what it is expected to be), judge_agreement with ``judge`` (default: the first
+    pairwise judge), flagged, reason."""
+    from pipeline.analysis.annotators import annotator_quality
+
+    if judge is None:
+        known = judges(db)
+        judge = known[0] if known else None
+    return annotator_quality(vote_rows(db, dataset, language, judge))
+
+
+def flagged(db: str | Path, dataset: str | None, language: str | None = None) -> tuple[str, ...]:
+    """The annotators flagged in the voter-quality table of this dataset and language."""
+    table = annotators(db, dataset, language)
+    return tuple(table.annotator[table.flagged])
+
+
+def both_bad(db: str | Path, dataset: str | None, language: str | None = None, *,
+             by_language: bool = False) -> pd.DataFrame:
+    """Per model (and language with ``by_language``): its current doctors' votes, how many were "both bad" and that
+    rate with its 95 % Wilson interval (statsmodels) — the one absolute signal of the arena, which BT folds into
+    ties."""
+    from statsmodels.stats.proportion import proportion_confint
+
+    lang = ", language" if by_language else ""
+    where, where_params = _where("doctors", dataset, language, None)
+    pairs = f"(SELECT * FROM {_relation(db, 'arena_pairs')} WHERE {where} AND complete)"
+    total = df(db, f"SELECT model{lang}, sum(n)::BIGINT AS votes FROM (SELECT model_a AS model, language, n FROM "
+               f"{pairs} UNION ALL SELECT model_b, language, n FROM {pairs}) GROUP BY ALL",
+               [*where_params, *where_params])
+    bad_sql, params = _current_votes(db, dataset, language, "c.model_a, c.model_b, c.language",
+                                     extra="AND v.winner = 'both_bad'", sql_only=True)  # the few: joined alone
+    bad = df(db, f"SELECT model{lang}, count(*)::BIGINT AS both_bad FROM (SELECT model_a AS model, language FROM "
+             f"({bad_sql}) UNION ALL SELECT model_b, language FROM ({bad_sql})) GROUP BY ALL", [*params, *params])
+    keys = ["model", "language"] if by_language else ["model"]
+    rows = total.merge(bad, on=keys, how="left").fillna({"both_bad": 0}).astype({"both_bad": "int64"})
+    rows = rows[rows.votes > 0].sort_values(keys).reset_index(drop=True)
+    lower, upper = proportion_confint(rows.both_bad, rows.votes, alpha=0.05, method="wilson")
+    return rows.assign(both_bad_rate=rows.both_bad / rows.votes, both_bad_lower=lower, both_bad_upper=upper)

@@ -37,8 +37,10 @@ Compared = dataclass(slots=True)(type("Compared", (Row,), {
 class ArenaVoteRow(Compared):
     """A clinician's pairwise preference between two models' responses to one query (the arena page, or
     ``arena import-votes``). ``model_a`` < ``model_b`` (``of`` orders them and turns ``winner`` with them);
-    ``shown_left`` is the model shown on the left (None when not known, e.g. an imported vote). The hashes and
-    style counts are of the two texts compared: a regenerated response no longer counts."""
+    ``shown_left`` is the model shown on the left (None when not known, e.g. an imported vote); ``shown_at`` when
+    the pair was shown (None when not known), ``voted_at`` when the vote was given: their difference is the
+    voter-quality view's seconds per vote. The hashes and style counts are of the two texts compared: a
+    regenerated response no longer counts."""
 
     TABLE: ClassVar[str] = "arena_votes"
     KEY: ClassVar[tuple[str, ...]] = ("dataset", "query_id", "model_a", "model_b", "annotator")
@@ -52,6 +54,7 @@ class ArenaVoteRow(Compared):
     tags: list[str]
     source: str
     voted_at: datetime = field(default_factory=now)
+    shown_at: datetime | None = None  # schema 11
 
     @classmethod
     def of(cls, *, model_a: str, model_b: str, text_a: str, text_b: str, winner: str, **fields: Any) -> ArenaVoteRow:

@@ -58,6 +58,7 @@ SCHEMA_VERSION = 11  # 2: item_scores; 3: response_facts; 4: responses.response_
 # queries; added to an older file's item_scores like a new metric's column, which rebuilds the derived tables);
 # 11: retrievals.kb_hash, responses.kb_hash (the KB a result came from; NULL in an older file's rows: unrecorded),
 # datasets.kb_hash (the KB the latest run saw)
+# and arena_votes.shown_at (when the pair was shown; NULL in an older file's votes: their time is unknown)
 REBUILT_AT = 7  # the last version that changed what an existing derived table holds: an older file rebuilds them all,
 # a newer one only makes the derived tables it lacks
 RETIRED = ("labelled_scores",)  # derived tables of older versions, dropped on upgrade (label_pairs replaced it)
