@@ -30,7 +30,7 @@ from pydantic import ValidationError
 from pipeline.dataset.format import Query, derived_script
 from pipeline.dataset.ingest import truthy
 from pipeline.dataset.records import read_records
-from pipeline.dataset.writing import replace_files
+from pipeline.dataset.writing import refuse_foreign, validated, write_dataset
 from pipeline.errors import UserError
 
 NEAR_DUPLICATE_SCORE = 90.0  # rapidfuzz ratio (0-100) at or above which two kept messages are flagged
@@ -41,7 +41,8 @@ hi hii hiii hello helo hey hai namaste namaskar namaskaram vanakkam good morning
 thanks thank thanku thankyou thx tq ty you so much very dhanyavad dhanyavaad shukriya nandri dhanyavadalu
 ok okay okk k fine sure yes no great nice welcome sir madam mam maam doctor dr ji bye regards noted got it
 """.split())
-OUTPUT_FILES = ("queries.jsonl", "queries_without_gt.jsonl", "excluded.jsonl", "curate_report.json")
+REPORT_FILE = "curate_report.json"
+OUTPUT_FILES = ("queries.jsonl", "queries_without_gt.jsonl", "excluded.jsonl", REPORT_FILE)
 
 
 def normalise(text: str) -> str:
@@ -86,6 +87,8 @@ def _asked_on(value: Any, where: str) -> date | None:
     if value is None or not str(value).strip():
         return None
     value = str(value).strip()
+    if not any(ch.isdigit() for ch in value):  # pandas reads "now", "today" as the current time: not a log date
+        raise UserError(f"{where}: {value!r} is not a date or timestamp (use e.g. 2024-01-21 10:15)")
     try:  # ISO first (2024-01-08 09:12); then day-first, as Indian exports write dates (08/01/2024, 09:12)
         return datetime.fromisoformat(value).date()
     except ValueError:
@@ -104,8 +107,11 @@ def _kb_texts(out_dir: Path) -> list[str]:
 
 
 def curate(log: Path, out_dir: Path, *, text_col: str = "message", time_col: str = "timestamp",
-           answer_col: str = "answer", approved_col: str = "approved", pii: str = "exclude") -> dict[str, Any]:
-    """Curate ``log`` into ``out_dir`` (queries, queries without ground truth, excluded, report); returns the report."""
+           answer_col: str = "answer", approved_col: str = "approved", pii: str = "exclude",
+           force: bool = False) -> dict[str, Any]:
+    """Curate ``log`` into ``out_dir`` (queries, queries without ground truth, excluded, report); returns the report.
+    Files in ``out_dir`` that curate-queries did not write are refused unless ``force``; the folder is validated with
+    the new files before any is replaced."""
     from pipeline.dataset.pii import find_pii, mask
     from pipeline.dataset.themes import ThemeTagger
 
@@ -113,6 +119,8 @@ def curate(log: Path, out_dir: Path, *, text_col: str = "message", time_col: str
         raise UserError(f"--pii {pii!r}: use exclude or mask")
     if not log.is_file():
         raise UserError(f"{log}: not found; give the chatbot log (CSV or JSONL)")
+    if not force:  # before any work: a long log is not read only to be refused
+        refuse_foreign(out_dir, list(OUTPUT_FILES[:-1]), REPORT_FILE, "curate-queries")
     records, issues = read_records(log)
     if issues:
         raise UserError(str(issues[0]))
@@ -178,9 +186,9 @@ def curate(log: Path, out_dir: Path, *, text_col: str = "message", time_col: str
               "near_duplicates": near, "pii": pii,
               "languages": dict(sorted(Counter(r["language"] for r in kept + without_gt).items()))}
     lines = lambda rows: "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)  # noqa: E731
-    replace_files(out_dir, {"queries.jsonl": lines(kept), "queries_without_gt.jsonl": lines(without_gt),
-                            "excluded.jsonl": lines(excluded),
-                            "curate_report.json": json.dumps(report, ensure_ascii=False, indent=1) + "\n"})
+    write_dataset(out_dir, {"queries.jsonl": lines(kept), "queries_without_gt.jsonl": lines(without_gt),
+                            "excluded.jsonl": lines(excluded)},
+                  command="curate-queries", report_name=REPORT_FILE, report=report, force=force, check=validated)
     return report
 
 

@@ -31,7 +31,7 @@ from pydantic import ValidationError
 from pipeline.dataset.format import Chunk
 from pipeline.dataset.loader import _pydantic_issues
 from pipeline.dataset.records import read_records
-from pipeline.dataset.writing import replace_files
+from pipeline.dataset.writing import write_dataset
 from pipeline.errors import UserError
 
 DOCUMENTS = {".pdf": "pdf", ".docx": "docx", ".html": "html", ".htm": "html", ".md": "markdown",
@@ -333,7 +333,7 @@ def _read_kb(out_dir: Path) -> list[dict[str, Any]]:
 
 def ingest(paths: list[Path], out_dir: Path, *, max_tokens: int = 1000, overlap: int = 0, kind: str = "raw",
            updated: date | None = None, qa_cols: tuple[str, str, str] = ("question", "answer", "approved_on"),
-           ) -> dict[str, Any]:
+           force: bool = False) -> dict[str, Any]:
     """Ingest ``paths`` into ``out_dir/kb.jsonl`` and write ``ingest_report.json``; returns the report."""
     if max_tokens < 16:
         raise UserError(f"--max-tokens {max_tokens}: use at least 16")
@@ -406,8 +406,8 @@ def ingest(paths: list[Path], out_dir: Path, *, max_tokens: int = 1000, overlap:
               "files": [asdict(r) for r in reports], "retired_chunks": retired, "kb_chunks": len(kb)}
     previous = _previous_report(out_dir)
     report["files"] = _merge_file_reports(previous.get("files", []), report["files"])
-    replace_files(out_dir, {"kb.jsonl": "".join(json.dumps(c, ensure_ascii=False) + "\n" for c in kb),
-                            REPORT_FILE: json.dumps(report, ensure_ascii=False, indent=1) + "\n"})
+    write_dataset(out_dir, {"kb.jsonl": "".join(json.dumps(c, ensure_ascii=False) + "\n" for c in kb)},
+                  command="ingest-kb", report_name=REPORT_FILE, report=report, force=force)
     report["ingested"] = sorted(ingested)
     return report
 
