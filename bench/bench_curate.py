@@ -136,7 +136,7 @@ def perturb(text: str, rng: random.Random) -> str:
     if kind == 4:
         return text.lower() if rng.random() < 0.5 else text.upper()
     i = rng.randrange(len(words))
-    return " ".join(words[:i + 1] + [words[i]] + words[i + 1:])
+    return " ".join([*words[:i + 1], words[i], *words[i + 1:]])
 
 
 def question(rng: random.Random) -> str:
@@ -166,7 +166,8 @@ def generate_log(n: int, seed: int = SEED) -> list[dict[str, str]]:
             asked.append(message)
         day, minute = divmod(i * 7, 24 * 60)
         approved = rng.random() < 0.7
-        rows.append({"timestamp": f"2024-{1 + day // 28 % 12:02d}-{1 + day % 28:02d} {minute // 60:02d}:{minute % 60:02d}",
+        stamp = f"2024-{1 + day // 28 % 12:02d}-{1 + day % 28:02d} {minute // 60:02d}:{minute % 60:02d}"
+        rows.append({"timestamp": stamp,
                      "message": message, "answer": "Please follow the advice in your discharge sheet." if approved
                      else "", "approved": "yes" if approved else "no"})
     return rows

@@ -60,3 +60,17 @@ def derived_script(text: str, language: str) -> Literal["native", "latin"]:
     if language == "en" or language not in LANGUAGE_TABLE:
         return "native"
     return "latin" if script_letters(text, "en") > script_letters(text, language) else "native"
+
+
+def script_share(text: str, code: str) -> float | None:
+    """Share of ``text``'s letters (and combining marks, any script) in the script of language ``code``; None when
+    it has no letter."""
+    total = sum(1 for ch in text if unicodedata.category(ch)[0] in "LM")
+    return script_letters(text, code) / total if total else None
+
+
+def in_script_of(text: str, code: str) -> bool:
+    """Whether most of ``text``'s letters are in the script of language ``code`` (True for text without letters:
+    a number or a sign is in no script)."""
+    share = script_share(text, code)
+    return share is None or share >= 0.5

@@ -289,11 +289,10 @@ def _tagged_record(rec: dict[str, Any], tagging: Tagging) -> dict[str, Any]:
 def tag_themes_command(path: str | Path, output: str | Path | None = None, force: bool = False) -> int:
     """CLI: tag every query; write tagged queries to ``output`` (JSONL; an existing file only with ``force``);
     report against hand labels if any."""
-    from pipeline.dataset.writing import write_dataset
-
     from rich.table import Table
 
     from pipeline.console import make_console
+    from pipeline.dataset.writing import write_dataset
 
     console = make_console(highlight=False, soft_wrap=True)
     path = Path(path)
