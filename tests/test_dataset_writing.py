@@ -97,3 +97,19 @@ def test_timestamps_that_are_not_dates_are_one_line(tmp_path, stamp):
     line = one_line_error("curate-queries", str(log), "--out", str(out))
     assert "log.csv:3: field timestamp" in line and repr(stamp.strip()) in line
     assert not out.exists()
+
+
+def test_near_duplicates_find_the_exact_methods_pairs():
+    """MinHash LSH candidates + the same rapidfuzz score: the exact all-pairs method's pairs, with their scores
+    (recall at least 0.99, no pair the exact method does not give), on a generated multilingual log."""
+    from bench.bench_curate import generate_log
+    from pipeline.dataset.curate import near_duplicates, near_duplicates_exact, normalise, not_health
+
+    texts = list(dict.fromkeys(normalise(r["message"]) for r in generate_log(2500) if not not_health(r["message"])))
+    ids = [f"q{i}" for i in range(len(texts))]
+    exact = {(p["query_id"], p["similar_to"]): p["score"] for p in near_duplicates_exact(texts, ids)}
+    found = {(p["query_id"], p["similar_to"]): p["score"] for p in near_duplicates(texts, ids)}
+    assert len(exact) > 100
+    assert set(found) <= set(exact) and all(found[k] == exact[k] for k in found)
+    assert len(found) / len(exact) >= 0.99
+    assert near_duplicates(texts[:1], ids[:1]) == []
