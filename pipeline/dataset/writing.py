@@ -4,9 +4,9 @@ replaced, all or nothing.
 A command that keeps a report in the folder (``curate_report.json``, ``ingest_report.json``) records there the
 sha256 of every file it wrote (``outputs``). An existing target file is the command's own when that report names
 it with its current hash (so a file edited by hand, or written by another command, is not); any other existing
-target is refused unless ``force``. The new files are first written to a staging folder beside the target folder,
-holding the folder's other files too, and checked there (``check``, e.g. the dataset's validation); only then is
-each renamed over its target, the report last. A failure at any step leaves the folder as it was.
+target is refused unless ``force``. The new files are first written to a staging folder beside the target folder
+and, with a ``check`` (e.g. the dataset's validation), checked there together with the folder's other files; only
+then is each renamed over its target, the report last. A failure at any step leaves the folder as it was.
 """
 
 from __future__ import annotations
@@ -98,7 +98,8 @@ def write_dataset(folder: Path, files: dict[str, str], *, command: str, report_n
     folder.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.{command}-", dir=folder.parent))
     try:
-        _stage_existing(folder, staging, set(contents))
+        if check is not None:  # only a check needs the folder's other files beside the new ones
+            _stage_existing(folder, staging, set(contents))
         for name, text in contents.items():
             with open(staging / name, "w", encoding="utf-8", newline="\n") as fh:
                 fh.write(text)
