@@ -70,6 +70,23 @@ def test_a_command_replaces_its_own_output_but_not_a_hand_edit(tmp_path):
     assert (out / "excluded.jsonl").read_bytes() != edited["excluded.jsonl"]
 
 
+def test_ingest_refuses_a_kb_it_did_not_write_and_reingests_its_own(tmp_path):
+    from pipeline.dataset.ingest import ingest
+
+    source = tmp_path / "leaflet.md"
+    source.write_text("# Drops\n\nUse the antibiotic drops four times a day for three weeks.\n", encoding="utf-8")
+    folder = tmp_path / "cataract"
+    shutil.copytree(REPO / "data" / "cataract", folder)
+    before = snapshot(folder)
+    with pytest.raises(UserError, match=r"kb\.jsonl, not written by ingest-kb"):
+        ingest([source], folder)
+    assert snapshot(folder) == before
+    own = tmp_path / "own"
+    ingest([source], own)
+    source.write_text("# Drops\n\nUse the drops four times a day for four weeks.\n", encoding="utf-8")
+    assert ingest([source], own)["retired_chunks"]  # its own kb.jsonl: replaced without --force
+
+
 def test_a_failed_check_writes_nothing_and_creates_no_folder(tmp_path):
     def refuse(staged: Path) -> None:
         assert (staged / "a.jsonl").read_text() == "new\n"
