@@ -215,7 +215,11 @@ for item in items.itertuples():
                 ui.show_text(f"Response of {item.model_id}", item.text, empty="(empty response)")
                 renderings = _rows(details["translations"], item.query_id, item.model_id)
                 for rendering in current(renderings).itertuples():
-                    ui.show_machine_rendering(rendering.text, rendering.translator_id)
+                    if isinstance(rendering.error, str) and rendering.error:
+                        st.warning(ui.md_escape(f"English rendering by {rendering.translator_id} failed: "
+                                                f"{rendering.error}; it wrote: {rendering.text}"))
+                    else:
+                        ui.show_machine_rendering(rendering.text, rendering.translator_id)
                 stale_note(renderings, "English renderings")
         with st.expander("Prompt"):
             show_prompt(item.query_id, item.model_id)

@@ -37,11 +37,12 @@ def validate(path: Annotated[Path, typer.Argument(help="dataset folder (kb + que
 def tag_themes(
     path: Annotated[Path, typer.Argument(help="dataset folder or queries file")],
     output: Annotated[Path | None, typer.Option("--output", "-o", help="write tagged queries.jsonl here")] = None,
+    force: Annotated[bool, typer.Option("--force", help="replace an existing --output file")] = False,
 ):
     """Tag language and themes automatically; report precision/recall where hand labels exist."""
     from pipeline.dataset.themes import tag_themes_command
 
-    raise typer.Exit(tag_themes_command(path, output))
+    raise typer.Exit(tag_themes_command(path, output, force=force))
 
 
 @app.command()
@@ -198,6 +199,8 @@ def ingest_kb(
                                                        "(default: the script Tesseract detects on each page)")] = None,
     skip_unreadable: Annotated[bool, typer.Option(help="list unreadable files and ingest the rest (exit code 1)")]
     = False,
+    force: Annotated[bool, typer.Option("--force", help="replace a kb.jsonl/ingest_report.json in --out that "
+                                                        "ingest-kb did not write")] = False,
 ):
     """Turn a team's documents (and doctor-approved Q&A) into KB chunks with provenance, in a dataset folder."""
     from datetime import date
@@ -211,7 +214,7 @@ def ingest_kb(
     raise typer.Exit(ingest_command(paths, out, max_tokens=max_tokens, overlap=overlap, kind=kind, updated=day,
                                     qa_cols=(question_col, answer_col, date_col), keep_referenced=keep_referenced,
                                     limits=InputLimits(max_file_mb, max_inflated_mb, max_ratio), ocr_langs=ocr_langs,
-                                    skip_unreadable=skip_unreadable))
+                                    skip_unreadable=skip_unreadable, force=force))
 
 
 @app.command("curate-queries")
@@ -224,12 +227,14 @@ def curate_queries(
     approved_col: Annotated[str, typer.Option(help="yes/no, true/false or 1/0: the doctor approved the answer "
                                                    "unchanged (it becomes the ground truth)")] = "approved",
     pii: Annotated[str, typer.Option(help="exclude (the paper's rule) or mask messages with identifiers")] = "exclude",
+    force: Annotated[bool, typer.Option("--force", help="replace files in --out that curate-queries did not "
+                                                        "write")] = False,
 ):
     """Turn a chatbot log into queries with the paper's exclusions (duplicates, identifiers, not health)."""
     from pipeline.dataset.curate import curate_command
 
     raise typer.Exit(curate_command(log, out, text_col=text_col, time_col=time_col, answer_col=answer_col,
-                                    approved_col=approved_col, pii=pii))
+                                    approved_col=approved_col, pii=pii, force=force))
 
 
 human_eval_app = typer.Typer(no_args_is_help=True, help="Human evaluation designed as Health-Pariksha's (3.5.2).")

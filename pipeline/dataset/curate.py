@@ -1,7 +1,8 @@
 """``curate-queries``: a chatbot log (CSV or JSONL, one message a row) becomes a dataset's queries with
 Health-Pariksha's exclusion criteria (§3.2): exact duplicates, messages with personal identifiers and messages
 that are not health questions are removed, and each removed message is kept in ``excluded.jsonl`` with its row
-and reason (identifiers masked there too). Near-duplicates are flagged (rapidfuzz), not removed.
+and reason (identifiers masked there too). Near-duplicates are flagged (datasketch MinHash LSH for candidates,
+the rapidfuzz ratio to decide), not removed.
 
 Kept messages get ``asked_on`` from the timestamp, language (script, or matrix language for romanized text)
 and themes from ``pipeline.dataset.themes``. A message keeps the bot's answer as ground truth only where the
@@ -19,21 +20,28 @@ from __future__ import annotations
 import html
 import json
 import re
+import time
 import unicodedata
 from collections import Counter
 from datetime import date, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
 from pipeline.dataset.format import Query, derived_script
 from pipeline.dataset.ingest import truthy
 from pipeline.dataset.records import read_records
-from pipeline.dataset.writing import replace_files
+from pipeline.dataset.writing import refuse_foreign, validated, write_dataset
 from pipeline.errors import UserError
 
+if TYPE_CHECKING:
+    from rich.progress import Progress
+
 NEAR_DUPLICATE_SCORE = 90.0  # rapidfuzz ratio (0-100) at or above which two kept messages are flagged
+SHINGLE_CHARS = 3  # near-duplicate candidates: MinHash of the normalised text's character 3-grams ...
+MINHASH_PERMUTATIONS = 128
+LSH_THRESHOLD = 0.5  # ... banded for this Jaccard (datasketch); recall against the exact method in docs/ingest.md
 MEDIA_RE = re.compile(r"^\s*(?:<\s*media omitted\s*>|<\s*attached:[^>]*>|(?:image|video|audio|sticker|document|gif)"
                       r" omitted|this message was deleted|you deleted this message|null)\s*$", re.IGNORECASE)
 GREETING_WORDS = frozenset("""
@@ -41,7 +49,8 @@ hi hii hiii hello helo hey hai namaste namaskar namaskaram vanakkam good morning
 thanks thank thanku thankyou thx tq ty you so much very dhanyavad dhanyavaad shukriya nandri dhanyavadalu
 ok okay okk k fine sure yes no great nice welcome sir madam mam maam doctor dr ji bye regards noted got it
 """.split())
-OUTPUT_FILES = ("queries.jsonl", "queries_without_gt.jsonl", "excluded.jsonl", "curate_report.json")
+REPORT_FILE = "curate_report.json"
+OUTPUT_FILES = ("queries.jsonl", "queries_without_gt.jsonl", "excluded.jsonl", REPORT_FILE)
 
 
 def normalise(text: str) -> str:
@@ -64,9 +73,9 @@ def not_health(text: str) -> str | None:
     return None
 
 
-def near_duplicates(texts: list[str], ids: list[str], block: int = 1000) -> list[dict[str, Any]]:
-    """Pairs of texts with a rapidfuzz ratio of at least ``NEAR_DUPLICATE_SCORE``, each later one against the earlier
-    ones (compared a block of rows at a time, so memory stays ``block`` x n)."""
+def near_duplicates_exact(texts: list[str], ids: list[str], block: int = 1000) -> list[dict[str, Any]]:
+    """The reference: every pair of texts with a rapidfuzz ratio of at least ``NEAR_DUPLICATE_SCORE``, each later one
+    against the earlier ones, all pairs compared (quadratic: for tests and the bench, not for large logs)."""
     import numpy as np
     from rapidfuzz import fuzz, process
 
@@ -80,12 +89,58 @@ def near_duplicates(texts: list[str], ids: list[str], block: int = 1000) -> list
     return pairs
 
 
+def _shingles(text: str) -> set[bytes]:
+    n = SHINGLE_CHARS
+    return {text[i:i + n].encode("utf-8") for i in range(max(1, len(text) - n + 1))}
+
+
+def near_duplicates(texts: list[str], ids: list[str], progress: Progress | None = None) -> list[dict[str, Any]]:
+    """The pairs ``near_duplicates_exact`` gives (same scores, same order), found in near-linear time: datasketch's
+    MinHash LSH over character 3-grams puts texts that may be similar in the same bucket of some band; within each
+    bucket every pair is scored with the same rapidfuzz ratio, so no reported pair is wrong and a missed one is a
+    pair whose 3-gram sets the LSH did not bring together (recall measured against the exact method)."""
+    import numpy as np
+    from datasketch import MinHash, MinHashLSH
+    from rapidfuzz import fuzz, process
+
+    if len(texts) < 2:
+        return []
+    task = progress.add_task("near-duplicates: signatures", total=len(texts)) if progress else None
+    signatures = []
+    for start in range(0, len(texts), 5000):
+        signatures += MinHash.bulk([_shingles(t) for t in texts[start:start + 5000]], num_perm=MINHASH_PERMUTATIONS)
+        if progress:
+            progress.update(task, completed=min(start + 5000, len(texts)))
+    lsh = MinHashLSH(threshold=LSH_THRESHOLD, num_perm=MINHASH_PERMUTATIONS)
+    with lsh.insertion_session() as session:
+        for i, signature in enumerate(signatures):
+            session.insert(i, signature, check_duplication=False)
+    if progress:
+        progress.update(task, description="near-duplicates: buckets", completed=0, total=len(lsh.hashtables))
+    found: dict[tuple[int, int], int] = {}
+    for table in lsh.hashtables:
+        for key in table.keys():
+            members = sorted(table.get(key))
+            if len(members) < 2:
+                continue
+            group = [texts[i] for i in members]
+            scores = process.cdist(group, group, scorer=fuzz.ratio, dtype=np.uint8,
+                                   score_cutoff=NEAR_DUPLICATE_SCORE, workers=-1)
+            for a, b in zip(*np.nonzero(np.triu(scores, 1)), strict=True):
+                found[members[b], members[a]] = int(scores[a, b])
+        if progress:
+            progress.advance(task)
+    return [{"query_id": ids[i], "similar_to": ids[j], "score": score} for (i, j), score in sorted(found.items())]
+
+
 def _asked_on(value: Any, where: str) -> date | None:
     import pandas as pd
 
     if value is None or not str(value).strip():
         return None
     value = str(value).strip()
+    if not any(ch.isdigit() for ch in value):  # pandas reads "now", "today" as the current time: not a log date
+        raise UserError(f"{where}: {value!r} is not a date or timestamp (use e.g. 2024-01-21 10:15)")
     try:  # ISO first (2024-01-08 09:12); then day-first, as Indian exports write dates (08/01/2024, 09:12)
         return datetime.fromisoformat(value).date()
     except ValueError:
@@ -103,9 +158,38 @@ def _kb_texts(out_dir: Path) -> list[str]:
     return [f"{r.get('title') or ''} {r.get('text') or ''}" for _, r in records]
 
 
-def curate(log: Path, out_dir: Path, *, text_col: str = "message", time_col: str = "timestamp",
-           answer_col: str = "answer", approved_col: str = "approved", pii: str = "exclude") -> dict[str, Any]:
-    """Curate ``log`` into ``out_dir`` (queries, queries without ground truth, excluded, report); returns the report."""
+def curate(log: Path, out_dir: Path, *, progress: bool = False, **options: Any) -> dict[str, Any]:
+    """Curate ``log`` into ``out_dir`` (queries, queries without ground truth, excluded, report); returns the report,
+    with each stage's seconds (``seconds``, not written). Files in ``out_dir`` that curate-queries did not write are
+    refused unless ``force``; the folder is validated with the new files before any is replaced. ``progress``: a
+    rich progress bar on stderr (left on screen in a terminal, nothing in a log)."""
+    if not progress:
+        return _curate(log, out_dir, bar=None, **options)
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  TimeRemainingColumn(), console=Console(stderr=True), transient=True) as bar:
+        return _curate(log, out_dir, bar=bar, **options)
+
+
+def _curate(log: Path, out_dir: Path, *, bar: Progress | None, text_col: str = "message",
+            time_col: str = "timestamp", answer_col: str = "answer", approved_col: str = "approved",
+            pii: str = "exclude", force: bool = False) -> dict[str, Any]:
+    clock, seconds = time.perf_counter(), {}
+
+    def lap(stage: str) -> None:
+        nonlocal clock
+        seconds[stage] = round(time.perf_counter() - clock, 2)
+        clock = time.perf_counter()
+
     from pipeline.dataset.pii import find_pii, mask
     from pipeline.dataset.themes import ThemeTagger
 
@@ -113,6 +197,8 @@ def curate(log: Path, out_dir: Path, *, text_col: str = "message", time_col: str
         raise UserError(f"--pii {pii!r}: use exclude or mask")
     if not log.is_file():
         raise UserError(f"{log}: not found; give the chatbot log (CSV or JSONL)")
+    if not force:  # before any work: a long log is not read only to be refused
+        refuse_foreign(out_dir, list(OUTPUT_FILES[:-1]), REPORT_FILE, "curate-queries")
     records, issues = read_records(log)
     if issues:
         raise UserError(str(issues[0]))
@@ -125,12 +211,16 @@ def curate(log: Path, out_dir: Path, *, text_col: str = "message", time_col: str
     checked = {line: (_asked_on(rec.get(time_col), f"{log}:{line}: field {time_col}"),
                       approved_col in rec and truthy(rec[approved_col], f"{log}:{line}: field {approved_col}"))
                for line, rec in records}  # every row's date and approval read before any work
+    lap("read")
+    task = bar.add_task("messages: identifiers, themes", total=len(records)) if bar else None
     tagger = ThemeTagger(_kb_texts(out_dir))
     kept: list[dict[str, Any]] = []
     without_gt: list[dict[str, Any]] = []
     excluded: list[dict[str, Any]] = []
     first_seen: dict[str, str] = {}
     for line, rec in records:
+        if bar:
+            bar.advance(task)
         text = html.unescape("" if rec[text_col] is None else str(rec[text_col]))
         found = find_pii(text)
         masked = mask(text, found)
@@ -166,8 +256,10 @@ def curate(log: Path, out_dir: Path, *, text_col: str = "message", time_col: str
         else:
             without_gt.append(record)
 
+    lap("messages")
     near = near_duplicates([normalise(r["query"]) for r in kept + without_gt],
-                           [r["query_id"] for r in kept + without_gt])
+                           [r["query_id"] for r in kept + without_gt], bar)
+    lap("near_duplicates")
     if not kept:
         raise UserError(f"{log}: no message is left with an approved answer (column {approved_col!r}); nothing "
                         f"to evaluate ({len(excluded)} excluded, {len(without_gt)} without ground truth)")
@@ -178,9 +270,11 @@ def curate(log: Path, out_dir: Path, *, text_col: str = "message", time_col: str
               "near_duplicates": near, "pii": pii,
               "languages": dict(sorted(Counter(r["language"] for r in kept + without_gt).items()))}
     lines = lambda rows: "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)  # noqa: E731
-    replace_files(out_dir, {"queries.jsonl": lines(kept), "queries_without_gt.jsonl": lines(without_gt),
-                            "excluded.jsonl": lines(excluded),
-                            "curate_report.json": json.dumps(report, ensure_ascii=False, indent=1) + "\n"})
+    write_dataset(out_dir, {"queries.jsonl": lines(kept), "queries_without_gt.jsonl": lines(without_gt),
+                            "excluded.jsonl": lines(excluded)},
+                  command="curate-queries", report_name=REPORT_FILE, report=report, force=force, check=validated)
+    lap("write")
+    report["seconds"] = seconds
     return report
 
 
@@ -191,7 +285,7 @@ def curate_command(log: Path, out_dir: Path, **options: Any) -> int:
 
     from pipeline.dataset.loader import validate_command
 
-    report = curate(log, out_dir, **options)
+    report = curate(log, out_dir, progress=True, **options)
     console = Console(highlight=False, soft_wrap=True)
     table = Table(title=f"curate-queries {log.name} -> {out_dir}")
     table.add_column("outcome")

@@ -43,10 +43,7 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 import re
-import shutil
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,7 +52,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from pipeline.dataset.format import Chunk, Query
-from pipeline.dataset.loader import _pydantic_issues, validate
+from pipeline.dataset.loader import _pydantic_issues
+from pipeline.dataset.writing import validated, write_dataset
 from pipeline.errors import UserError
 from pipeline.registry import Registry
 
@@ -309,10 +307,8 @@ def _check_records(path: Path, imported: Imported) -> None:
             seen[rec[key]] = line
 
 
-def _write_jsonl(path: Path, records: list[tuple[int, dict[str, Any]]]) -> None:
-    with path.open("w", encoding="utf-8") as fh:
-        for _, rec in records:
-            fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
+def _jsonl(records: list[tuple[int, dict[str, Any]]]) -> str:
+    return "".join(json.dumps(rec, ensure_ascii=False) + "\n" for _, rec in records)
 
 
 def import_qa(fmt: str, path: str | Path, out_dir: str | Path, opts: Options | None = None, *,
@@ -346,22 +342,10 @@ def import_qa(fmt: str, path: str | Path, out_dir: str | Path, opts: Options | N
     if existing and not force:
         raise UserError(f"{out_dir}: already holds {', '.join(existing)}; choose a new folder, or --force to "
                         "replace it")
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.import-", dir=out_dir.parent))
-    try:
-        _write_jsonl(tmp / "queries.jsonl", imported.queries)
-        if imported.chunks:
-            _write_jsonl(tmp / "kb.jsonl", imported.chunks)
-        dataset, issues = validate(tmp)
-        if dataset is None:
-            first = next(i for i in issues if i.severity == "error")
-            raise UserError(f"{path}: the imported dataset does not validate: {first}")
-        out_dir.mkdir(exist_ok=True)
-        for name in ("kb.jsonl", "queries.jsonl"):
-            if (tmp / name).is_file():
-                os.replace(tmp / name, out_dir / name)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    files = {"queries.jsonl": _jsonl(imported.queries)}
+    if imported.chunks:
+        files["kb.jsonl"] = _jsonl(imported.chunks)
+    write_dataset(out_dir, files, command="import-qa", force=True, check=validated)  # existing files refused above
     return out_dir / "queries.jsonl", len(imported.queries), len(imported.chunks)
 
 

@@ -35,7 +35,7 @@ from pipeline.dataset.bounds import check_archive, check_size
 from pipeline.dataset.format import Chunk
 from pipeline.dataset.loader import _pydantic_issues, link_outside
 from pipeline.dataset.records import find_file, read_records
-from pipeline.dataset.writing import replace_files
+from pipeline.dataset.writing import write_dataset
 from pipeline.errors import UserError
 from pipeline.formats import FORMATS, QA_TABLES, InputLimits, format_of, formats_described
 
@@ -259,12 +259,13 @@ def _read_kb(out_dir: Path) -> list[dict[str, Any]]:
 def ingest(paths: list[Path], out_dir: Path, *, max_tokens: int = 1000, overlap: int = 0, kind: str = "raw",
            updated: date | None = None, qa_cols: tuple[str, str, str] = ("question", "answer", "approved_on"),
            limits: InputLimits = InputLimits(), keep_referenced: bool = False, ocr_langs: str | None = None,
-           skip_unreadable: bool = False) -> dict[str, Any]:
+           skip_unreadable: bool = False, force: bool = False) -> dict[str, Any]:
     """Ingest ``paths`` into ``out_dir/kb.jsonl`` and write ``ingest_report.json``; returns the report.
 
     A changed file's old chunks are retired; one that the folder's queries still cite in ``kb_refs`` is a
     ``UserError`` naming the ids and queries, or, with ``keep_referenced``, is kept (listed in the report).
-    ``skip_unreadable``: a file that cannot be read is listed under ``skipped`` instead of stopping the batch."""
+    ``skip_unreadable``: a file that cannot be read is listed under ``skipped`` instead of stopping the batch.
+    ``force``: replace a kb.jsonl/ingest_report.json that ingest-kb did not write."""
     if max_tokens < 16:
         raise UserError(f"--max-tokens {max_tokens}: use at least 16")
     if not 0 <= overlap < max_tokens:
@@ -361,8 +362,8 @@ def ingest(paths: list[Path], out_dir: Path, *, max_tokens: int = 1000, overlap:
         report["skipped"] = skipped
     previous = _previous_report(out_dir)
     report["files"] = _merge_file_reports(previous.get("files", []), report["files"])
-    replace_files(out_dir, {"kb.jsonl": "".join(json.dumps(c, ensure_ascii=False) + "\n" for c in kb),
-                            REPORT_FILE: json.dumps(report, ensure_ascii=False, indent=1) + "\n"})
+    write_dataset(out_dir, {"kb.jsonl": "".join(json.dumps(c, ensure_ascii=False) + "\n" for c in kb)},
+                  command="ingest-kb", report_name=REPORT_FILE, report=report, force=force)
     report["ingested"] = sorted(ingested)
     return report
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import unicodedata
 from collections import Counter
+from functools import cache
 from typing import Literal, NamedTuple
 
 
@@ -26,26 +27,30 @@ LANGUAGE_TABLE: dict[str, Language] = {
 LANGUAGES: dict[str, str] = {code: lang.name for code, lang in LANGUAGE_TABLE.items()}
 
 
+@cache
+def letter_script(ch: str) -> str | None:
+    """The script name (``LANGUAGE_TABLE``) of a letter or combining mark, None for other characters (cached per
+    character: curating a large log asks this of every character of every message)."""
+    if unicodedata.category(ch)[0] not in "LM":
+        return None
+    point = ord(ch)
+    return next((lang.script for lang in LANGUAGE_TABLE.values() if any(lo <= point <= hi for lo, hi in lang.ranges)),
+                None)
+
+
 def script_letters(text: str, code: str) -> int:
     """Number of letters (and combining marks) of ``text`` in the script of language ``code``."""
-    ranges = LANGUAGE_TABLE[code].ranges
-    return sum(
-        1 for ch in text
-        if any(lo <= ord(ch) <= hi for lo, hi in ranges) and unicodedata.category(ch)[0] in "LM"
-    )
+    script = LANGUAGE_TABLE[code].script
+    return sum(1 for ch in text if letter_script(ch) == script)
 
 
 def script_counts(text: str) -> Counter[str]:
     """Letters per script name (first language code per script), e.g. ``{"hi": 12, "en": 3}``."""
+    by_script = Counter(script for ch in text if (script := letter_script(ch)) is not None)
     counts: Counter[str] = Counter()
-    seen_scripts: set[str] = set()
     for code, lang in LANGUAGE_TABLE.items():
-        if lang.script in seen_scripts:
-            continue
-        seen_scripts.add(lang.script)
-        n = script_letters(text, code)
-        if n:
-            counts[code] = n
+        if by_script[lang.script] and lang.script not in {LANGUAGE_TABLE[c].script for c in counts}:
+            counts[code] = by_script[lang.script]
     return counts
 
 
@@ -60,3 +65,17 @@ def derived_script(text: str, language: str) -> Literal["native", "latin"]:
     if language == "en" or language not in LANGUAGE_TABLE:
         return "native"
     return "latin" if script_letters(text, "en") > script_letters(text, language) else "native"
+
+
+def script_share(text: str, code: str) -> float | None:
+    """Share of ``text``'s letters (and combining marks, any script) in the script of language ``code``; None when
+    it has no letter."""
+    total = sum(1 for ch in text if unicodedata.category(ch)[0] in "LM")
+    return script_letters(text, code) / total if total else None
+
+
+def in_script_of(text: str, code: str) -> bool:
+    """Whether most of ``text``'s letters are in the script of language ``code`` (True for text without letters:
+    a number or a sign is in no script)."""
+    share = script_share(text, code)
+    return share is None or share >= 0.5

@@ -286,11 +286,13 @@ def _tagged_record(rec: dict[str, Any], tagging: Tagging) -> dict[str, Any]:
         return out
 
 
-def tag_themes_command(path: str | Path, output: str | Path | None = None) -> int:
-    """CLI: tag every query; write tagged queries to ``output`` (JSONL); report against hand labels if any."""
+def tag_themes_command(path: str | Path, output: str | Path | None = None, force: bool = False) -> int:
+    """CLI: tag every query; write tagged queries to ``output`` (JSONL; an existing file only with ``force``);
+    report against hand labels if any."""
     from rich.table import Table
 
     from pipeline.console import make_console
+    from pipeline.dataset.writing import write_dataset
 
     console = make_console(highlight=False, soft_wrap=True)
     path = Path(path)
@@ -307,10 +309,9 @@ def tag_themes_command(path: str | Path, output: str | Path | None = None) -> in
 
     if output is not None:
         output = Path(output)
-        output.parent.mkdir(parents=True, exist_ok=True)
-        with output.open("w", encoding="utf-8") as fh:
-            for (_, rec), tg in zip(records, taggings, strict=True):
-                fh.write(json.dumps(_tagged_record(rec, tg), ensure_ascii=False) + "\n")
+        text = "".join(json.dumps(_tagged_record(rec, tg), ensure_ascii=False) + "\n"
+                       for (_, rec), tg in zip(records, taggings, strict=True))
+        write_dataset(output.parent, {output.name: text}, command="tag-themes", force=force)
         console.print(f"wrote {output}")
 
     if _has_labels(records, "themes"):

@@ -201,7 +201,7 @@ def annotation_state(db: str | Path, f: Filters, annotator: str, metric: str,
             [pick[0][3], *pick[0][:3], *pick[0][:2]] if pick else [None] * 6).df()
         dataset = str(queue.dataset.iloc[0]) if not queue.empty else ""
         queue, translated = renderings(con, dataset, queue)
-    current = translated[translated.current] if not translated.empty else translated
+    current = translated[translated.current & translated.error.isna()] if not translated.empty else translated
     first = current.iloc[0] if not current.empty else None
     queue = queue.assign(rendering=None if first is None else first.text,
                          rendering_by=None if first is None else first.translator_id)

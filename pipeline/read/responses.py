@@ -255,7 +255,8 @@ def _rubric_graders(con: duckdb.DuckDBPyConnection, dataset: str, page: pd.DataF
                                       "grader_id", [dataset, ids]).fetchall()]
 
 
-RENDERING_COLUMNS = ["query_id", "model_id", "translator_id", "text", "current"]
+RENDERING_COLUMNS = ["query_id", "model_id", "translator_id", "text", "error", "current"]
+SOURCE_SCRIPT = "still in the source script"  # a failed rendering's error (pipeline.steps.translate.SOURCE_SCRIPT)
 QUERY = ""  # translations.model_id of a query's own rendering (pipeline.steps.translate.QUERY)
 
 
@@ -264,17 +265,18 @@ def renderings(con: duckdb.DuckDBPyConnection, dataset: str, page: pd.DataFrame)
 
     Returns ``page`` with ``query_mt`` and ``query_mt_by`` — the newest rendering of the query text now stored
     and its translator (None without one) — and the responses' renderings (for readers, never scored):
-    query_id, model_id, translator_id, text, ``current`` (of the response text now stored)."""
+    query_id, model_id, translator_id, text, ``error`` (None, or why the rendering failed: the translator left it in
+    the source script, its text kept), ``current`` (of the response text now stored)."""
     page = page.drop(columns=["query_mt", "query_mt_by"], errors="ignore")
     if page.empty or not has_table(con, "translations"):
         return (page.assign(query_mt=pd.Series(None, index=page.index, dtype=object),
                             query_mt_by=pd.Series(None, index=page.index, dtype=object)),
                 pd.DataFrame(columns=RENDERING_COLUMNS))
-    found = con.execute("SELECT query_id, model_id, translator_id, text, source_hash AS response_hash FROM "
-                        "translations WHERE dataset = ? AND list_contains(?, query_id) AND error IS NULL "
-                        "AND text <> '' ORDER BY created_at DESC, translator_id",
-                        [dataset, list(dict.fromkeys(page.query_id))]).df()
-    of_query = found[found.model_id == QUERY]
+    found = con.execute("SELECT query_id, model_id, translator_id, text, error, source_hash AS response_hash FROM "
+                        "translations WHERE dataset = ? AND list_contains(?, query_id) AND (error IS NULL OR "
+                        "starts_with(error, ?)) AND text <> '' ORDER BY created_at DESC, translator_id",
+                        [dataset, list(dict.fromkeys(page.query_id)), SOURCE_SCRIPT]).df()
+    of_query = found[(found.model_id == QUERY) & found.error.isna()]
     queries = dict(zip(page.query_id, page["query"], strict=True))
     newest: dict[str, tuple[str, str]] = {}
     for q, by, text, h in zip(of_query.query_id, of_query.translator_id, of_query.text, of_query.response_hash,

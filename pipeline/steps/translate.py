@@ -12,6 +12,12 @@
   English) and is shown as written (``needs_rendering``).
 
 The playground uses the same requests (``translate_text``). Calls are cached like every LLM call.
+
+A rendering must be in English's script: an output whose letters are mostly not Latin (the translator answered
+in the source script, as small models do) is asked again like an unparsed judgment (``reask``: up to
+``reask.times`` more times, each a new sample), and if it stays so it is stored as a failed translation
+(``error`` starting with ``SOURCE_SCRIPT``, the text kept for readers), counted as an error of the stage in the
+run's summary; a rerun asks a failed query translation again.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ import time
 
 from pipeline.config import ModelConfig, RunConfig
 from pipeline.dataset import LANGUAGES, Query
-from pipeline.dataset.languages import script_letters
+from pipeline.dataset.languages import in_script_of, script_letters
 from pipeline.errors import UserError
 from pipeline.models.base import ChatRequest, Completion, GenerateParams, Model
 from pipeline.prompts import load_text
@@ -30,6 +36,29 @@ from pipeline.store.rows import TranslationRow, text_hash
 
 QUERY = ""  # TranslationRow.model_id of a query's own translation
 MAX_TOKENS = 256
+TARGET = "en"  # the language every rendering is in
+SOURCE_SCRIPT = "still in the source script"  # a failed translation's error starts so
+
+
+def in_source_script(text: str) -> bool:
+    """Whether a rendering's letters are mostly not in the target's (Latin) script: the source left untranslated."""
+    return not in_script_of(clean(text), TARGET)
+
+
+def unrendered(completion: Completion) -> bool:
+    """``Pending.unparsed`` of the translate stages: an answer still in the source script is asked again."""
+    return in_source_script(completion.text)
+
+
+def rendering_error(completion: Completion, reasks: int) -> tuple[str, str | None]:
+    """(text to store, error or None) of a translator's final answer: a failed call or an empty answer is an
+    error, and so is an answer still in the source script (its text kept)."""
+    text = clean(completion.text) if completion.ok else ""
+    if not text:
+        return "", completion.error or "empty translation"
+    if in_source_script(text):
+        return text, f"{SOURCE_SCRIPT} after {reasks} re-ask(s)"
+    return text, None
 
 
 def translation_request(text: str, language: str, *, of: str = "query", max_tokens: int = MAX_TOKENS) -> ChatRequest:
@@ -82,7 +111,7 @@ def pending_queries(ctx: Inputs) -> list[Pending]:
     given = {q.query_id: q for q in ctx.dataset.queries}
     calls = [Call((q.query_id, text_hash(q.query)), translation_request(q.query, q.language), q)
              for q in (given[sq.query_id] for sq in ctx.queries) if needs_translation(q)]
-    return [pending_of("translate", mc, calls, done, lambda c, d: True)]
+    return [pending_of("translate", mc, calls, done, lambda c, d: True, unparsed=unrendered)]
 
 
 async def step_translate(ctx: RunContext) -> None:
@@ -98,17 +127,21 @@ async def step_translate(ctx: RunContext) -> None:
     for p in pending_queries(ctx):
         def to_rows(call: Call, c: Completion, translator_id: str = p.model.id) -> list[TranslationRow]:
             q = call.item
-            text = clean(c.text) if c.ok else ""
+            text, error = rendering_error(c, ctx.config.reask.times)
             return [TranslationRow(dataset=ctx.dataset_name, query_id=q.query_id, model_id=QUERY,
                                    translator_id=translator_id, source_hash=text_hash(q.query), text=text,
-                                   error=None if text else (c.error or "empty translation"))]
+                                   error=error)]
 
         await ctx.send(p, to_rows, label=f"translate queries ({p.model.id})")
     apply_stored_translations(ctx)
     missing = [q.query_id for q in ctx.queries if needs_translation(q)]
     if missing:
-        raise UserError(f"no English rendering for {len(missing)} queries ({', '.join(missing[:5])}); "
-                           "see the translate errors above")
+        left = {qid for qid, in ctx.fetch("SELECT query_id FROM translations WHERE dataset = ? AND model_id = ? AND "
+                                           "starts_with(error, ?)", [ctx.dataset.name, QUERY, SOURCE_SCRIPT])}
+        why = (f"{len(left & set(missing))} {SOURCE_SCRIPT} after {ctx.config.reask.times} re-ask(s); "
+               if left & set(missing) else "")
+        raise UserError(f"no English rendering for {len(missing)} queries ({', '.join(missing[:5])}): {why}"
+                        "see the translate errors above, or give them a human query_en")
 
 
 def needs_rendering(text: str, q: Query) -> bool:
@@ -133,7 +166,8 @@ def pending_responses(ctx: Inputs) -> list[Pending]:
     calls = [Call(it.key, translation_request(it.text, it.query.language, of="response"), it, it.assumed)
              for it in ctx.responses()
              if needs_rendering(it.text, it.query) or (it.response_hash is None and it.query.language != "en")]
-    return [pending_of("translate-responses", mc, calls, done, lambda c, d: d[0] == c.item.response_hash)]
+    return [pending_of("translate-responses", mc, calls, done, lambda c, d: d[0] == c.item.response_hash,
+                       unparsed=unrendered)]
 
 
 async def step_translate_responses(ctx: RunContext) -> None:
@@ -146,10 +180,10 @@ async def step_translate_responses(ctx: RunContext) -> None:
 
         def to_rows(call: Call, c: Completion, translator_id: str = p.model.id) -> list[TranslationRow]:
             it = call.item
-            text = clean(c.text) if c.ok else ""
+            text, error = rendering_error(c, ctx.config.reask.times)
             return [TranslationRow(dataset=ctx.dataset_name, query_id=it.query.query_id, model_id=it.model_id,
                                    translator_id=translator_id, source_hash=it.response_hash, text=text,
-                                   error=None if text else (c.error or "empty translation"))]
+                                   error=error)]
 
         await ctx.send(p, to_rows, label=f"translate responses for readers ({p.model.id})")
 
