@@ -35,7 +35,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, NamedTuple
 
 import httpx
 import psutil
@@ -49,17 +49,23 @@ POLL_S = 0.2
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
-# The phases `make run` goes through, by the name its Makefile gives them: what the dashboard says of each and its
-# typical length on 2 cores from a fresh clone (docs/make-run.md), the estimate until this folder has a launch of
-# its own to go by.
-PHASES: dict[str, tuple[str, float]] = {
-    "install": ("installing the dashboard's packages", 150.0),
-    "serve": ("starting the dashboard", 10.0),
-    "first-results": ("first results without a local model: retrieval, the extractive baseline, lexical scores",
-                      60.0),
-    "build": ("building llama.cpp and installing the local models' packages", 480.0),
-    "classifier": ("training the Med-CoDE classifier", 120.0),
-    "eval": ("evaluating the local models: the cataract set, then the closed-book eye-care set", 1020.0),
+class PhaseInfo(NamedTuple):
+    label: str  # what the dashboard says the phase is doing
+    typical_s: float  # its typical length on 2 cores from a fresh clone (docs/make-run.md)
+    writes_results: bool  # results land in the database when it ends
+
+
+# The phases `make run` goes through, by the name its Makefile gives them. The typical length is the estimate until
+# this folder has a launch of its own to go by.
+PHASES: dict[str, PhaseInfo] = {
+    "install": PhaseInfo("installing the dashboard's packages", 150.0, False),
+    "serve": PhaseInfo("starting the dashboard", 10.0, False),
+    "first-results": PhaseInfo("first results without a local model: retrieval, the extractive baseline, lexical "
+                               "scores", 60.0, True),
+    "build": PhaseInfo("building llama.cpp and installing the local models' packages", 480.0, False),
+    "classifier": PhaseInfo("training the Med-CoDE classifier", 120.0, False),
+    "eval": PhaseInfo("evaluating the local models: the cataract set, then the closed-book eye-care set", 1020.0,
+                      True),
 }
 _NAMED = re.compile(r"^([a-z][a-z0-9-]*): (.+)$", re.S)
 
@@ -103,8 +109,8 @@ def parse_step(step: str) -> Phase:
     if not named:
         return Phase("step", step, step, None)
     name, command = named.groups()
-    label, typical = PHASES.get(name, (name, None))
-    return Phase(name, label, command, typical)
+    info = PHASES.get(name)
+    return Phase(name, info.label if info else name, command, info.typical_s if info else None)
 
 
 class LaunchStatus:
@@ -189,8 +195,9 @@ def _die_with_parent() -> None:
 
 
 def _start(command: str) -> subprocess.Popen:
-    # A session of its own: the terminal's Ctrl-C reaches the launcher only, which stops the children in order.
-    return subprocess.Popen(shlex.split(command), preexec_fn=_die_with_parent)  # noqa: PLW1509
+    # A session of its own: the terminal's Ctrl-C reaches the launcher only, which stops the children in order; and
+    # SIGTERM from the kernel should the launcher be killed outright.
+    return subprocess.Popen(shlex.split(command), preexec_fn=_die_with_parent)
 
 
 def stop(proc: subprocess.Popen) -> int | None:
@@ -264,11 +271,11 @@ def serve_and_run(serve: str, then: Sequence[str], *, url: str | None = None, db
     job: subprocess.Popen | None = None
     started = time.monotonic()
     steps = [parse_step(s) for s in then]
-    serving = Phase("serve", PHASES["serve"][0], serve, PHASES["serve"][1])
-    installed = [Phase("install", PHASES["install"][0], "make", PHASES["install"][1], since, time.time(), 0)
+    serving = Phase("serve", PHASES["serve"].label, serve, PHASES["serve"].typical_s)
+    installed = [Phase("install", PHASES["install"].label, "make", PHASES["install"].typical_s, since, time.time(), 0)
                  ] if since is not None else []
     launch = LaunchStatus(db, url, [*installed, serving, *steps]) if db is not None else None
-    state = "stopped"
+    failed = False
     try:
         if launch is not None:
             launch.begin(serving)
@@ -295,23 +302,20 @@ def serve_and_run(serve: str, then: Sequence[str], *, url: str | None = None, db
             if job.returncode != 0:
                 console.print(f"[red]{step.command!r} failed (exit {job.returncode})[/]; the dashboard keeps serving "
                               "what is stored. Ctrl-C stops it.")
-                state = "failed"
+                failed = True
                 break
             job = None
         else:
-            state = "serving"
             console.print(f"[green]evaluation finished[/] in {time.monotonic() - started:.0f} s; the dashboard "
                           "keeps serving. Ctrl-C stops it.")
         if launch is not None:
-            launch.finish(state)
+            launch.finish("failed" if failed else "serving")
         while server.poll() is None:
             watch.check()
             time.sleep(POLL_S)
-        state = "stopped"
         return server.returncode
     except Stop:
         console.print("[yellow]stopping[/]: the evaluation keeps its finished batches; `make run` resumes it")
-        state = "stopped"
         return 130
     finally:
         for sig in previous:  # a second Ctrl-C must not cut the stopping short
@@ -323,7 +327,7 @@ def serve_and_run(serve: str, then: Sequence[str], *, url: str | None = None, db
             for phase in launch.phases:
                 if phase.started_at is not None and phase.ended_at is None:
                     phase.ended_at = time.time()
-            launch.finish("stopped" if state != "failed" else "failed")
+            launch.finish("failed" if failed else "stopped")
         if lock is not None:
             lock.release()
         for sig, handler in previous.items():
