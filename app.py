@@ -23,7 +23,7 @@ def home() -> None:
     st.title("Pariksha Studio")
     st.caption("Which LLM may answer patients' health questions in India's languages? Health-Pariksha leaderboards, "
                "Med-CoDE disagreement, human checks of the judge, and a playground.")
-    setup_panel(ctx.db)
+    setup_panel(ctx)
     ui.require_data(ctx)
     live_run(ctx.db)
     overview = data.overview(ctx.db)
@@ -145,18 +145,19 @@ def live_panel(db: str) -> None:
                                                    f"{int(r.errors)} errors)" for r in done.itertuples()))
 
 
-def setup_panel(db: str) -> None:
+def setup_panel(ctx: ui.Context) -> None:
     """`make run`'s set-up while no run is active: its phases, what each took or should take, the time left."""
-    if data.setup_status(db) is None or (data.db_exists(db) and data.live_run(db) is not None):
+    if data.setup_status(ctx.db) is None or (ctx.exists and data.live_run(ctx.db) is not None):
         return
-    setup_phases(db)
+    setup_phases(ctx.db, ctx.exists)
 
 
 @st.fragment(run_every=LIVE_EVERY_S)
-def setup_phases(db: str) -> None:
+def setup_phases(db: str, readable: bool) -> None:
+    """The set-up's panel, refreshed every ``LIVE_EVERY_S``; the whole page once it is over or a run begins."""
     setup = data.setup_status(db)
-    if setup is None or (data.db_exists(db) and data.live_run(db) is not None):
-        st.rerun()  # the set-up is over or a run began: the whole page, fresh
+    if setup is None or data.db_exists(db) != readable or (readable and data.live_run(db) is not None):
+        st.rerun()
     st.subheader("Setting up")
     st.caption("`make run` serves this dashboard first and prepares the rest behind it; the estimates are this "
                "folder's last launch, else typical figures on 2 cores (docs/make-run.md).")

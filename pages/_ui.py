@@ -130,7 +130,10 @@ def sidebar() -> Context:
         st.sidebar.caption(md_escape(f"Logged in as {identity()}"))
         st.sidebar.button("Log out", on_click=st.logout, icon=":material/logout:")
     if not exists:
-        st.sidebar.warning("No results database yet.")
+        if data.setup_status(db) is not None:
+            st.sidebar.info("Results are being prepared (`make run`).")
+        else:
+            st.sidebar.warning("No results database yet.")
         st.sidebar.caption(f"Database: {md_escape(db)}")
         return Context(db, False, data.Filters(), None, {"datasets": [], "languages": {}, "models": {}, "judges": {}})
     try:
@@ -245,13 +248,13 @@ def preparing(db: str) -> bool:
     if setup is None:
         return False
     if setup["failed"]:
-        st.warning(md_escape(f"`make run`'s set-up stopped: {setup['failed']} failed; its terminal says why. The "
-                             "dashboard shows what is stored."), icon=":material/error:")
+        st.warning(f"`make run`'s set-up stopped: {md_escape(setup['failed'])} failed; its terminal says why. The "
+                   "dashboard shows what is stored.", icon=":material/error:")
         return True
-    doing = setup["current"] or "between phases"
+    doing = md_escape(setup["current"] or "between two phases")
     soon = setup["results_in_s"]
-    st.info(md_escape(f"Results are being prepared: `make run` is {doing} ({duration(setup['elapsed_s'])} since it "
-                      "started). ") + (f"The first results should land in about {duration(soon)}; " if soon else "")
+    st.info(f"Results are being prepared: `make run` is {doing} ({duration(setup['elapsed_s'])} since it started). "
+            + (f"The first results should land in about {duration(soon)}; " if soon else "")
             + "this page shows them as soon as they are written; the home page lists the set-up's phases.",
             icon=":material/hourglass_top:")
     return True
