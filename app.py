@@ -167,8 +167,9 @@ def setup_phases(db: str, readable: bool) -> None:
     cols[0].metric("Elapsed", ui.duration(setup["elapsed_s"]))
     cols[1].metric("Set-up time left", ui.duration(setup["left_s"]),
                    help="The running phase's expected rest plus the phases still waiting (an estimate).")
-    cols[2].metric("First results in", ui.duration(setup["results_in_s"]),
-                   help="Until the next phase that writes results ends (an estimate).")
+    cols[2].metric("Next results in", ui.duration(setup["results_in_s"]),
+                   help="Until the next phase that writes results ends (an estimate): the first results without a "
+                        "local model, then the evaluation's.")
     st.dataframe(setup["phases"], hide_index=True, column_config={
         "took_s": st.column_config.NumberColumn("took (s)", format="%.0f", help="So far, for the running phase."),
         "expected_s": st.column_config.NumberColumn("expected (s)", format="%.0f")})
