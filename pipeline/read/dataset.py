@@ -1,7 +1,9 @@
 """The Dataset page's read model: how a dataset folder was built from raw material (``ingest-kb``,
 ``curate-queries``): its source documents with chunks, pages, tokens and flags, the KB's growth by update
 date, the excluded messages by reason (as stored: identifiers masked), and the queries by language, script
-and theme. The folder is the one the database says the dataset was loaded from. Nothing here writes."""
+and theme, and the pages ingest read by OCR or converted (``page_notes``). A dataset is just a folder: the one the
+database says a dataset was loaded from, or any dataset folder under ``data/``, no results database needed.
+Nothing here writes."""
 
 from __future__ import annotations
 
@@ -57,12 +59,6 @@ def dataset_folders(root: str | Path | None = None) -> list[str]:
         return []
     return sorted(str(d.resolve()) for d in base.iterdir()
                   if d.is_dir() and any((d / f).is_file() for f in FOLDER_FILES))
-
-
-def dataset_view(db: str | Path, dataset: str) -> dict[str, Any]:
-    """:func:`folder_view` of the folder the database says ``dataset`` was loaded from (``folder`` None when that
-    folder is not on this machine)."""
-    return folder_view(dataset_folder(db, dataset))
 
 
 def folder_view(folder: str | Path | None) -> dict[str, Any]:
