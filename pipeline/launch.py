@@ -256,6 +256,7 @@ def serve_and_run(serve: str, then: Sequence[str], *, url: str | None = None, db
     console = make_console(stderr=True, highlight=False)
     lock: FileLock | None = None
     if db is not None:
+        launch_lock_path(db).parent.mkdir(parents=True, exist_ok=True)
         lock = FileLock(launch_lock_path(db))
         try:
             lock.acquire(timeout=0)
