@@ -62,8 +62,8 @@ PHASES: dict[str, PhaseInfo] = {
     "serve": PhaseInfo("starting the dashboard", 10.0, False),
     "first-results": PhaseInfo("getting the first results without a local model: retrieval, the extractive "
                                "baseline, lexical scores", 60.0, True),
-    "build": PhaseInfo("building llama.cpp and installing the local models' packages", 480.0, False),
-    "classifier": PhaseInfo("training the Med-CoDE classifier", 120.0, False),
+    "build": PhaseInfo("building llama.cpp and installing the local models' packages", 870.0, False),
+    "classifier": PhaseInfo("training the Med-CoDE classifier", 650.0, False),
     "eval": PhaseInfo("evaluating the local models: the cataract set, then the closed-book eye-care set", 1020.0,
                       True),
 }
