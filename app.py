@@ -23,6 +23,7 @@ def home() -> None:
     st.title("Pariksha Studio")
     st.caption("Which LLM may answer patients' health questions in India's languages? Health-Pariksha leaderboards, "
                "Med-CoDE disagreement, human checks of the judge, and a playground.")
+    setup_panel(ctx)
     ui.require_data(ctx)
     live_run(ctx.db)
     overview = data.overview(ctx.db)
@@ -114,13 +115,6 @@ def live_run(db: str) -> None:
     live_panel(db)
 
 
-def _duration(seconds: float | None) -> str:
-    if seconds is None or seconds != seconds:  # None or NaN: no pace yet
-        return "–"
-    minutes, secs = divmod(round(float(seconds)), 60)
-    return f"{minutes // 60}:{minutes % 60:02d}:{secs:02d}" if minutes >= 60 else f"{minutes}:{secs:02d}"
-
-
 @st.fragment(run_every=LIVE_EVERY_S)
 def live_panel(db: str) -> None:
     """Stage, items done of total, errors, elapsed and time left of the running run (``read.home.live_run``)."""
@@ -138,19 +132,49 @@ def live_panel(db: str) -> None:
     cols[0].metric("Stage", ", ".join(dict.fromkeys(live.stage)) if len(live) else "between stages")
     cols[1].metric("Items done", f"{int(live.done.sum())} of {int(live['items'].sum())}" if len(live) else "–")
     cols[2].metric("Errors", run["errors"])
-    cols[3].metric("Elapsed", _duration(run["elapsed_s"]))
-    cols[4].metric("Stage time left", _duration(live.eta_s.max() if len(live) else None),
+    cols[3].metric("Elapsed", ui.duration(run["elapsed_s"]))
+    cols[4].metric("Stage time left", ui.duration(live.eta_s.max() if len(live) else None),
                    help="At the pace of the stage's items so far; later stages are not counted.")
     for r in live.itertuples():
         st.progress(min(1.0, r.done / r.items) if r.items else 1.0,
                     text=f"{r.stage} · {r.model_id}: {int(r.done)} of {int(r.items)} items, {int(r.errors)} errors")
     if run["stale"]:
-        st.warning(f"No progress reported for {_duration(run['quiet_s'])}: the run may have stopped without "
+        st.warning(f"No progress reported for {ui.duration(run['quiet_s'])}: the run may have stopped without "
                    "saying so (a rerun resumes it).", icon=":material/hourglass_disabled:")
     done = stages[~stages.live]
     if len(done):
         st.caption("Stages finished: " + "; ".join(f"{r.stage} · {r.model_id} ({int(r.done)} items, "
                                                    f"{int(r.errors)} errors)" for r in done.itertuples()))
+
+
+def setup_panel(ctx: ui.Context) -> None:
+    """`make run`'s set-up while no run is active: its phases, what each took or should take, the time left."""
+    if data.setup_status(ctx.db) is None or (ctx.exists and data.live_run(ctx.db) is not None):
+        return
+    setup_phases(ctx.db, ctx.exists)
+
+
+@st.fragment(run_every=LIVE_EVERY_S)
+def setup_phases(db: str, readable: bool) -> None:
+    """The set-up's panel, refreshed every ``LIVE_EVERY_S``; the whole page once it is over or a run begins."""
+    setup = data.setup_status(db)
+    if setup is None or data.db_exists(db) != readable or (readable and data.live_run(db) is not None):
+        st.rerun()
+    st.subheader("Setting up")
+    st.caption("`make run` serves this dashboard first and prepares the rest behind it; the estimates are this "
+               "folder's last launch, else typical figures on 2 cores (docs/make-run.md).")
+    now = f"stopped: {setup['failed']} failed" if setup["failed"] else (setup["current"] or "between phases")
+    st.markdown(f"**Now:** {ui.md_escape(now)}")
+    cols = st.columns(3)
+    cols[0].metric("Elapsed", ui.duration(setup["elapsed_s"]))
+    cols[1].metric("Set-up time left", ui.duration(setup["left_s"]),
+                   help="The running phase's expected rest plus the phases still waiting (an estimate).")
+    cols[2].metric("Next results in", ui.duration(setup["results_in_s"]),
+                   help="Until the next phase that writes results ends (an estimate): the first results without a "
+                        "local model, then the evaluation's.")
+    st.dataframe(setup["phases"], hide_index=True, column_config={
+        "took_s": st.column_config.NumberColumn("took (s)", format="%.0f", help="So far, for the running phase."),
+        "expected_s": st.column_config.NumberColumn("expected (s)", format="%.0f")})
 
 
 COST_COLUMNS = {

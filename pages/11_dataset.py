@@ -4,6 +4,8 @@ stored) and the kept queries by language, script and theme (``ingest-kb``, ``cur
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import altair as alt
 import pandas as pd
 import streamlit as st
@@ -18,11 +20,22 @@ st.title("Dataset")
 st.caption("Health-Pariksha §3.1–3.2: a KB from the team's documents, chunked to at most 1,000 tokens and grown by "
            "doctor-approved answers; queries from the chatbot log without duplicates, identifiers or non-health "
            "messages. Built with `python -m pipeline ingest-kb` and `curate-queries` (docs/ingest.md).")
-ui.require_data(ctx)
-view = data.dataset_view(ctx.db, ctx.filters.dataset)
-if view["folder"] is None:
-    st.info(ui.md_escape(f"The folder dataset {ctx.filters.dataset} was loaded from is not on this machine."))
+# A dataset is just a folder: the one the results database says the chosen dataset came from, or any folder under
+# data/; no results database is needed.
+from_db = data.dataset_folder(ctx.db, ctx.filters.dataset) if ctx.exists and ctx.filters.dataset else None
+folders = list(dict.fromkeys([*([str(Path(from_db).resolve())] if from_db else []), *data.dataset_folders()]))
+if not folders:
+    st.info("No dataset folder here: make one with `python -m pipeline ingest-kb` and `curate-queries` "
+            "(docs/ingest.md).")
     st.stop()
+chosen = st.selectbox("Dataset folder", folders, key=f"ds_folder|{from_db}", format_func=lambda f: Path(f).name,
+                      help="The folder of the dataset chosen in the sidebar first, then every dataset folder "
+                           "under data/.")
+view = data.folder_view(chosen)
+if view["folder"] is None:
+    st.info(ui.md_escape(f"The folder {chosen} is not on this machine."))
+    st.stop()
+name = Path(view["folder"]).name
 st.caption(ui.md_escape(f"Folder: {view['folder']}"))
 tokenizer = view["report"]["ingest"].get("tokenizer")
 
@@ -31,14 +44,21 @@ sources = view["sources"]
 if sources.empty:
     st.info("No chunks: a closed-book dataset, or no kb.jsonl.")
 else:
-    st.table(sources.rename(columns={"max_tokens": "largest chunk"}).set_index("file"))
-    ui.downloads(sources, f"sources-{ctx.filters.dataset}")
+    shown = sources.drop(columns=["engine"]) if sources.engine.isna().all() else sources
+    st.table(shown.rename(columns={"max_tokens": "largest chunk"}).set_index("file"))
+    ui.downloads(sources, f"sources-{name}")
     flagged = sources[sources["flags"].astype(bool)]
     for row in flagged.itertuples():
         st.warning(ui.md_escape(f"{row.file}: {row.flags}"), icon=":material/flag:")
     if tokenizer:
         max_tokens = view["report"]["ingest"].get("max_tokens")
         st.caption(ui.md_escape(f"Tokens counted by {tokenizer}; at most {max_tokens} per chunk."))
+notes = view["page_notes"]
+if not notes.empty:
+    st.markdown("**Pages read by OCR, converted from a legacy font or flagged** (each with its flag and the engine's "
+                "confidence; check these pages against the source before trusting their chunks)")
+    ui.dataframe(notes, hide_index=True, name=f"page-notes-{name}", column_config={
+        "confidence": st.column_config.NumberColumn("confidence", format="%.2f")})
 tokens = view["tokens"]
 if not tokens.empty:
     st.altair_chart(alt.Chart(tokens).mark_bar().encode(

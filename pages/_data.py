@@ -34,6 +34,7 @@ from pipeline.read import jury as jury_read
 from pipeline.read import leaderboard as leaderboard_read
 from pipeline.read import review as review_read
 from pipeline.read import rubric as rubric_read
+from pipeline.read import setup as setup_read
 from pipeline.read import significance as significance_read
 from pipeline.read.agreement import ALL_MODELS, PAPER_METRIC  # noqa: F401
 from pipeline.read.common import (  # noqa: F401  (re-exported for the pages)
@@ -136,6 +137,8 @@ kb_notes = home.kb_notes  # lines about answers from another KB, from overview's
 judge_summary = cached(home.judge_summary)
 judge_consistency = cached(judge_trust.judge_consistency)
 live_run = home.live_run  # not cached: polled while a run goes on, its clock moves between writes
+setup_status = setup_read.setup_status  # not cached: what `make run` prepares, its clock moves
+launch_stamp = setup_read.launch_stamp
 
 
 def run_config(db: str | Path, dataset: str | None) -> dict[str, Any]:
@@ -230,7 +233,9 @@ plan_progress = cached(agreement_read.plan_progress)
 annotation_state = agreement_read.annotation_state  # not cached: the queue moves with every label
 dataset_queries = cached(playground.dataset_queries)
 dataset_path = cached(playground.dataset_path)
-dataset_view = cached(dataset_read.dataset_view)  # the Dataset page: sources, KB growth, exclusions, queries
+dataset_folder = cached(dataset_read.dataset_folder)  # the Dataset page: the folder a dataset came from
+dataset_folders = dataset_read.dataset_folders  # and the folders under data/ (a dataset is just a folder)
+folder_view = dataset_read.folder_view  # sources, page notes, KB growth, exclusions, queries: a few small files
 
 
 def query_responses(db: str | Path, dataset: str, query_id: str) -> pd.DataFrame:

@@ -176,7 +176,10 @@ def sidebar() -> Context:
         st.sidebar.caption(md_escape(f"Logged in as {identity()}"))
         st.sidebar.button("Log out", on_click=st.logout, icon=":material/logout:")
     if not exists:
-        st.sidebar.warning("No results database yet.")
+        if data.setup_status(db) is not None:
+            st.sidebar.info("Results are being prepared (`make run`).")
+        else:
+            st.sidebar.warning("No results database yet.")
         st.sidebar.caption(f"Database: {md_escape(db)}")
         return Context(db, False, data.Filters(), None, {"datasets": [], "languages": {}, "models": {}, "judges": {}})
     try:
@@ -260,12 +263,14 @@ def require_data(ctx: Context) -> None:
     """Stop the page with a clear message when there is nothing to show yet; say so when the file is old."""
     if ctx.exists and ctx.choices.get("notice"):
         st.warning(md_escape(ctx.choices["notice"]), icon=":material/update:")
+    if (not ctx.exists or ctx.filters.dataset is None) and preparing(ctx.db):
+        rerun_when_written(ctx.db)
+        st.stop()
     if not ctx.exists:
         st.info(f"No results database at `{ctx.db}` yet. Fill it with:")
         st.code(FILL_COMMAND, language="bash")
         st.caption("Or point the app at another file with the environment variable PARIKSHA_DB. This page shows "
-                   "the results as soon as a run writes them (`make run` starts one; on a fresh clone its first "
-                   "results land after a few minutes of set-up: llama.cpp's build and the classifier).")
+                   "the results as soon as a run writes them (`make run` starts one).")
         rerun_when_written(ctx.db)
         st.stop()
     if ctx.filters.dataset is None:
@@ -275,14 +280,41 @@ def require_data(ctx: Context) -> None:
         st.stop()
 
 
+def duration(seconds: float | None) -> str:
+    """Seconds as m:ss (h:mm:ss from an hour); a dash when unknown."""
+    if seconds is None or seconds != seconds:  # None or NaN
+        return "–"
+    minutes, secs = divmod(round(float(seconds)), 60)
+    return f"{minutes // 60}:{minutes % 60:02d}:{secs:02d}" if minutes >= 60 else f"{minutes}:{secs:02d}"
+
+
+def preparing(db: str) -> bool:
+    """Say what `make run` is preparing for ``db`` (``read.setup``), if it is; True when it said so."""
+    setup = data.setup_status(db)
+    if setup is None:
+        return False
+    if setup["failed"]:
+        st.warning(f"`make run`'s set-up stopped: {md_escape(setup['failed'])} failed; its terminal says why. The "
+                   "dashboard shows what is stored.", icon=":material/error:")
+        return True
+    doing = md_escape(setup["current"] or "between two phases")
+    soon = setup["results_in_s"]
+    st.info(f"Results are being prepared: `make run` is {doing} ({duration(setup['elapsed_s'])} since it started). "
+            + (f"The first results should land in about {duration(soon)}; " if soon else "")
+            + "this page shows them as soon as they are written; the home page lists the set-up's phases.",
+            icon=":material/hourglass_top:")
+    return True
+
+
 WATCH_EVERY_S = 3.0
 
 
 @st.fragment(run_every=WATCH_EVERY_S)
 def rerun_when_written(db: str) -> None:
-    """Rerun the page when the database file is created or written (an empty page waiting for a run's results)."""
+    """Rerun the page when the database file is created or written (an empty page waiting for a run's results), or
+    when `make run`'s set-up moves on."""
     key = f"_stamp_{db}"
-    stamp = data.db_stamp(db)
+    stamp = (data.db_stamp(db), data.launch_stamp(db))  # results written, or `make run` moved to its next phase
     if st.session_state.setdefault(key, stamp) != stamp:
         del st.session_state[key]
         st.rerun()

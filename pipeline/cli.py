@@ -64,14 +64,18 @@ def run(
 def serve_and_run(
     serve: Annotated[str, typer.Option(help="the command line that serves the dashboard (`make serve`)")],
     then: Annotated[list[str] | None, typer.Option(help="command lines run in turn in the background once the "
-                                                        "dashboard answers (`make eval`)")] = None,
+                                                        "dashboard answers (`make eval`); `NAME: COMMAND` "
+                                                        "names a phase")] = None,
     url: Annotated[str | None, typer.Option(help="the dashboard's address, polled until it answers")] = None,
+    db: Annotated[Path | None, typer.Option(help="the results database: one launcher per database, its phases "
+                                                 "recorded beside it for the dashboard")] = None,
+    since: Annotated[float | None, typer.Option(help="when `make run` started (Unix time): its install phase")] = None,
 ):
     """Serve the dashboard, then run the evaluation in the background into the same database (`make run`);
-    Ctrl-C stops both, a second `make run` resumes."""
+    Ctrl-C, SIGTERM or SIGHUP stops both, a second `make run` resumes (or refuses while the first still serves)."""
     from pipeline.launch import serve_and_run as launch
 
-    raise typer.Exit(launch(serve, then or [], url=url))
+    raise typer.Exit(launch(serve, then or [], url=url, db=db, since=since))
 
 
 @app.command()

@@ -1,42 +1,203 @@
 """``serve-and-run``: the dashboard first, then the evaluation in the background, writing into the same database.
 
-``make run`` starts the dashboard (``make serve``), waits until it answers, then runs the background commands
-(``make eval``: the classifier, then the default evaluation) one after another. The dashboard reads the database
-as the run writes it (the writer opens the file for one batch at a time, see ``pipeline.store.connections``) and
-its home page shows the run's progress. When the commands are done the dashboard keeps serving. Ctrl-C (or
-SIGTERM) stops both: each child gets SIGINT (a run marks itself interrupted, its finished batches kept), then
-SIGTERM and SIGKILL if it lingers. A second ``make run`` resumes: the run skips what is already stored.
+``make run`` starts the dashboard (``make serve``), waits until it answers, then runs the background steps (the
+first results without a local model, llama.cpp's build, the classifier, the evaluation) one after another. The
+dashboard reads the database as the run writes it (the writer opens the file for one batch at a time, see
+``pipeline.store.connections``) and its home page shows the run's progress. When the steps are done the
+dashboard keeps serving.
+
+Set-up shown: the launcher records its phases (what it is doing, since when, how each ended) in one JSON file
+beside the database, ``<db>.launch.json`` (:func:`status_path`), rewritten atomically at every change; the
+dashboard reads it (``pipeline.read.setup``) to say what is being prepared while no result exists yet.
+
+One launcher per database: it holds ``<db>.launch.lock`` (``filelock``: the kernel frees it however the launcher
+ends) for its whole life; a second one says where the first serves and exits before starting anything.
+
+Processes that end together: Ctrl-C, SIGTERM and SIGHUP (a closed terminal) stop everything: each child, in a
+session of its own, gets SIGINT on its whole process group (a run marks itself interrupted, its finished batches
+kept), then SIGTERM and SIGKILL if it lingers. Should the launcher's parent (``make``) die, the launcher stops
+too; should the launcher be killed outright, the kernel sends its children SIGTERM (``PR_SET_PDEATHSIG``). A
+second ``make run`` after a stop resumes: the run skips what is already stored.
 """
 
 from __future__ import annotations
 
+import ctypes
+import json
 import os
+import re
 import shlex
 import signal
 import subprocess
+import tempfile
 import time
 from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
 from types import FrameType
+from typing import Any, NamedTuple
 
 import httpx
+import psutil
+from filelock import FileLock, Timeout
 
 from pipeline.console import make_console
 
 STOP_WAIT_S = 20.0  # how long a child may take to stop after SIGINT, and again after SIGTERM
 HEALTH_WAIT_S = 120.0
+POLL_S = 0.2
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+class PhaseInfo(NamedTuple):
+    label: str  # what the dashboard says the phase is doing
+    typical_s: float  # its typical length on 2 cores from a fresh clone (docs/make-run.md)
+    writes_results: bool  # results land in the database when it ends
+
+
+# The phases `make run` goes through, by the name its Makefile gives them. The typical length is the estimate until
+# this folder has a launch of its own to go by.
+PHASES: dict[str, PhaseInfo] = {
+    "install": PhaseInfo("installing the dashboard's packages", 150.0, False),
+    "serve": PhaseInfo("starting the dashboard", 10.0, False),
+    "first-results": PhaseInfo("getting the first results without a local model: retrieval, the extractive "
+                               "baseline, lexical scores", 60.0, True),
+    "build": PhaseInfo("building llama.cpp and installing the local models' packages", 870.0, False),
+    "classifier": PhaseInfo("training the Med-CoDE classifier", 650.0, False),
+    "eval": PhaseInfo("evaluating the local models: the cataract set, then the closed-book eye-care set", 1020.0,
+                      True),
+}
+_NAMED = re.compile(r"^([a-z][a-z0-9-]*): (.+)$", re.S)
 
 
 class Stop(Exception):
-    """Ctrl-C or SIGTERM reached the launcher."""
+    """Ctrl-C, SIGTERM or SIGHUP reached the launcher, or its parent died."""
 
 
 def _raise_stop(signum: int, frame: FrameType | None) -> None:
     raise Stop(signal.Signals(signum).name)
 
 
-def _start(command: Sequence[str]) -> subprocess.Popen:
-    # A session of its own: the terminal's Ctrl-C reaches the launcher only, which stops the children in order.
-    return subprocess.Popen(list(command), start_new_session=True)
+def status_path(db: str | Path) -> Path:
+    """The launcher's status file of a database: ``results.duckdb`` → ``results.duckdb.launch.json`` beside it
+    (the resolved path, so a symlinked database shares it)."""
+    db = Path(db).expanduser().resolve()
+    return db.with_name(db.name + ".launch.json")
+
+
+def launch_lock_path(db: str | Path) -> Path:
+    status = status_path(db)
+    return status.with_name(status.name.removesuffix(".json") + ".lock")
+
+
+@dataclass
+class Phase:
+    """One step of the launch: its name, what it does, the command, when it started and ended, how it ended."""
+
+    name: str
+    label: str
+    command: str
+    expected_s: float | None
+    started_at: float | None = None
+    ended_at: float | None = None
+    exit_code: int | None = None
+
+
+def parse_step(step: str) -> Phase:
+    """``"NAME: COMMAND"`` (NAME a phase of :data:`PHASES` or any lower-case word) or a bare command line."""
+    named = _NAMED.match(step)
+    if not named:
+        return Phase("step", step, step, None)
+    name, command = named.groups()
+    info = PHASES.get(name)
+    return Phase(name, info.label if info else name, command, info.typical_s if info else None)
+
+
+class LaunchStatus:
+    """The status file of one launch (:func:`status_path`), rewritten atomically whenever a phase changes."""
+
+    def __init__(self, db: str | Path, url: str | None, phases: list[Phase]) -> None:
+        self.path = status_path(db)
+        self.url = url
+        self.phases = phases
+        self.state = "setting up"
+        me = psutil.Process()
+        self.pid, self.pid_started = me.pid, me.create_time()
+        for phase, took in _last_durations(self.path).items():  # this folder's last launch: a better estimate
+            for p in self.phases:
+                if p.name == phase:
+                    p.expected_s = took
+
+    def begin(self, phase: Phase) -> None:
+        phase.started_at = time.time()
+        self.save()
+
+    def end(self, phase: Phase, exit_code: int | None) -> None:
+        phase.ended_at, phase.exit_code = time.time(), exit_code
+        self.save()
+
+    def finish(self, state: str) -> None:
+        self.state = state
+        self.save()
+
+    def save(self) -> None:
+        record = {"pid": self.pid, "pid_started": self.pid_started, "url": self.url, "state": self.state,
+                  "updated_at": time.time(), "phases": [asdict(p) for p in self.phases]}
+        write_atomically(self.path, json.dumps(record, indent=1))
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """``text`` into ``path`` through a temporary file beside it and a rename: a reader sees the old or the new."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def read_status(db: str | Path) -> dict[str, Any] | None:
+    """The status file of ``db``'s launcher as written (None when there is none or it cannot be read)."""
+    try:
+        record = json.loads(status_path(db).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def launcher_alive(record: dict[str, Any]) -> bool:
+    """True when the process that wrote ``record`` still runs (same pid, same start time)."""
+    try:
+        return abs(psutil.Process(int(record["pid"])).create_time() - float(record["pid_started"])) < 1.0
+    except (psutil.Error, KeyError, TypeError, ValueError):
+        return False
+
+
+def _last_durations(path: Path) -> dict[str, float]:
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+        return {p["name"]: p["ended_at"] - p["started_at"] for p in record.get("phases", [])
+                if p.get("exit_code") == 0 and p.get("started_at") and p.get("ended_at")}
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return {}
+
+
+def _die_with_parent() -> None:
+    """In a child before exec: a session of its own, and SIGTERM when the launcher dies (Linux)."""
+    os.setsid()
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):  # not Linux: the launcher's own stop still covers every normal end
+        pass
+
+
+def _start(command: str) -> subprocess.Popen:
+    # A session of its own: the terminal's Ctrl-C reaches the launcher only, which stops the children in order; and
+    # SIGTERM from the kernel should the launcher be killed outright.
+    return subprocess.Popen(shlex.split(command), preexec_fn=_die_with_parent)
 
 
 def stop(proc: subprocess.Popen) -> int | None:
@@ -52,13 +213,30 @@ def stop(proc: subprocess.Popen) -> int | None:
             proc.wait(timeout=STOP_WAIT_S)
         except subprocess.TimeoutExpired:
             continue
+    if proc.poll() is not None:  # the leader is gone: what it left in its group goes too
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
     return proc.poll()
 
 
-def _wait_healthy(url: str, server: subprocess.Popen, timeout_s: float) -> bool:
+class _Watch:
+    """The launcher's parent: if it dies (``make`` killed), the launcher is reparented and stops."""
+
+    def __init__(self) -> None:
+        self.parent = os.getppid()
+
+    def check(self) -> None:
+        if os.getppid() != self.parent:
+            raise Stop("parent died")
+
+
+def _wait_healthy(url: str, server: subprocess.Popen, timeout_s: float, watch: _Watch) -> bool:
     """Wait until Streamlit at ``url`` answers its health check; False when the server exits or time is up."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline and server.poll() is None:
+        watch.check()
         try:
             if httpx.get(f"{url.rstrip('/')}/_stcore/health", timeout=2).text == "ok":
                 return True
@@ -68,38 +246,75 @@ def _wait_healthy(url: str, server: subprocess.Popen, timeout_s: float) -> bool:
     return False
 
 
-def serve_and_run(serve: str, then: Sequence[str], *, url: str | None = None) -> int:
-    """Run the ``serve`` command line, wait for ``url`` to answer (when given), then each ``then`` command line in
-    turn (a failed one ends the sequence); keep serving until the server exits or Ctrl-C. Returns the server's
-    exit code, 130 after Ctrl-C."""
+def serve_and_run(serve: str, then: Sequence[str], *, url: str | None = None, db: str | Path | None = None,
+                  since: float | None = None) -> int:
+    """Run the ``serve`` command line, wait for ``url`` to answer (when given), then each ``then`` step in turn
+    (``"NAME: COMMAND"`` or a command line; a failed one ends the sequence); keep serving until the server exits
+    or a stop signal. With ``db``: one launcher per database, and its phases recorded in the status file (the
+    first, ``install``, from ``since``: when ``make run`` started). Returns the server's exit code, 130 after a
+    stop, 1 when another launcher serves ``db``."""
     console = make_console(stderr=True, highlight=False)
-    previous = {sig: signal.signal(sig, _raise_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    lock: FileLock | None = None
+    if db is not None:
+        launch_lock_path(db).parent.mkdir(parents=True, exist_ok=True)
+        lock = FileLock(launch_lock_path(db))
+        try:
+            lock.acquire(timeout=0)
+        except Timeout:
+            record = read_status(db) or {}
+            console.print(f"[red]error:[/] `make run` is already running for {db} at {record.get('url') or '?'} "
+                          f"(pid {record.get('pid', '?')}); open that address, or stop that one first",
+                          soft_wrap=True)
+            return 1
+    previous = {sig: signal.signal(sig, _raise_stop) for sig in STOP_SIGNALS}
+    watch = _Watch()
     server: subprocess.Popen | None = None
     job: subprocess.Popen | None = None
     started = time.monotonic()
+    steps = [parse_step(s) for s in then]
+    serving = Phase("serve", PHASES["serve"].label, serve, PHASES["serve"].typical_s)
+    installed = [Phase("install", PHASES["install"].label, "make", PHASES["install"].typical_s, since, time.time(), 0)
+                 ] if since is not None else []
+    launch = LaunchStatus(db, url, [*installed, serving, *steps]) if db is not None else None
+    failed = False
     try:
-        server = _start(shlex.split(serve))
+        if launch is not None:
+            launch.begin(serving)
+        server = _start(serve)
         if url is not None:
-            if not _wait_healthy(url, server, HEALTH_WAIT_S):
+            if not _wait_healthy(url, server, HEALTH_WAIT_S, watch):
                 console.print(f"[red]error:[/] the dashboard did not come up at {url} ({serve!r})")
                 return server.poll() or 1
             console.print(f"[green]dashboard:[/] {url} (up in {time.monotonic() - started:.1f} s); the evaluation "
                           "runs in the background and the home page shows its progress. Ctrl-C stops both.")
-        for command in then:
-            job = _start(shlex.split(command))
+        if launch is not None:
+            launch.end(serving, 0)
+        for step in steps:
+            if launch is not None:
+                launch.begin(step)
+            job = _start(step.command)
             while job.poll() is None and server.poll() is None:
-                time.sleep(0.2)
+                watch.check()
+                time.sleep(POLL_S)
             if server.poll() is not None:
                 break
+            if launch is not None:
+                launch.end(step, job.returncode)
             if job.returncode != 0:
-                console.print(f"[red]{command!r} failed (exit {job.returncode})[/]; the dashboard keeps serving "
+                console.print(f"[red]{step.command!r} failed (exit {job.returncode})[/]; the dashboard keeps serving "
                               "what is stored. Ctrl-C stops it.")
+                failed = True
                 break
             job = None
         else:
             console.print(f"[green]evaluation finished[/] in {time.monotonic() - started:.0f} s; the dashboard "
                           "keeps serving. Ctrl-C stops it.")
-        return server.wait()
+        if launch is not None:
+            launch.finish("failed" if failed else "serving")
+        while server.poll() is None:
+            watch.check()
+            time.sleep(POLL_S)
+        return server.returncode
     except Stop:
         console.print("[yellow]stopping[/]: the evaluation keeps its finished batches; `make run` resumes it")
         return 130
@@ -109,5 +324,12 @@ def serve_and_run(serve: str, then: Sequence[str], *, url: str | None = None) ->
         for proc in (job, server):  # the writer first, then the dashboard
             if proc is not None:
                 stop(proc)
+        if launch is not None:
+            for phase in launch.phases:
+                if phase.started_at is not None and phase.ended_at is None:
+                    phase.ended_at = time.time()
+            launch.finish("failed" if failed else "stopped")
+        if lock is not None:
+            lock.release()
         for sig, handler in previous.items():
             signal.signal(sig, handler)

@@ -1,7 +1,9 @@
 """The Dataset page's read model: how a dataset folder was built from raw material (``ingest-kb``,
 ``curate-queries``): its source documents with chunks, pages, tokens and flags, the KB's growth by update
 date, the excluded messages by reason (as stored: identifiers masked), and the queries by language, script
-and theme. The folder is the one the database says the dataset was loaded from. Nothing here writes."""
+and theme, and the pages ingest read by OCR or converted (``page_notes``). A dataset is just a folder: the one the
+database says a dataset was loaded from, or any dataset folder under ``data/``, no results database needed.
+Nothing here writes."""
 
 from __future__ import annotations
 
@@ -17,7 +19,9 @@ from pipeline.dataset.records import read_records
 from pipeline.read.common import REPO_ROOT
 from pipeline.read.playground import dataset_path
 
-SOURCE_COLUMNS = ["file", "kind", "pages", "characters", "chunks", "tokens", "max_tokens", "flags"]
+SOURCE_COLUMNS = ["file", "kind", "engine", "pages", "characters", "chunks", "tokens", "max_tokens", "flags"]
+PAGE_NOTE_COLUMNS = ["file", "page", "kind", "detail", "confidence", "encoding", "language"]
+FOLDER_FILES = (REPORT_FILE, "kb.jsonl", *OUTPUT_FILES)  # what makes a folder a dataset
 EXCLUDED_COLUMNS = ["row", "asked_on", "reason", "detail", "text"]
 
 
@@ -47,38 +51,63 @@ def _json(path: Path) -> dict[str, Any]:
         return {}
 
 
-def dataset_view(db: str | Path, dataset: str) -> dict[str, Any]:
-    """Everything the Dataset page shows, as frames: ``sources``, ``tokens`` (one row per chunk), ``growth``,
-    ``excluded``, ``queries``; ``report`` (ingest and curation summaries) and ``folder`` (None when unknown)."""
-    folder = dataset_folder(db, dataset)
-    empty = {"folder": None, "sources": pd.DataFrame(columns=SOURCE_COLUMNS), "tokens": pd.DataFrame(),
-             "growth": pd.DataFrame(), "excluded": pd.DataFrame(columns=EXCLUDED_COLUMNS),
-             "queries": pd.DataFrame(), "report": {}}
-    if folder is None:
-        return empty
+def dataset_folders(root: str | Path | None = None) -> list[str]:
+    """The dataset folders under ``root`` (the repository's ``data/``): each one holding any of :data:`FOLDER_FILES`,
+    by name; a dataset is just a folder, no results database needed."""
+    base = Path(root) if root is not None else REPO_ROOT / "data"
+    if not base.is_dir():
+        return []
+    return sorted(str(d.resolve()) for d in base.iterdir()
+                  if d.is_dir() and any((d / f).is_file() for f in FOLDER_FILES))
+
+
+def folder_view(folder: str | Path | None) -> dict[str, Any]:
+    """Everything the Dataset page shows of a dataset folder, as frames: ``sources``, ``page_notes`` (the pages
+    ingest OCR'd, converted or flagged), ``tokens`` (one row per chunk), ``growth``, ``excluded``, ``queries``;
+    ``report`` (ingest and curation summaries) and ``folder`` (None when unknown or not a folder)."""
+    folder = Path(folder) if folder is not None else None
+    if folder is None or not folder.is_dir():
+        return {"folder": None, "sources": pd.DataFrame(columns=SOURCE_COLUMNS),
+                "page_notes": pd.DataFrame(columns=PAGE_NOTE_COLUMNS), "tokens": pd.DataFrame(),
+                "growth": pd.DataFrame(), "excluded": pd.DataFrame(columns=EXCLUDED_COLUMNS),
+                "queries": pd.DataFrame(), "report": {}}
     kb = _rows(folder / "kb.jsonl")
     ingest_report, curate_report = _json(folder / REPORT_FILE), _json(folder / OUTPUT_FILES[-1])
-    return {"folder": str(folder), "sources": _sources(ingest_report, kb), "tokens": _tokens(kb),
-            "growth": _growth(kb), "excluded": _excluded(folder), "queries": _queries(folder),
+    return {"folder": str(folder), "sources": _sources(ingest_report, kb), "page_notes": _page_notes(ingest_report),
+            "tokens": _tokens(kb), "growth": _growth(kb), "excluded": _excluded(folder), "queries": _queries(folder),
             "report": {"ingest": {k: v for k, v in ingest_report.items() if k != "files"}, "curate": curate_report}}
+
+
+def _files(report: dict[str, Any]) -> list[dict[str, Any]]:
+    files = report.get("files")
+    return [f for f in files if isinstance(f, dict)] if isinstance(files, list) else []
 
 
 def _sources(report: dict[str, Any], kb: list[dict[str, Any]]) -> pd.DataFrame:
     """One row per source file: from ``ingest_report.json``, else from the chunks' provenance."""
     rows = []
-    for r in report.get("files", []):
-        rows.append({"file": r["file"], "kind": r["kind"], "pages": r.get("pages"), "characters": r["characters"],
-                     "chunks": r["chunks"], "tokens": sum(r["tokens"]), "max_tokens": max(r["tokens"], default=0),
-                     "flags": "; ".join(r["flags"])})
+    for r in _files(report):
+        tokens = r.get("tokens") or []
+        rows.append({"file": r.get("file"), "kind": r.get("kind"), "engine": r.get("engine"), "pages": r.get("pages"),
+                     "characters": r.get("characters"), "chunks": r.get("chunks"), "tokens": sum(tokens),
+                     "max_tokens": max(tokens, default=0), "flags": "; ".join(r.get("flags") or [])})
     if not rows:
         frame = pd.DataFrame([{"file": c.get("source") or "", "tokens": (c.get("provenance") or {}).get("tokens")}
                               for c in kb])
         if frame.empty:
             return pd.DataFrame(columns=SOURCE_COLUMNS)
-        rows = [{"file": f, "kind": "", "pages": None, "characters": None, "chunks": len(g),
+        rows = [{"file": f, "kind": "", "engine": None, "pages": None, "characters": None, "chunks": len(g),
                  "tokens": g.tokens.sum(), "max_tokens": g.tokens.max(), "flags": ""}
                 for f, g in frame.groupby("file", sort=True)]
     return pd.DataFrame(rows, columns=SOURCE_COLUMNS)
+
+
+def _page_notes(report: dict[str, Any]) -> pd.DataFrame:
+    """The pages ingest noted (``page_notes`` of each file: OCR'd, converted from a legacy font, blank, image only,
+    suspect text), with their confidence, encoding and language; empty when the report has none."""
+    rows = [{"file": f.get("file"), **{k: n.get(k) for k in PAGE_NOTE_COLUMNS[1:]}}
+            for f in _files(report) for n in (f.get("page_notes") or []) if isinstance(n, dict)]
+    return pd.DataFrame(rows, columns=PAGE_NOTE_COLUMNS)
 
 
 def _tokens(kb: list[dict[str, Any]]) -> pd.DataFrame:
