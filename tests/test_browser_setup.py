@@ -2,14 +2,14 @@
 no results database exists, the home page lists the set-up's phases with an estimate and every other page says
 results are being prepared, never "Fill it with"; the Dataset page shows a dataset folder without any database.
 
-The status file is written by the launcher's own writer (``pipeline.launch.LaunchStatus``) on behalf of this test
+The status file is written by the launcher's own writer (``pipeline.launch_status.LaunchStatus``) on behalf of this test
 process, which stands for the launcher (alive, same pid and start time)."""
 
 from __future__ import annotations
 
 import time
 
-from pipeline.launch import PHASES, LaunchStatus, Phase, parse_step
+from pipeline.launch_status import PHASES, LaunchStatus, Phase, parse_step
 from tests.support.browser import BROWSER, main_text, no_exception, serve_app, settle
 
 pytestmark = BROWSER

@@ -16,7 +16,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from pipeline.launch import PHASES, status_path
+from pipeline.launch_status import PHASES, status_path
 from pipeline.read.setup import setup_status
 from tests.support.browser import REPO, free_port
 

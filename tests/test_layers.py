@@ -18,7 +18,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("store",),
     ("analysis",),
     ("dataset",),
-    ("metrics", "prompts", "disagreement", "registry", "console", "errors", "style", "formats"),
+    ("metrics", "prompts", "disagreement", "registry", "console", "errors", "style", "formats", "launch_status"),
 )
 
 

@@ -1,8 +1,10 @@
-"""What ``make run`` is preparing: its launcher's phases (``pipeline.launch``'s status file beside the database),
-each with how long it has taken or is expected to take, while the launcher is alive and its set-up not done.
+"""What ``make run`` is preparing: its launcher's phases (``pipeline.launch_status``: the status file beside the
+database), each with how long it has taken or is expected to take, while the launcher is alive and its set-up not
+done.
 
 The estimate of a phase is how long it took in this folder's last launch, else its typical length on 2 cores
-(``pipeline.launch.PHASES``); the time left is the running phase's expected rest plus the phases still waiting."""
+(``pipeline.launch_status.PHASES``); the time left is the running phase's expected rest plus the phases still
+waiting."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from pipeline.launch import PHASES, launcher_alive, read_status, status_path
+from pipeline.launch_status import PHASES, launcher_alive, read_status, status_path
 
 PHASE_COLUMNS = ["phase", "doing", "state", "took_s", "expected_s"]
 ACTIVE_STATES = ("setting up", "failed")  # "serving": set-up over; "stopped": no launcher
