@@ -160,7 +160,10 @@ def page_queries(db: str) -> dict[str, list[tuple[str, Callable[[], Any]]]]:
                    lambda: data.arena_fit(db, dataset, None, "doctors") if data.has_arena(db) else None),
                   ("arena_win_matrix",
                    lambda: data.arena_win_matrix(db, dataset, None, "doctors") if data.has_arena(db) else None)],
-        "dataset": [("dataset_view (sources, chunks, growth, exclusions)", lambda: data.dataset_view(db, dataset))],
+        "dataset": [("dataset_folder", lambda: data.dataset_folder(db, dataset)),
+                    ("dataset_folders (data/)", lambda: data.dataset_folders()),
+                    ("folder_view (sources, page notes, chunks, growth, exclusions)",
+                     lambda: data.folder_view(data.dataset_folders()[0]))],
     }
 
 
