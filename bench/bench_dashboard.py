@@ -175,6 +175,7 @@ def page_queries(db: str) -> dict[str, list[tuple[str, Callable[[], Any]]]]:
             ("arena_win_matrix", lambda: arena.shown() and data.arena_win_matrix(db, dataset, None, "doctors", None)),
             ("arena_doctors_vs_judge (first judge)", lambda: arena.shown() and arena.get("judges") and
              data.arena_doctors_vs_judge(db, dataset, arena.get("judges")[0]))],
+        # pages/11_dataset.py: one read; the synthetic datasets have no folder on disk, so it finds nothing to show
         "dataset": [("dataset_view (sources, chunks, growth, exclusions)", lambda: data.dataset_view(db, dataset))],
     }
 
