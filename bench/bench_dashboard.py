@@ -20,6 +20,7 @@ Writes bench/results/dashboard.json and prints a table.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import os
@@ -94,6 +95,8 @@ def page_queries(db: str) -> dict[str, list[tuple[str, Callable[[], Any]]]]:
     grader = graders.iloc[0] if len(graders) else ""
     searched = data.Browse(filters=f, judge=judge, metric="FC", score_min=0.0, score_max=1.0, search="after")
 
+    arena = ArenaReads(db, dataset)
+
     return {
         "sidebar (every page)": [("choices", lambda: data.choices(db)),
                                  ("judge_in_use", lambda: data.judge_in_use(db, dataset)),
@@ -153,18 +156,78 @@ def page_queries(db: str) -> dict[str, list[tuple[str, Callable[[], Any]]]]:
                                                        data.Side(db, dataset, models[1], judge), weights))],
         "review_queue": [("review_queue (not cached)", lambda: data.review_queue(db, f, judge, "bench", "FC")),
                          ("review_item", lambda: data.review_item(db, dataset, "en-00001", models[0]))],
-        "arena": [("has_arena", lambda: data.has_arena(db)),
-                  ("arena_languages", lambda: data.arena_languages(db, dataset)),
-                  ("arena_judges", lambda: data.arena_judges(db) if data.has_arena(db) else []),
-                  ("arena_fit (doctors' leaderboard)",
-                   lambda: data.arena_fit(db, dataset, None, "doctors") if data.has_arena(db) else None),
-                  ("arena_win_matrix",
-                   lambda: data.arena_win_matrix(db, dataset, None, "doctors") if data.has_arena(db) else None)],
+        # pages/12_arena.py opens on its Vote view, which before a name is entered reads only the languages; the
+        # synthetic files hold no votes (the arena at a million votes is bench/bench_arena.py)
+        "arena (first visit: vote view)": [("arena_languages", lambda: data.arena_languages(db, dataset))],
+        "arena (vote view, a name given)": [
+            ("arena_languages", lambda: data.arena_languages(db, dataset)),
+            ("arena_fit (doctors' board, for the adaptive pair)", lambda: arena.step("fit", arena.board)),
+            ("arena_next_pair (not cached)", lambda: data.arena_next_pair(
+                db, dataset, None, "bench", adaptive=True, table=arena.get("fit", "table"))),
+            ("arena_votes_by (not cached)", lambda: data.arena_votes_by(db, dataset, "bench"))],
+        "arena (leaderboard view)": [
+            ("arena_languages", lambda: data.arena_languages(db, dataset)),
+            ("arena_judges", lambda: arena.step("judges", lambda: data.arena_judges(db))),
+            ("arena_fit (doctors, all languages)", lambda: arena.step("fit", arena.board)),
+            ("arena_both_bad (per model; per model and language)", arena.both_bad),
+            ("arena_separation", lambda: arena.shown() and data.arena_separation(db, dataset, None,
+                                                                                  arena.get("fit", "table"))),
+            ("arena_win_matrix", lambda: arena.shown() and data.arena_win_matrix(db, dataset, None, "doctors", None)),
+            ("arena_doctors_vs_judge (first judge)", lambda: arena.shown() and arena.get("judges") and
+             data.arena_doctors_vs_judge(db, dataset, arena.get("judges")[0]))],
+        # pages/11_dataset.py: a dataset is a folder (no database needed); the synthetic datasets have none on disk,
+        # so the page reads the first bundled folder under data/
         "dataset": [("dataset_folder", lambda: data.dataset_folder(db, dataset)),
                     ("dataset_folders (data/)", lambda: data.dataset_folders()),
                     ("folder_view (sources, page notes, chunks, growth, exclusions)",
                      lambda: data.folder_view(data.dataset_folders()[0]))],
     }
+
+
+class ArenaReads:
+    """The arena page's reads in its own order and conditions (pages/12_arena.py): nothing but the languages without
+    the arena's tables, nothing below the board when it is empty; each step keeps what the next one reads."""
+
+    def __init__(self, db: str, dataset: str) -> None:
+        self.db, self.dataset = db, dataset
+        self.kept: dict[str, Any] = {}
+
+    def step(self, name: str, read: Callable[[], Any]) -> Any:
+        self.kept[name] = read() if self._has_arena() else None
+        return self.kept[name]
+
+    def get(self, name: str, attribute: str | None = None) -> Any:
+        value = self.kept.get(name)
+        return getattr(value, attribute) if value is not None and attribute else value
+
+    def _has_arena(self) -> bool:
+        from pages import _data as data
+
+        return data.has_arena(self.db)
+
+    def board(self) -> Any:
+        """The doctors' Bradley–Terry board as current_board() asks it (all languages, no style control)."""
+        from pages import _data as data
+
+        return data.arena_fit(self.db, self.dataset, None, "doctors", None, style_control=False,
+                              rounds=data.ARENA_ROUNDS, anchor=None, exclude=(), cap=None)
+
+    def shown(self) -> bool:
+        """Whether the page draws below the board (it stops at an empty one)."""
+        fit = self.kept.get("fit")
+        return fit is not None and not fit.table.empty
+
+    def both_bad(self) -> Any:
+        """The "both bad" columns merged into the board, and the per-language table, as the page reads them."""
+        from pages import _data as data
+
+        if not self.shown():
+            return None
+        bad = data.arena_both_bad(self.db, self.dataset, None)[["model", "both_bad_rate", "both_bad_lower",
+                                                                 "both_bad_upper"]]
+        self.kept["fit"] = dataclasses.replace(self.kept["fit"], table=self.kept["fit"].table.merge(
+            bad, on="model", how="left"))
+        return data.arena_both_bad(self.db, self.dataset, None, by_language=True)
 
 
 def open_instance_ms(db: Path, repeats: int) -> dict[str, float]:
