@@ -20,11 +20,21 @@ from pipeline.store.runlock import lock_holder, shown_status
 
 STALE_S = 600  # a running run that has reported no progress for this long may have been stopped without a word
 LIVE_COLUMNS = ["stage", "model_id", "done", "items", "skipped", "errors", "wall_s", "eta_s", "live"]
-# per (dataset, model) of ``responses r`` joined to ``datasets d``: the KB the latest run saw, and how many answers
-# came from another one (an older KB, or one not recorded: written before results recorded their KB)
-KB_USED = ("any_value(d.kb_hash) AS kb, count(*) FILTER (WHERE d.kb_hash IS NOT NULL AND r.kb_hash IS DISTINCT "
-           "FROM d.kb_hash) AS other_kb")
-KB_UNRECORDED = "NULL::VARCHAR AS kb, 0::BIGINT AS other_kb"  # a file of schema 10 or older: no KB recorded
+# per (dataset, model): answers and errors, the KB the latest run saw (``datasets.kb_hash``) and how many answers came
+# from another one (an older KB, or one not recorded: written before results recorded their KB). The responses are
+# counted per KB first, so the join to ``datasets`` is of a few rows, not of every response.
+_PER_MODEL = ("count(*) AS n, count(error) AS errs, sum(latency_s) AS latency_sum, count(latency_s) AS latency_n, "
+              "sum(completion_tokens) AS tokens")
+_TOTALS = ("sum(rk.n)::BIGINT AS responses, sum(rk.errs)::BIGINT AS errors, sum(rk.latency_sum) AS latency_sum, "
+           "sum(rk.latency_n)::BIGINT AS latency_n, sum(rk.tokens)::BIGINT AS completion_tokens")
+KB_USED = (f"WITH rk AS (SELECT dataset, model_id, kb_hash, {_PER_MODEL} FROM responses GROUP BY ALL) "
+           f"SELECT rk.dataset, rk.model_id, {_TOTALS}, any_value(d.kb_hash) AS kb, coalesce(sum(rk.n) FILTER "
+           "(WHERE d.kb_hash IS NOT NULL AND rk.kb_hash IS DISTINCT FROM d.kb_hash), 0)::BIGINT AS other_kb FROM rk "
+           "LEFT JOIN datasets d ON d.name = rk.dataset GROUP BY ALL")
+# a file of schema 10 or older: no KB recorded
+KB_UNRECORDED = (f"WITH rk AS (SELECT dataset, model_id, {_PER_MODEL} FROM responses GROUP BY ALL) "
+                 f"SELECT rk.dataset, rk.model_id, {_TOTALS}, NULL::VARCHAR AS kb, 0::BIGINT AS other_kb FROM rk "
+                 "GROUP BY ALL")
 
 
 def kb_used(con: duckdb.DuckDBPyConnection) -> str:
@@ -117,10 +127,8 @@ def overview(db: str | Path) -> dict[str, pd.DataFrame]:
          "SELECT q.dataset, q.language, q.queries, coalesce(g.responses, 0) AS responses, "
          "coalesce(g.models, 0) AS models FROM q LEFT JOIN g USING (dataset, language) "
          "ORDER BY q.dataset, queries DESC", []),
-        ("SELECT r.dataset, r.model_id, count(*) AS responses, count(r.error) AS errors, "
-         "round(avg(r.latency_s), 2) AS mean_latency_s, sum(r.completion_tokens) AS completion_tokens, "
-         f"{kb} FROM responses r LEFT JOIN datasets d ON d.name = r.dataset GROUP BY ALL "
-         "ORDER BY r.dataset, r.model_id", []),
+        ("SELECT dataset, model_id, responses, errors, round(latency_sum / nullif(latency_n, 0), 2) AS "
+         f"mean_latency_s, completion_tokens, kb, other_kb FROM ({kb}) ORDER BY dataset, model_id", []),
     ])
     return {"datasets": datasets, "runs": with_live_status(db, runs), "per_language": per_language, "models": models}
 
@@ -172,8 +180,7 @@ def database_status(db: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
         ("SELECT run_id, name, kind, dataset, status, strftime(started_at, '%Y-%m-%d %H:%M:%S') AS started, "
          "date_diff('second', started_at, finished_at) AS seconds, backend_calls, cache_hits, retries, errors "
          "FROM runs ORDER BY started_at", []),
-        ("WITH r AS (SELECT r.dataset, r.model_id, count(*) AS responses, count(r.error) AS errors, "
-         f"{kb} FROM responses r LEFT JOIN datasets d ON d.name = r.dataset GROUP BY ALL), "
+        (f"WITH r AS ({kb}), "
          "j AS (SELECT dataset, model_id, count(*) AS judgments, "
          "count(*) FILTER (WHERE NOT parse_ok) AS parse_failures FROM judgments GROUP BY ALL), "
          "c AS (SELECT dataset, model_id, count(*) AS critiques FROM critiques GROUP BY ALL), "
