@@ -32,10 +32,13 @@ LLM_STAGES = [stage for stage, step in STEPS.items() if step.pending is not None
 
 
 def _dataset(folder: Path) -> Path:
-    """A closed-book set of English and Hindi queries (the Hindi ones without ``query_en``: machine-translated)."""
+    """A closed-book set of English and romanized Hindi queries (the Hindi ones without ``query_en``:
+    machine-translated)."""
     folder.mkdir(parents=True)
     rows = [{"query_id": f"q{i}", "language": "hi" if i % 2 else "en",
-             "query": f"मोतियाबिंद ऑपरेशन के बाद मैं {i} दिन में क्या कर सकता हूँ?" if i % 2
+             # romanized Hindi: the fixture server's echo of it passes the translator's script check (Latin letters),
+             # as a real translator's English would; an echo of Devanagari would be re-asked and then refused
+             "query": f"Motiyabind operation ke baad main {i} din mein kya kar sakta hoon?" if i % 2
              else f"Question {i}: after my cataract operation, when can I swim again?",
              "gt_response": f"Answer {i}: usually within a week; ask your doctor.", "themes": [], "kb_refs": [],
              "update_sensitive": False, "rubric": RUBRIC} for i in range(6)]
