@@ -20,21 +20,19 @@ from pipeline.store.runlock import lock_holder, shown_status
 
 STALE_S = 600  # a running run that has reported no progress for this long may have been stopped without a word
 LIVE_COLUMNS = ["stage", "model_id", "done", "items", "skipped", "errors", "wall_s", "eta_s", "live"]
-# per (dataset, model): answers and errors, the KB the latest run saw (``datasets.kb_hash``) and how many answers came
-# from another one (an older KB, or one not recorded: written before results recorded their KB). The responses are
-# counted per KB first, so the join to ``datasets`` is of a few rows, not of every response.
-_PER_MODEL = ("count(*) AS n, count(error) AS errs, sum(latency_s) AS latency_sum, count(latency_s) AS latency_n, "
-              "sum(completion_tokens) AS tokens")
-_TOTALS = ("sum(rk.n)::BIGINT AS responses, sum(rk.errs)::BIGINT AS errors, sum(rk.latency_sum) AS latency_sum, "
-           "sum(rk.latency_n)::BIGINT AS latency_n, sum(rk.tokens)::BIGINT AS completion_tokens")
-KB_USED = (f"WITH rk AS (SELECT dataset, model_id, kb_hash, {_PER_MODEL} FROM responses GROUP BY ALL) "
-           f"SELECT rk.dataset, rk.model_id, {_TOTALS}, any_value(d.kb_hash) AS kb, coalesce(sum(rk.n) FILTER "
-           "(WHERE d.kb_hash IS NOT NULL AND rk.kb_hash IS DISTINCT FROM d.kb_hash), 0)::BIGINT AS other_kb FROM rk "
-           "LEFT JOIN datasets d ON d.name = rk.dataset GROUP BY ALL")
+# per (dataset, model): answers, errors, mean latency and completion tokens, the KB the latest run saw
+# (``datasets.kb_hash``) and how many answers came from another one (an older KB, or one not recorded: written before
+# results recorded their KB). The answers from another KB are counted apart, joined only to the datasets that record
+# a KB, so a file that records none pays almost nothing for them.
+_PER_MODEL = ("SELECT dataset, model_id, count(*) AS responses, count(error) AS errors, "
+              "round(avg(latency_s), 2) AS mean_latency_s, sum(completion_tokens) AS completion_tokens "
+              "FROM responses GROUP BY ALL")
+KB_USED = (f"SELECT m.*, d.kb_hash AS kb, coalesce(o.other_kb, 0)::BIGINT AS other_kb FROM ({_PER_MODEL}) m "
+           "LEFT JOIN datasets d ON d.name = m.dataset LEFT JOIN (SELECT r.dataset, r.model_id, count(*) AS other_kb "
+           "FROM responses r JOIN datasets d ON d.name = r.dataset AND d.kb_hash IS NOT NULL "
+           "WHERE r.kb_hash IS DISTINCT FROM d.kb_hash GROUP BY ALL) o USING (dataset, model_id)")
 # a file of schema 10 or older: no KB recorded
-KB_UNRECORDED = (f"WITH rk AS (SELECT dataset, model_id, {_PER_MODEL} FROM responses GROUP BY ALL) "
-                 f"SELECT rk.dataset, rk.model_id, {_TOTALS}, NULL::VARCHAR AS kb, 0::BIGINT AS other_kb FROM rk "
-                 "GROUP BY ALL")
+KB_UNRECORDED = f"SELECT m.*, NULL::VARCHAR AS kb, 0::BIGINT AS other_kb FROM ({_PER_MODEL}) m"
 
 
 def kb_used(con: duckdb.DuckDBPyConnection) -> str:
@@ -127,8 +125,7 @@ def overview(db: str | Path) -> dict[str, pd.DataFrame]:
          "SELECT q.dataset, q.language, q.queries, coalesce(g.responses, 0) AS responses, "
          "coalesce(g.models, 0) AS models FROM q LEFT JOIN g USING (dataset, language) "
          "ORDER BY q.dataset, queries DESC", []),
-        ("SELECT dataset, model_id, responses, errors, round(latency_sum / nullif(latency_n, 0), 2) AS "
-         f"mean_latency_s, completion_tokens, kb, other_kb FROM ({kb}) ORDER BY dataset, model_id", []),
+        (f"SELECT * FROM ({kb}) ORDER BY dataset, model_id", []),
     ])
     return {"datasets": datasets, "runs": with_live_status(db, runs), "per_language": per_language, "models": models}
 
