@@ -7,7 +7,7 @@ import grimp
 
 # Top to bottom. The flow: dataset → store → steps (with models, config) → read → labels → the run, the CLI.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("cli", "__main__", "launch"),
+    ("cli", "cli_arena", "__main__", "launch"),
     ("runner", "estimate", "playground"),
     ("labels",),  # people's labels, votes, review verdicts, the human-eval plan: written through the store, read
     ("read",),

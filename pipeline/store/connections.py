@@ -77,6 +77,13 @@ def _connect(path: str | Path, *, read_only: bool, wait_s: float) -> duckdb.Duck
     raise AssertionError("unreachable")
 
 
+def require_database(path: str | Path) -> None:
+    """A results database file at ``path``, else ``UserError`` with the command that makes one (the CLI's
+    commands that read results, before they open anything)."""
+    if not Path(path).is_file():
+        raise UserError(f"{path}: no results database here (run `python -m pipeline run --config ...` first)")
+
+
 class NotADatabase(UserError, duckdb.IOException):
     """A path DuckDB cannot open as a database: one line for the CLI (a ``UserError``), and still a DuckDB error to
     code that handles those (the dashboard's sidebar says it cannot read the file)."""
