@@ -202,7 +202,7 @@ class RunConfig(_Frozen):
     def _step_sections(cls, raw):
         """A step's own section (``Step.section``, one the config does not declare) is validated by that step's
         ``settings`` model and kept under ``sections``; any other unknown key is refused as before."""
-        if not isinstance(raw, dict):
+        if not isinstance(raw, dict) or set(raw) <= set(cls.model_fields):  # no section of a step's own: no lookup
             return raw
         own = {step.section: step for step in _steps() if step.section and step.section not in cls.model_fields}
         found = {k: own[k] for k in raw if k in own}
@@ -222,6 +222,8 @@ class RunConfig(_Frozen):
 
     @model_validator(mode="after")
     def _priced_models_are_used(self) -> RunConfig:
+        if not self.prices:
+            return self
         known = {mc.id if not isinstance(mc, str) else mc for _, mc in self.models_by_role()}
         unknown = sorted(set(self.prices) - known)
         if unknown:
