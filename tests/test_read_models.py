@@ -478,3 +478,16 @@ def test_agreement_pairs_use_the_rounded_mean_of_parsed_samples(tmp_path, catara
     with pytest.raises(ValueError):
         save_label(tmp_path / "r.duckdb", dataset="cataract", query_id="en-001", model_id="m", metric="XX",
                    annotator="a", score=1, comment=None)
+
+
+def test_has_columns_lists_a_files_columns_again_once_a_writer_changed_it(tmp_path):
+    db = tmp_path / "t.duckdb"
+    with duckdb.connect(str(db)) as con:
+        con.execute("CREATE TABLE responses (dataset VARCHAR, model_id VARCHAR)")
+    assert common.has_columns(db, "responses", "dataset", "model_id")
+    assert not common.has_columns(db, "responses", "dataset", "kb_hash")
+    assert not common.has_columns(db, "datasets", "dataset")  # no such table
+    with duckdb.connect(str(db)) as con:  # a writer adds the column: the file's state changes
+        con.execute("ALTER TABLE responses ADD COLUMN kb_hash VARCHAR")
+    assert common.has_columns(db, "responses", "dataset", "kb_hash")
+    assert home.kb_used(db) == home.KB_UNRECORDED  # datasets has no kb_hash yet

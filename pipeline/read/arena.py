@@ -36,7 +36,7 @@ from pipeline.analysis.arena import (
     win_rates,
 )
 from pipeline.models.reference import is_reference
-from pipeline.read.common import df
+from pipeline.read.common import df, has_columns
 from pipeline.store import DERIVED, SHARED_READERS, derived_arena
 from pipeline.store.derived_arena import STYLE_BINS
 
@@ -70,10 +70,8 @@ def has_arena(db: str | Path) -> bool:
 # -- SQL pieces ------------------------------------------------------------------------------------------
 def _shown_at(db: str | Path, alias: str = "") -> str:
     """The votes' ``shown_at`` column, or NULL in a file the writer has not upgraded to it (schema 11)."""
-    with SHARED_READERS.cursor(db) as con:
-        present = con.execute("SELECT count(*) FROM duckdb_columns() WHERE table_name = 'arena_votes' AND "
-                              "column_name = 'shown_at'").fetchone()[0]
-    return f"{alias + '.' if alias else ''}shown_at" if present else "NULL::TIMESTAMP"
+    column = f"{alias + '.' if alias else ''}shown_at"
+    return column if has_columns(db, "arena_votes", "shown_at") else "NULL::TIMESTAMP"
 
 
 def _relation(db: str | Path, name: str) -> str:

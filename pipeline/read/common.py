@@ -98,10 +98,17 @@ def outdated(db: str | Path) -> str | None:
 
 # -- current scores ------------------------------------------------------------------------------------
 @functools.lru_cache(maxsize=32)
-def _stored_response_hash(db: str, stamp: tuple[int, ...]) -> bool:
+def _columns(db: str, stamp: tuple[int, ...]) -> frozenset[tuple[str, str]]:
     with SHARED_READERS.cursor(db) as con:
-        return con.execute("SELECT count(*) FROM duckdb_columns() WHERE table_name = 'responses' "
-                           "AND column_name = 'response_hash'").fetchone()[0] > 0
+        return frozenset(con.execute("SELECT table_name, column_name FROM duckdb_columns()").fetchall())
+
+
+def has_columns(db: str | Path, table: str, *columns: str) -> bool:
+    """Whether ``table`` of the file has every one of ``columns`` (an older file may lack a newer schema's columns:
+    reads never upgrade). Listed once per file state (``db_stamp``): a fresh DuckDB instance takes milliseconds to
+    list its columns, and a file gains columns only when a writer commits."""
+    present = _columns(str(db), db_stamp(db))
+    return all((table, column) in present for column in columns)
 
 
 def current_hash(db: str | Path, alias: str = "r") -> str:
@@ -109,7 +116,7 @@ def current_hash(db: str | Path, alias: str = "r") -> str:
 
     The stored ``response_hash`` column where the file has one; else computed from the text.
     """
-    if _stored_response_hash(str(db), db_stamp(db)):
+    if has_columns(db, "responses", "response_hash"):
         return f"{alias}.response_hash"
     return f"substr(sha256(coalesce({alias}.text, '')), 1, 16)"
 

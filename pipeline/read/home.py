@@ -13,7 +13,7 @@ import pandas as pd
 
 from pipeline.metrics import DEFAULT_WEIGHTS, METRICS
 from pipeline.read.agreement import agreement_from_confusion
-from pipeline.read.common import PLAYGROUND, dfs, schema_version, upgrade_notice
+from pipeline.read.common import PLAYGROUND, dfs, has_columns, schema_version, upgrade_notice
 from pipeline.store import DERIVED, SCHEMA_VERSION, SHARED_READERS
 from pipeline.store.rows import now
 from pipeline.store.runlock import lock_holder, shown_status
@@ -35,17 +35,17 @@ KB_USED = (f"SELECT m.*, d.kb_hash AS kb, coalesce(o.other_kb, 0)::BIGINT AS oth
 KB_UNRECORDED = f"SELECT m.*, NULL::VARCHAR AS kb, 0::BIGINT AS other_kb FROM ({_PER_MODEL}) m"
 
 
-def kb_used(con: duckdb.DuckDBPyConnection) -> str:
+def kb_used(db: str | Path) -> str:
     """``KB_USED``, or ``KB_UNRECORDED`` for an older file whose responses and datasets have no ``kb_hash``."""
-    n = con.execute("SELECT count(*) FROM duckdb_columns() WHERE table_name IN ('responses', 'datasets') "
-                    "AND column_name = 'kb_hash'").fetchone()[0]
-    return KB_USED if n == 2 else KB_UNRECORDED
+    recorded = has_columns(db, "responses", "kb_hash") and has_columns(db, "datasets", "kb_hash")
+    return KB_USED if recorded else KB_UNRECORDED
 
 
 def _frames(db: str | Path, statements: Callable[[str], list[tuple[str, list[Any]]]]) -> list[pd.DataFrame]:
     """``statements(kb)`` (``kb``: what ``kb_used`` gives for this file) run on one connection, as frames."""
+    kb = kb_used(db)
     with SHARED_READERS.cursor(db) as con:
-        return [con.execute(sql, params).df() for sql, params in statements(kb_used(con))]
+        return [con.execute(sql, params).df() for sql, params in statements(kb)]
 
 
 def choices(db: str | Path) -> dict[str, Any]:
