@@ -13,6 +13,7 @@ from typing import Annotated
 import typer
 
 from pipeline.cli_arena import arena_app
+from pipeline.cli_options import RESULTS_DB, CsvDatasetOption, DbOption
 from pipeline.console import make_console
 from pipeline.errors import UserError
 from pipeline.formats import InputLimits, formats_described
@@ -81,19 +82,19 @@ def serve_and_run(
 
 
 @app.command()
-def status(db: Annotated[Path, typer.Option(help="DuckDB file")] = Path("data/results.duckdb")):
+def status(db: DbOption = RESULTS_DB):
     """Show what a results database holds: runs, responses, scores, errors."""
     raise typer.Exit(status_command(db))
 
 
 @app.command()
-def upgrade(db: Annotated[Path, typer.Option(help="DuckDB file")] = Path("data/results.duckdb")):
+def upgrade(db: DbOption = RESULTS_DB):
     """Bring a database written by an older version up to this schema (the dashboard only reads)."""
     raise typer.Exit(upgrade_command(db))
 
 
 @app.command()
-def cluster(db: Annotated[Path, typer.Option(help="DuckDB file")] = Path("data/results.duckdb")):
+def cluster(db: DbOption = RESULTS_DB):
     """Rewrite the per-query tables of a large database in query order, so the browser's and the review queue's
     lookups of one query read a few row groups (run again after large runs; minutes at millions of rows)."""
     raise typer.Exit(cluster_command(db))
@@ -102,7 +103,7 @@ def cluster(db: Annotated[Path, typer.Option(help="DuckDB file")] = Path("data/r
 @app.command()
 def export(
     out: Annotated[Path, typer.Option(help="folder to write (must not exist, or be empty)")],
-    db: Annotated[Path, typer.Option(help="DuckDB file")] = Path("data/results.duckdb"),
+    db: DbOption = RESULTS_DB,
     fmt: Annotated[str, typer.Option("--format", help="parquet or csv")] = "parquet",
     tables: Annotated[str | None, typer.Option(help="comma-separated tables (default: all but llm_cache)")] = None,
     with_cache: Annotated[bool, typer.Option("--with-cache", help="also export llm_cache (every prompt)")] = False,
@@ -129,8 +130,8 @@ def export(
 @app.command("import-human-labels")
 def import_human_labels(
     csv: Annotated[Path, typer.Argument(help="CSV with query_id, model_id, metric, annotator, score")],
-    db: Annotated[Path, typer.Option(help="DuckDB file")] = Path("data/results.duckdb"),
-    dataset: Annotated[str | None, typer.Option(help="dataset name when the CSV has no dataset column")] = None,
+    db: DbOption = RESULTS_DB,
+    dataset: CsvDatasetOption = None,
 ):
     """Import human labels; bad rows are rejected with their line numbers."""
     from pipeline.labels.human_labels import import_human_labels_command
@@ -142,8 +143,8 @@ def import_human_labels(
 def import_criterion_labels(
     csv: Annotated[Path, typer.Argument(help="CSV with query_id, criterion (text or 0-based index), annotator, met "
                                              "(true/false/1/0); optional dataset, model_id")],
-    db: Annotated[Path, typer.Option(help="DuckDB file")] = Path("data/results.duckdb"),
-    dataset: Annotated[str | None, typer.Option(help="dataset name when the CSV has no dataset column")] = None,
+    db: DbOption = RESULTS_DB,
+    dataset: CsvDatasetOption = None,
 ):
     """Import physician labels of rubric criteria (the grader's meta-evaluation); bad rows are rejected by line."""
     from pipeline.labels.criterion_labels import import_criterion_labels_command
@@ -156,8 +157,8 @@ def import_critique_labels(
     csv: Annotated[Path, typer.Argument(help="CSV with query_id, model_id, annotator and label (None/Low/Moderate/"
                                              "High) and/or critique_accurate (yes/no); optional dataset, "
                                              "critique_by, critique_kind (critic/teacher), comment")],
-    db: Annotated[Path, typer.Option(help="DuckDB file")] = Path("data/results.duckdb"),
-    dataset: Annotated[str | None, typer.Option(help="dataset name when the CSV has no dataset column")] = None,
+    db: DbOption = RESULTS_DB,
+    dataset: CsvDatasetOption = None,
 ):
     """Import human checks of Med-CoDE critiques (disagreement label, critique accurate?); bad rows rejected by line."""
     from pipeline.labels.critique_labels import import_critique_labels_command
@@ -250,7 +251,7 @@ app.add_typer(human_eval_app, name="human-eval")
 @human_eval_app.command("plan")
 def human_eval_plan(
     models: Annotated[str, typer.Option(help="comma-separated model ids (the paper: 5 models)")],
-    db: Annotated[Path, typer.Option(help="DuckDB file")] = Path("data/results.duckdb"),
+    db: DbOption = RESULTS_DB,
     english: Annotated[int, typer.Option(help="English queries to sample (stratified by theme)")] = 100,
     metric: Annotated[str, typer.Option(help="the metric annotators label (the paper: SS)")] = "SS",
     annotators: Annotated[int, typer.Option(help="annotators labelling every item")] = 1,
@@ -359,7 +360,7 @@ def medcode_label(
 @medcode_app.command("export-critiques")
 def medcode_export_critiques(
     out: Annotated[Path, typer.Option(help="CSV to write (the training CSV of train-classifier and train-critic)")],
-    db: Annotated[Path, typer.Option(help="DuckDB file")] = Path("data/results.duckdb"),
+    db: DbOption = RESULTS_DB,
     with_bundled: Annotated[bool, typer.Option("--with-bundled", help="also the bundled data/medcode-critiques "
                                                                        "rows")] = False,
     source: Annotated[str | None, typer.Option(help="only critiques of this teacher (or annotator)")] = None,

@@ -10,6 +10,7 @@ from typing import Annotated
 
 import typer
 
+from pipeline.cli_options import RESULTS_DB, CsvDatasetOption, DbOption
 from pipeline.console import make_console
 from pipeline.errors import UserError
 
@@ -21,8 +22,8 @@ arena_app = typer.Typer(no_args_is_help=True, help="Doctors' pairwise votes and 
 def arena_import_votes(
     csv: Annotated[Path, typer.Argument(help="CSV with dataset, query_id, model_a, model_b, winner (a/b/tie/both_bad), "
                                              "annotator; optional shown_left, tags (;-separated), shown_at, voted_at")],
-    db: Annotated[Path, typer.Option(help="DuckDB file")] = Path("data/results.duckdb"),
-    dataset: Annotated[str | None, typer.Option(help="dataset name when the CSV has no dataset column")] = None,
+    db: DbOption = RESULTS_DB,
+    dataset: CsvDatasetOption = None,
     repeats: Annotated[str, typer.Option(help="a second vote of one annotator on one query and pair: first (the "
                                               "first counts, the rest listed), last, or refuse (a bad row)")] = "first",
 ):
@@ -36,7 +37,7 @@ def arena_import_votes(
 @arena_app.command("export-votes")
 def arena_export_votes(
     out: Annotated[Path, typer.Option(help="CSV to write (import-votes' columns)")],
-    db: Annotated[Path, typer.Option(help="DuckDB file")] = Path("data/results.duckdb"),
+    db: DbOption = RESULTS_DB,
     dataset: Annotated[str | None, typer.Option(help="only this dataset's votes")] = None,
 ):
     """Write every stored vote as CSV (the columns import-votes reads)."""
@@ -51,7 +52,7 @@ def arena_export_votes(
 
 @arena_app.command("leaderboard")
 def arena_leaderboard(
-    db: Annotated[Path, typer.Option(help="DuckDB file")] = Path("data/results.duckdb"),
+    db: DbOption = RESULTS_DB,
     dataset: Annotated[str | None, typer.Option(help="one dataset (default: all)")] = None,
     language: Annotated[str | None, typer.Option(help="one query language (default: all)")] = None,
     source: Annotated[str, typer.Option(help="doctors (votes, imported ones included) or judge (pairwise "
@@ -104,7 +105,7 @@ def arena_leaderboard(
 
 @arena_app.command("annotators")
 def arena_annotators(
-    db: Annotated[Path, typer.Option(help="DuckDB file")] = Path("data/results.duckdb"),
+    db: DbOption = RESULTS_DB,
     dataset: Annotated[str | None, typer.Option(help="one dataset (default: all)")] = None,
     language: Annotated[str | None, typer.Option(help="one query language (default: all)")] = None,
     judge: Annotated[str | None, typer.Option(help="the pairwise judge to agree with (default: the first)")] = None,

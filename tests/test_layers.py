@@ -18,7 +18,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("store",),
     ("analysis",),
     ("dataset",),
-    ("metrics", "prompts", "disagreement", "registry", "console", "errors", "style", "formats", "launch_status"),
+    ("metrics", "prompts", "disagreement", "registry", "console", "errors", "style", "formats", "launch_status",
+     "cli_options"),
 )
 
 
