@@ -27,7 +27,7 @@ class DocumentFormat:
     suffixes: tuple[str, ...]
     reader: str
     archive: bool = False  # a zip of XML parts (DOCX): its members are checked before the reader opens it
-    options: tuple[str, ...] = ()  # the reading options its reader takes as keywords (PDF: ``ocr_langs``)
+    options: tuple[str, ...] = ()  # the reading options its reader takes as keywords (PDF: ``ocr_langs``, ``limits``)
 
     def read(self, path: Path, report: Any, **options: Any) -> list[Any]:
         """The document's sections, by its reader (imported now: a missing library breaks only this format), given
@@ -38,7 +38,7 @@ class DocumentFormat:
 
 
 FORMATS = Registry("document format", {
-    "pdf": DocumentFormat("PDF", (".pdf",), "pipeline.dataset.pdf:read_pdf", options=("ocr_langs",)),
+    "pdf": DocumentFormat("PDF", (".pdf",), "pipeline.dataset.pdf:read_pdf", options=("ocr_langs", "limits")),
     "docx": DocumentFormat("Word", (".docx",), "pipeline.dataset.readers:read_docx", archive=True),
     "html": DocumentFormat("web page", (".html", ".htm"), "pipeline.dataset.readers:read_html"),
     "markdown": DocumentFormat("Markdown", (".md", ".markdown"), "pipeline.dataset.readers:read_markdown"),
@@ -48,12 +48,14 @@ FORMATS = Registry("document format", {
 
 @dataclass(frozen=True)
 class InputLimits:
-    """The largest input ``ingest-kb`` reads (CLI: ``--max-file-mb``, ``--max-inflated-mb``, ``--max-ratio``);
-    enforced by ``pipeline.dataset.bounds`` before any reader opens a file."""
+    """The largest input ``ingest-kb`` reads (CLI: ``--max-file-mb``, ``--max-inflated-mb``, ``--max-ratio``,
+    ``--max-page-mpx``); enforced by ``pipeline.dataset.bounds`` before any reader opens a file, and for a PDF's
+    pages by ``pipeline.dataset.pdf_bounds`` before PDFium parses them."""
 
     max_file_mb: float = 100
-    max_inflated_mb: float = 100  # all members of an archive together
+    max_inflated_mb: float = 100  # all members of an archive together; the streams of one PDF page
     max_ratio: float = 100  # inflated / compressed size of one archive member
+    max_page_mpx: float = 50  # a PDF page rendered for OCR (larger: a lower resolution), an image a page draws
 
 
 def format_of(path: Path) -> str | None:

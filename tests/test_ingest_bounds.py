@@ -1,6 +1,7 @@
 """ingest-kb's bounded inputs: a file over the size limit, a DOCX whose members inflate beyond a limit or a ratio,
-a zip member inflating past its declared size, and malformed or entity-bomb XML are refused in one line naming the
-file (and the limit), with nothing written and memory bounded."""
+a zip member inflating past its declared size, malformed or entity-bomb XML, and a PDF page whose content inflates
+to 1 GiB or that draws a huge image are refused in one line naming the file (and the page and the limit), with
+nothing written and memory bounded; a huge PDF page is rendered for OCR within the pixel budget."""
 
 from __future__ import annotations
 
@@ -12,7 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.kb_sources import write_docx
+from pipeline.dataset.ingest import ingest
+from pipeline.dataset.pdf_bounds import render_dpi
+from pipeline.formats import InputLimits
+from tests.support.kb_sources import write_docx, write_huge_page_pdf, write_image_page_pdf, write_inflating_pdf, write_pdf
 
 REPO = Path(__file__).resolve().parent.parent
 NS = 'xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"'
@@ -123,3 +127,42 @@ def test_sparse_1_gb_text_is_refused_by_its_size_without_reading_it(tmp_path):
     assert "--max-file-mb 0.001" in one_line(ingest_cli(str(small), "--out", str(tmp_path / "ds"),
                                                         "--max-file-mb", "0.001"))
     assert not (tmp_path / "ds").exists()
+
+
+def test_pdf_page_inflating_to_1_gib_is_refused_in_one_line_with_memory_bounded(tmp_path):
+    bomb = write_inflating_pdf(tmp_path / "leaflet.pdf", 1024)
+    assert bomb.stat().st_size < 4 * MB
+    outcome = ingest_cli(str(bomb), "--out", str(tmp_path / "ds"))
+    line = one_line(outcome)
+    assert str(bomb) in line and "page 1" in line and "--max-inflated-mb 100" in line
+    assert outcome["peak_kb"] < 1.5 * 1024 * 1024, outcome["peak_kb"]
+    assert not (tmp_path / "ds").exists()
+    # the limit is the option's; with --skip-unreadable the batch goes on without the file
+    small = write_inflating_pdf(tmp_path / "batch" / "dense.pdf", 3)
+    write_pdf(tmp_path / "batch" / "preop-sop.pdf")
+    report = ingest([tmp_path / "batch"], tmp_path / "ds", limits=InputLimits(max_inflated_mb=2),
+                    skip_unreadable=True)
+    assert [f["file"] for f in report["files"]] == ["preop-sop.pdf"]
+    [skipped] = report["skipped"]
+    assert skipped["file"] == small.name and "page 1" in skipped["reason"] and "--max-inflated-mb 2" in skipped["reason"]
+
+
+def test_200_inch_page_is_rendered_within_the_pixel_budget_and_the_report_says_so(tmp_path):
+    huge = write_huge_page_pdf(tmp_path / "poster.pdf", 200)
+    assert huge.stat().st_size < 1000
+    outcome = ingest_cli(str(huge), "--out", str(tmp_path / "ds"))
+    assert outcome["rc"] == 0, outcome["stderr"]
+    assert outcome["peak_kb"] < 1.5 * 1024 * 1024, outcome["peak_kb"]
+    [entry] = json.loads((tmp_path / "ds" / "ingest_report.json").read_text(encoding="utf-8"))["files"]
+    assert [(n["page"], n["kind"]) for n in entry["page_notes"]] == [(1, "downscaled"), (1, "blank")]
+    assert "200 x 200 in rendered at 35 dpi" in entry["page_notes"][0]["detail"]
+    assert sum("--max-page-mpx" in flag for flag in entry["flags"]) == 1
+    assert render_dpi(595, 842, 300, InputLimits()) == 300  # an A4 page keeps its 300 dpi
+    assert round(render_dpi(595, 842, 300, InputLimits(max_page_mpx=2))) == 140
+
+
+def test_pdf_page_drawing_an_image_beyond_the_pixel_budget_is_one_line(tmp_path):
+    path = write_image_page_pdf(tmp_path / "scan.pdf", 20000, 20000)
+    report = ingest([path], tmp_path / "ds", skip_unreadable=True)
+    [skipped] = report["skipped"]
+    assert "page 1: an image of 20,000 x 20,000 pixels" in skipped["reason"] and "--max-page-mpx 50" in skipped["reason"]

@@ -189,7 +189,7 @@ def test_garbled_text_layer_is_flagged_in_the_report(tmp_path):
 
 
 def test_low_confidence_ocr_page_is_flagged(tmp_path, monkeypatch):
-    monkeypatch.setattr(ocr, "read_page", lambda image, languages=None: ocr.OcrPage(
+    monkeypatch.setattr(ocr, "read_page", lambda image, languages=None, **_: ocr.OcrPage(
         "धुंधला पन्ना जिसे पढ़ना कठिन है", 41.5, "hin+eng", 6, [12.0]))
     path = write_image_only_pdf(tmp_path / "scan.pdf", "hi", INDIC_LEAFLETS["hi"][:1], blank_pages=0)
     report = FileReport(path.name, "", "pdf")

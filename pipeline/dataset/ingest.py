@@ -113,7 +113,7 @@ def read_document(path: Path, report: FileReport, limits: InputLimits = InputLim
     document_format = FORMATS[report.kind]
     if document_format.archive:
         check_archive(path, limits)
-    sections = document_format.read(path, report, ocr_langs=ocr_langs)
+    sections = document_format.read(path, report, ocr_langs=ocr_langs, limits=limits)
     report.characters = sum(len(s.text) for s in sections)
     return sections
 

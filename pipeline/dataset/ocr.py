@@ -91,8 +91,9 @@ def page_languages(image: Any, requested: str | None) -> str:
     return language if language == "eng" else f"{language}+eng"
 
 
-def read_page(image: Any, requested: str | None = None) -> OcrPage:
-    """The page's text by Tesseract (lines and paragraphs as it found them) and its mean word confidence."""
+def read_page(image: Any, requested: str | None = None, *, dpi: float = OCR_DPI) -> OcrPage:
+    """The page's text by Tesseract (lines and paragraphs as it found them) and its mean word confidence; ``dpi``:
+    the resolution the page image was rendered at (line heights are given in points)."""
     import pytesseract
 
     language = page_languages(image, requested)
@@ -111,7 +112,7 @@ def read_page(image: Any, requested: str | None = None) -> OcrPage:
         if previous is not None:
             text += "\n\n" if (block, par) != previous else "\n"
         text += " ".join(word for word, _ in words)
-        sizes.append(round(statistics.median(height for _, height in words) * 72 / OCR_DPI, 1))
+        sizes.append(round(statistics.median(height for _, height in words) * 72 / dpi, 1))
         previous = (block, par)
     return OcrPage(text, round(sum(confidences) / len(confidences), 1) if confidences else None, language,
                    len(confidences), sizes)

@@ -7,7 +7,7 @@ to Unicode is read by poppler's ``pdftotext`` (Debian poppler-utils); one whose 
 clusters unmapped is rebuilt from PDFium's characters (``_shaped_lines``): unmapped glyphs left out, line breaks
 PDFium invented inside a line dropped, a space put where glyphs stand a space apart, displaced signs put back.
 Each page that is not plain good text gets a ``page_notes`` entry in the report (kind ``ocr``, ``legacy_font``,
-``blank``, ``image_only`` or ``suspect_text``); ``Section``/``FileReport`` are ingest.py's.
+``blank``, ``image_only``, ``suspect_text`` or ``downscaled``); ``Section``/``FileReport`` are ingest.py's.
 """
 
 from __future__ import annotations
@@ -21,9 +21,10 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pipeline.dataset import legacy_fonts, ocr
+from pipeline.dataset import legacy_fonts, ocr, pdf_bounds
 from pipeline.dataset.text_check import INDIC_BLOCKS, is_indic_sign, page_problems
 from pipeline.errors import UserError
+from pipeline.formats import InputLimits
 
 if TYPE_CHECKING:
     from pipeline.dataset.ingest import FileReport, Section
@@ -234,9 +235,17 @@ def _note(report: FileReport, page: int, kind: str, detail: str, *, confidence: 
                               "encoding": encoding, "language": language})
 
 
-def _image_page(page: Any, number: int, report: FileReport, ocr_langs: str | None) -> list[Line]:
-    """An image-only page: blank, OCR'd, or (no Tesseract) flagged with the command that installs it."""
-    image = page.render(scale=ocr.OCR_DPI / 72, grayscale=True).to_pil()
+def _image_page(page: Any, number: int, report: FileReport, ocr_langs: str | None, limits: InputLimits
+                ) -> list[Line]:
+    """An image-only page: blank, OCR'd, or (no Tesseract) flagged with the command that installs it; rendered at
+    ``ocr.OCR_DPI``, or lower (and noted) when that image would be larger than the pixel budget."""
+    width, height = page.get_size()
+    dpi = pdf_bounds.render_dpi(width, height, ocr.OCR_DPI, limits)
+    if dpi < ocr.OCR_DPI:
+        _note(report, number, "downscaled", f"page of {width / 72:,.0f} x {height / 72:,.0f} in rendered at "
+              f"{dpi:.0f} dpi, not {ocr.OCR_DPI}, to stay within the pixel budget (--max-page-mpx "
+              f"{limits.max_page_mpx:g})")
+    image = page.render(scale=dpi / 72, grayscale=True).to_pil()
     if ocr.is_blank(image):
         _note(report, number, "blank", f"blank page ({ocr.ink_share(image):.2%} ink once rules are taken out)")
         return []
@@ -245,7 +254,7 @@ def _image_page(page: Any, number: int, report: FileReport, ocr_langs: str | Non
         _note(report, number, "image_only", f"no text layer and no Tesseract to read it: {ocr.INSTALL_COMMAND}")
         return []
     try:
-        result = ocr.read_page(image, ocr_langs)
+        result = ocr.read_page(image, ocr_langs, dpi=dpi)
     except ocr.OCR_ERRORS as exc:
         report.pages_without_text.append(number)
         _note(report, number, "image_only", f"no text layer and Tesseract failed on it ({exc})")
@@ -348,11 +357,14 @@ def _sections(pages: list[list[Line]], outline: dict[int, list[tuple[int, str]]]
     return [s for s in sections if s.text]
 
 
-def read_pdf(path: Path, report: FileReport, *, ocr_langs: str | None = None) -> list[Section]:
-    """The sections of a PDF; pages noted in ``report.page_notes``; ``UserError`` naming the file if unreadable."""
+def read_pdf(path: Path, report: FileReport, *, ocr_langs: str | None = None,
+             limits: InputLimits = InputLimits()) -> list[Section]:
+    """The sections of a PDF; pages noted in ``report.page_notes``; ``UserError`` naming the file if unreadable or
+    a page is beyond ``limits`` (``pdf_bounds``)."""
     import pypdfium2
 
     report.engine = engine_name()
+    pdf_bounds.check_pages(path, limits)
     document = _open(path)
     try:
         outline = _outline(document)
@@ -373,7 +385,7 @@ def read_pdf(path: Path, report: FileReport, *, ocr_langs: str | None = None) ->
             page = document[number - 1]
             lines = poppler[number - 1] if poppler else _page_lines(textpages[number - 1], texts[number - 1])
             if sum(len(line.text) for line in lines) < MIN_PAGE_CHARS:
-                lines = _image_page(page, number, report, ocr_langs)
+                lines = _image_page(page, number, report, ocr_langs, limits)
             else:
                 lines = _checked(lines, number, report)
             pages.append(lines)
@@ -391,7 +403,8 @@ def _summarise(report: FileReport) -> None:
     for note in report.page_notes:
         by_kind.setdefault(note["kind"], []).append(note["page"])
     words = {"ocr": "OCR'd by Tesseract", "legacy_font": "legacy Hindi font converted",
-             "blank": "blank", "suspect_text": "suspect text (see page_notes)"}
+             "blank": "blank", "suspect_text": "suspect text (see page_notes)",
+             "downscaled": f"rendered below {ocr.OCR_DPI} dpi for OCR (a page larger than --max-page-mpx; see page_notes)"}
     low = [n["page"] for n in report.page_notes if n["kind"] == "ocr" and n["confidence"] is not None
            and n["confidence"] < ocr.LOW_CONFIDENCE]
     if low:

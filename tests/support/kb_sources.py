@@ -384,3 +384,79 @@ def write_browser_pdf(path: Path, language: str = "hi", pages: list[tuple[str, l
 
 if __name__ == "__main__":
     print(*write_example_sources(Path(sys.argv[1] if len(sys.argv) > 1 else "data/raw-example/sources")))
+
+
+def _raw_pdf(path: Path, objects: list[bytes | tuple[bytes, Any]]) -> Path:
+    """A PDF written byte by byte: object ``n`` is ``objects[n-1]``, a dictionary, or ``(dictionary, chunks)`` for a
+    stream whose data is the iterable of byte ``chunks`` (written as they come: a stream of any size, little memory).
+    Object 1 is the catalog."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    offsets = []
+    with path.open("wb") as out:
+        out.write(b"%PDF-1.4\n")
+        for number, body in enumerate(objects, 1):
+            offsets.append(out.tell())
+            out.write(b"%d 0 obj\n" % number)
+            if isinstance(body, tuple):
+                out.write(body[0] + b"\nstream\n")
+                for chunk in body[1]:
+                    out.write(chunk)
+                out.write(b"\nendstream")
+            else:
+                out.write(body)
+            out.write(b"\nendobj\n")
+        xref = out.tell()
+        out.write(b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1))
+        out.write(b"".join(b"%010d 00000 n \n" % offset for offset in offsets))
+        out.write(b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref))
+    return path
+
+
+def write_inflating_pdf(path: Path, inflated_mb: int = 1024) -> Path:
+    """A one-page PDF whose content stream is 2 MB of Flate data inflating to ``inflated_mb`` MB of drawing
+    operators (a compression bomb, as issue 44 found). One MB is deflated once, ending in a full flush (which
+    empties the window), so its compressed bytes repeat verbatim; the zlib checksum is computed over the whole."""
+    import zlib
+
+    block = b"0 0 m 1 1 l S\n" * (1024 * 1024 // 14)
+    compressor = zlib.compressobj(9, zlib.DEFLATED, -15)
+    deflated = compressor.compress(block) + compressor.flush(zlib.Z_FULL_FLUSH)
+    checksum = 1
+    for _ in range(inflated_mb):
+        checksum = zlib.adler32(block, checksum)
+    data = b"\x78\xda" + deflated * inflated_mb + compressor.flush() + checksum.to_bytes(4, "big")
+    return _raw_pdf(path, [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 595 842] /Contents 4 0 R >>",
+        (b"<< /Length %d /Filter /FlateDecode >>" % len(data), [data]),
+    ])
+
+
+def write_huge_page_pdf(path: Path, inches: int = 200) -> Path:
+    """A PDF of one ``inches`` x ``inches`` page with nothing on it (a few hundred bytes; at 300 dpi its image would
+    be 60,000 pixels square)."""
+    side = inches * 72
+    return _raw_pdf(path, [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 %d %d] /Contents 4 0 R >>" % (side, side),
+        (b"<< /Length 0 >>", [b""]),
+    ])
+
+
+def write_image_page_pdf(path: Path, width: int, height: int) -> Path:
+    """A one-page PDF drawing an 8-bit grey image that declares ``width`` x ``height`` pixels (its data a few
+    bytes: PDFium would allocate the whole image to render it)."""
+    import zlib
+
+    data = zlib.compress(b"\xff" * 1024)
+    return _raw_pdf(path, [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 595 842] /Resources << /XObject << /Im0 5 0 R >> >> "
+        b"/Contents 4 0 R >>",
+        (b"<< /Length 31 >>", [b"q 595 0 0 842 0 0 cm /Im0 Do Q\n"]),
+        (b"<< /Type /XObject /Subtype /Image /Width %d /Height %d /ColorSpace /DeviceGray /BitsPerComponent 8 "
+         b"/Filter /FlateDecode /Length %d >>" % (width, height, len(data)), [data]),
+    ])
