@@ -1,5 +1,6 @@
-"""ingest-kb's formats as one registry, structure kept (HTML h1-h6, DOCX tables in order), links refused, chunk ids
-that queries cite never left dangling, and the console table keeping file names whole in a log."""
+"""ingest-kb's formats as one registry, structure kept (HTML h1-h6, fragments and their tables, DOCX tables in
+order), links refused, chunk ids that queries cite never left dangling, and the console table keeping file names
+whole in a log."""
 
 from __future__ import annotations
 
@@ -110,6 +111,40 @@ def test_html_headings_h1_to_h6_give_heading_paths_and_inline_markup_is_dropped(
     }
     text = "\n".join(c["text"] for c in chunks)
     assert not re.search(r"</?(sup|em|b|strong)>|\*\*|\*antenatal\*", text), text
+
+
+# A page body as documentation generators and CMS exports write it: no <html>, <head> or <body>, h2/h3 headings.
+FRAGMENT = """<h2>Before cataract surgery</h2>
+<p>Bring every report and the list of medicines you take to the pre-operative clinic.</p>
+<h3>On the day of surgery</h3>
+<p>Eat a light breakfast two hours before your time and wear loose clothes without metal buttons.</p>
+<h3>{heading}</h3>
+<p>{intro}</p>
+<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>
+<p>{after}</p>
+<h2>After surgery</h2>
+<p>Keep the eye shield on at night for a week and keep water out of the eye.</p>
+"""
+
+
+def test_html_fragment_keeps_heading_paths_and_its_table_becomes_rows_under_its_heading(tmp_path):
+    rows = EYEDROP_SCHEDULE_ROWS
+    intro, after = EYEDROP_SCHEDULE_HI[3][1], EYEDROP_SCHEDULE_HI[6][1]  # the paragraphs before and after the table
+    page = tmp_path / "cataract.html"
+    page.write_text(FRAGMENT.format(
+        heading=EYEDROP_SCHEDULE_HEADING, intro=intro, after=after,
+        head="".join(f"<th>{cell}</th>" for cell in rows[0]),
+        body="".join("<tr>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>" for row in rows[1:])),
+        encoding="utf-8")
+    ingest([page], tmp_path / "ds", max_tokens=1000)
+    chunks = kb(tmp_path / "ds")
+    paths = [c["provenance"]["heading_path"] for c in chunks]
+    assert paths == [["Before cataract surgery"], ["Before cataract surgery", "On the day of surgery"],
+                     ["Before cataract surgery", EYEDROP_SCHEDULE_HEADING], ["After surgery"]]
+    table = chunks[2]["text"]
+    lines = ["| " + " | ".join(row) + " |" for row in rows]
+    assert "\n".join([lines[0], "|---|---|---|", *lines[1:]]) in table
+    assert table.index(intro) < table.index(lines[-1]) < table.index(after)
 
 
 def test_docx_table_stays_in_order_under_its_heading_as_markdown_rows(tmp_path):

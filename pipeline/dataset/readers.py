@@ -2,9 +2,10 @@
 
 Every reader takes a file and its ``FileReport`` and returns ``Section``s: text under its heading path, built as
 Markdown (headings ``#``–``######``, tables as Markdown rows) and split at its headings by langchain-text-splitters.
-Word: python-docx, paragraphs and tables in document order, heading styles giving the path. Web pages: trafilatura
-(navigation, banners and footers dropped) as XML, whose ``<head rend="hN">`` give the path and whose inline markup
-(bold, italics, links, ``<sup>``) is reduced to its text. Markdown and text: UTF-8.
+Word: python-docx, paragraphs and tables in document order, heading styles giving the path. Web pages, whole or
+fragments without ``<html>``/``<body>``: trafilatura (navigation, banners and footers dropped) as XML, whose
+``<head rend="hN">`` give the path, whose tables become Markdown rows under their heading (as a Word file's do) and
+whose inline markup (bold, italics, links, ``<sup>``) is reduced to its text. Markdown and text: UTF-8.
 """
 
 from __future__ import annotations
@@ -108,7 +109,18 @@ def read_html(path: Path, report: FileReport) -> list[Section]:
     if not xml:
         return []
     main = etree.fromstring(xml.encode("utf-8")).find("main")
-    return markdown_sections("\n\n".join(b for b in map(_html_block, [] if main is None else main) if b))
+    return markdown_sections("\n\n".join(b for b in map(_html_block, _html_blocks(main)) if b))
+
+
+def _html_blocks(element: Any) -> list[Any]:
+    """The blocks of trafilatura's XML in document order, ``div``s opened: a fragment without ``<html>``/``<body>``
+    comes back wrapped in one, and a ``div`` taken as one block would lose its headings and tables."""
+    if element is None:
+        return []
+    blocks = []
+    for child in element:
+        blocks += _html_blocks(child) if child.tag == "div" and len(child) else [child]
+    return blocks
 
 
 def _html_block(element: Any) -> str:
