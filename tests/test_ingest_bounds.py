@@ -158,7 +158,7 @@ def test_200_inch_page_is_rendered_within_the_pixel_budget_and_the_report_says_s
     assert "200 x 200 in rendered at 35 dpi" in entry["page_notes"][0]["detail"]
     assert sum("--max-page-mpx" in flag for flag in entry["flags"]) == 1
     assert render_dpi(595, 842, 300, InputLimits()) == 300  # an A4 page keeps its 300 dpi
-    assert round(render_dpi(595, 842, 300, InputLimits(max_page_mpx=2))) == 140
+    assert round(render_dpi(595, 842, 300, InputLimits(max_page_mpx=2))) == 144
 
 
 def test_pdf_page_drawing_an_image_beyond_the_pixel_budget_is_one_line(tmp_path):

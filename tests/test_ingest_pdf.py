@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.dataset import ocr
+from pipeline.dataset import legacy_fonts, ocr
 from pipeline.dataset.ingest import FileReport, ingest
 from pipeline.dataset.legacy_fonts import devanagari_share
 from pipeline.dataset.pdf import read_pdf
@@ -23,13 +23,16 @@ from pipeline.dataset.text_check import page_problems, sign_initial_words
 from tests.support.kb_sources import (
     INDIC_LEAFLETS,
     PREOP_PAGES,
+    ROMANIZED_LEAFLETS,
     SCRIPT_FONTS,
+    write_bilingual_krutidev_pdf,
     write_browser_pdf,
     write_encrypted_pdf,
     write_image_only_pdf,
     write_indic_pdf,
     write_krutidev_pdf,
     write_pdf,
+    write_romanized_pdf,
 )
 
 REPO = Path(__file__).resolve().parents[1]
@@ -104,12 +107,57 @@ def test_krutidev_text_layer_is_converted_and_reported(tmp_path):
     notes = report.page_notes
     assert [(n["page"], n["kind"]) for n in notes] == [(1, "legacy_font"), (2, "legacy_font")]
     assert all("krutidev_010" in n["encoding"].split("/") for n in notes)
+    assert all("NotoSans" in n["detail"] and "found by its signature" in n["detail"] for n in notes)  # not by name
+    assert any("converted by its signature: check the text" in flag for flag in report.flags)
     assert devanagari_share(text) >= 0.95
     assert intact(source_words("hi"), text) >= 0.95
     # English text in a Latin font is not taken for a legacy font
     english = FileReport("preop.pdf", "", "pdf")
     read_pdf(write_pdf(tmp_path / "preop.pdf"), english)
     assert english.page_notes == []
+
+
+def test_bilingual_page_converts_the_krutidev_font_runs_and_leaves_the_english_ones(tmp_path):
+    """English and KrutiDev paragraphs alternating on every page, the Hindi in a font named KrutiDev010."""
+    path = write_bilingual_krutidev_pdf(tmp_path / "bilingual.pdf")
+    report = FileReport(path.name, "", "pdf")
+    sections = read_pdf(path, report)
+    text = "\n".join(s.text for s in sections)
+    pairs = list(zip(PREOP_PAGES, INDIC_LEAFLETS["hi"], strict=False))
+    english = words(" ".join(f"{h} {' '.join(ps[:len(hs)])}" for (h, ps), (_, hs) in pairs))
+    hindi = words(" ".join(" ".join(hs[:len(ps)]) for (_, ps), (_, hs) in pairs))
+    assert intact(english, text) >= INTACT_AT_LEAST and intact(hindi, text) >= 0.95
+    assert [s.headings for s in sections] == [[h] for (h, _), _ in pairs]  # the English headings, by their size
+    for page, (heading, paragraphs), (_, hindi_paragraphs) in zip((1, 2), *zip(*pairs, strict=True), strict=True):
+        page_text = sections[page - 1].text
+        assert page_text.startswith(heading)
+        for english_para, hindi_para in zip(paragraphs, hindi_paragraphs, strict=False):  # in order, each right
+            assert intact(words(english_para), page_text) == 1.0 and intact(words(hindi_para), page_text) >= 0.9
+    notes = report.page_notes
+    assert [(n["page"], n["kind"], n["encoding"]) for n in notes] == [(1, "legacy_font", "krutidev_010"),
+                                                                        (2, "legacy_font", "krutidev_010")]
+    assert all("KrutiDev010" in n["detail"] and "signature" not in n["detail"] for n in notes)
+
+
+@pytest.mark.parametrize("language", sorted(ROMANIZED_LEAFLETS))
+def test_romanized_hindi_and_tamil_leaflets_stay_as_written(tmp_path, language):
+    path = write_romanized_pdf(tmp_path / f"romanized-{language}.pdf", language)
+    report = FileReport(path.name, "", "pdf")
+    text = "\n".join(s.text for s in read_pdf(path, report))
+    source = words(" ".join(f"{h} {' '.join(ps)}" for h, ps in ROMANIZED_LEAFLETS[language]))
+    assert intact(source, text) == 1.0 and devanagari_share(text) == 0.0
+    assert report.page_notes == []
+    assert legacy_fonts.romanized_share(text) > legacy_fonts.ROMANIZED_WORDS_AT_MOST  # decided on the input
+    assert legacy_fonts.legacy_glyph_share(text) < legacy_fonts.LEGACY_GLYPHS_AT_LEAST
+
+
+def test_a_font_name_tells_a_legacy_encoding():
+    assert legacy_fonts.font_encoding("MPDFAA+KrutiDev010") == "krutidev_010"
+    assert legacy_fonts.font_encoding("Kruti Dev 010,Bold") == "krutidev_010"
+    assert legacy_fonts.font_encoding("DevLys-010") == "devlys_010"
+    assert legacy_fonts.font_encoding("WalkmanChanakya905") == "walkman_chanakya_905"
+    assert legacy_fonts.font_encoding("ABCDEE+NotoSans-Regular") is None
+    assert legacy_fonts.font_encoding("Arial,Bold") is None
 
 
 def test_image_only_pages_ocr_with_confidence_and_ruled_page_blank(tmp_path):

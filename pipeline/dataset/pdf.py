@@ -37,6 +37,7 @@ HEADING_SIZE = 1.2  # a short line set this many times the body's font size is a
 HEADING_MAX_CHARS = 150
 LEVEL_STEP = 0.9  # heading sizes within 10 % of each other are one level (OCR'd line heights vary)
 PDFIUM_PASSWORD_ERROR = 4  # FPDF_ERR_PASSWORD
+BY_SIGNATURE = "no font name tells it: found by its signature, check the text"
 DECRYPT_FIX = "remove the password (qpdf --decrypt --password=PASSWORD in.pdf out.pdf) and ingest the copy"
 
 
@@ -48,10 +49,12 @@ def engine_name() -> str:
 
 @dataclass
 class Line:
-    """One line of a page's text and the largest font size in it (0 when OCR'd)."""
+    """One line of a page's text and the largest font size in it (0 when OCR'd); ``runs``: its text in pieces set in
+    one font each, ``(text, font name)``, where PDFium read the line."""
 
     text: str
     size: float
+    runs: list[tuple[str, str]] | None = None
 
 
 def _overlap(a: tuple[float, float], b: tuple[float, float]) -> float:
@@ -94,9 +97,36 @@ def _page_lines(textpage: Any, text: str) -> list[Line]:
         words = row.split()
         if words:
             first = offset + len(row) - len(row.lstrip())
-            lines.append(Line(" ".join(words), pdfium_c.FPDFText_GetFontSize(textpage.raw, first)))
+            lines.append(Line(" ".join(words), pdfium_c.FPDFText_GetFontSize(textpage.raw, first),
+                              _font_runs(textpage, row, offset)))
         offset += len(row) + 1
     return lines
+
+
+def _font_runs(textpage: Any, row: str, offset: int) -> list[tuple[str, str]]:
+    """``row`` (the page's characters from ``offset``) cut where the font changes: ``[(text, font name)]``; a space
+    or a character PDFium generated belongs to the run before it."""
+    import ctypes
+
+    import pypdfium2.raw as pdfium_c
+
+    runs: list[tuple[str, str]] = []
+    flags = ctypes.c_int()
+    for i, char in enumerate(row):
+        font = ""
+        if not char.isspace():
+            size = pdfium_c.FPDFText_GetFontInfo(textpage.raw, offset + i, None, 0, ctypes.byref(flags))
+            buffer = ctypes.create_string_buffer(size)
+            if size:
+                pdfium_c.FPDFText_GetFontInfo(textpage.raw, offset + i, buffer, size, ctypes.byref(flags))
+            font = buffer.value.decode("utf-8", "replace")
+        if runs and (not font or font == runs[-1][1]):
+            runs[-1] = (runs[-1][0] + char, runs[-1][1])
+        elif runs and not runs[-1][1]:
+            runs[-1] = (runs[-1][0] + char, font)
+        else:
+            runs.append((char, font))
+    return runs
 
 
 def _shaped_lines(textpage: Any, text: str) -> list[Line]:
@@ -271,8 +301,47 @@ def _image_page(page: Any, number: int, report: FileReport, ocr_langs: str | Non
     return [Line(row, size) for row, size in zip(rows, result.line_sizes, strict=True)]
 
 
+def _by_font(lines: list[Line], number: int, report: FileReport) -> list[Line]:
+    """A page's lines with exactly the runs set in a legacy Hindi font converted: the fonts whose name tells it, and
+    (flagged) the fonts whose runs together carry a legacy encoding's signature; English and Unicode runs as set."""
+    fonts: dict[str, list[str]] = {}
+    for line in lines:
+        for text, font in line.runs or []:
+            fonts.setdefault(font, []).append(text)
+    converted: dict[str, str] = {}
+    by_signature: set[str] = set()
+    for font, texts in fonts.items():
+        encoding = legacy_fonts.font_encoding(font)
+        if not encoding:  # a font whose name does not tell: its runs together, by their signature
+            encoding = legacy_fonts.detect("\n".join(texts))
+            if encoding and legacy_fonts.convert("\n".join(texts), encoding) is None:
+                encoding = None
+            by_signature.update([font] if encoding else [])
+        if encoding:
+            converted[font] = encoding
+    if not converted:
+        return lines
+    result = []
+    for line in lines:
+        pieces = [legacy_fonts.decode(text, converted[font]) if font in converted else text
+                  for text, font in line.runs or [(line.text, "")]]
+        result.append(Line(" ".join("".join(pieces).split()), line.size, line.runs))
+    described = [f"{font or 'a font without a name'} ({encoding}, {len(fonts[font])} run(s)"
+                 f"{f'; {BY_SIGNATURE}' if font in by_signature else ''})" for font, encoding in converted.items()]
+    _note(report, number, "legacy_font", "legacy Hindi font(s) converted to Unicode by hinlegacy, other runs as set: "
+          + "; ".join(described), encoding="/".join(dict.fromkeys(converted.values())), language="hi")
+    return result
+
+
 def _checked(lines: list[Line], number: int, report: FileReport) -> list[Line]:
-    """A text page's lines, converted from a legacy Hindi font if written in one, its problems noted."""
+    """A text page's lines, the runs in a legacy Hindi font converted (by font where PDFium gave the fonts, else by
+    the page's signature), its problems noted."""
+    if any(line.runs for line in lines):
+        lines = _by_font(lines, number, report)
+        problems = page_problems("\n".join(line.text for line in lines))
+        if problems:
+            _note(report, number, "suspect_text", "; ".join(problems))
+        return lines
     text = "\n".join(line.text for line in lines)
     encoding = legacy_fonts.detect(text)
     if encoding:
@@ -410,6 +479,10 @@ def _summarise(report: FileReport) -> None:
     if low:
         report.flags.append(f"page(s) {', '.join(map(str, low))}: low OCR confidence (below "
                             f"{ocr.LOW_CONFIDENCE:.0f}): check their text")
+    guessed = [n["page"] for n in report.page_notes if n["kind"] == "legacy_font" and BY_SIGNATURE in n["detail"]]
+    if guessed:
+        report.flags.append(f"page(s) {', '.join(map(str, guessed))}: legacy Hindi text in a font whose name does not "
+                            "tell it, converted by its signature: check the text")
     for kind, pages in by_kind.items():
         if kind == "image_only":
             report.flags.append(f"no text layer on page(s) {', '.join(map(str, pages))} (scanned?): not ingested; "

@@ -460,3 +460,92 @@ def write_image_page_pdf(path: Path, width: int, height: int) -> Path:
         (b"<< /Type /XObject /Subtype /Image /Width %d /Height %d /ColorSpace /DeviceGray /BitsPerComponent 8 "
          b"/Filter /FlateDecode /Length %d >>" % (width, height, len(data)), [data]),
     ])
+
+
+# Leaflets in romanized Hindi and Tamil (Latin letters, as many patients and clinics write them): text, not a legacy
+# font encoding. The project's own words, written for these tests.
+ROMANIZED_LEAFLETS: dict[str, list[tuple[str, list[str]]]] = {
+    "hi": [
+        ("Motiyabind operation ke baad dhyan rakhein", [
+            "Operation ke baad pehle hafte aankh par pani na dalein aur aankh ko haath se na ragdein. Doctor ne jo "
+            "dawai di hai, woh samay par daalein: subah, dopahar, shaam aur raat ko ek ek boond.",
+            "Agar aankh mein bahut dard ho, laali badh jaaye ya dikhna kam ho jaaye, to turant aspataal aayein. "
+            "Kala chashma bahar jaate samay pehnein aur dhool wali jagah se bachein.",
+        ]),
+        ("Sugar aur BP ki dawai", [
+            "Apni sugar aur BP ki goli operation ke din bhi lete rahein, jab tak doctor mana na karein. Khana "
+            "samay par khayein aur report saath lekar aayein.",
+        ]),
+    ],
+    "ta": [
+        ("Kannu operation kku pinnaadi kavanikka vendiyavai", [
+            "Operation mudinja udane kannula thanni padaama paathukonga. Kannai kaiyaala thaeikka koodaathu. "
+            "Doctor kudutha marunthai neram thavaraama kaalai, madhiyam, maalai, iravu oru oru thuli podunga.",
+            "Kannula romba vali irundhaalo, sivappu adhigamaanaalo, paarvai kuraindhaalo udane hospital ku "
+            "vaanga. Veliya pogumbodhu karuppu kannaadi pottukonga.",
+        ]),
+        ("Sugar, BP marunthu", [
+            "Sugar, BP maathirai operation naalilum saapidunga, doctor vendaam nu sonna thavira. Saapaadu neram "
+            "thavaraama saapidunga, report eduthuttu vaanga.",
+        ]),
+    ],
+}
+
+
+def _krutidev(text: str) -> str:
+    """Unicode Hindi in KrutiDev 010's encoding (hinlegacy 1.0.1 leaves ड़/ढ़ in Unicode; KrutiDev writes M+ and <+)."""
+    import hinlegacy
+
+    encoded = unicodedata.normalize("NFD", hinlegacy.encode(text, "krutidev_010"))
+    return encoded.replace("\u0921\u093c", "M+").replace("\u0922\u093c", "<+")
+
+
+def krutidev_named_font(folder: Path) -> Path:
+    """Debian's Noto Sans renamed "KrutiDev010" (fontTools): a font whose name tells the encoding, as the fonts of
+    real legacy-Hindi PDFs do (the glyphs drawn do not matter to the text layer)."""
+    from fontTools.ttLib import TTFont
+
+    path = folder / "KrutiDev010.ttf"
+    if not path.exists():
+        font = TTFont(NOTO / "NotoSans-Regular.ttf")
+        for record in font["name"].names:
+            if record.nameID in (1, 3, 4, 6, 16):
+                record.string = "KrutiDev010"
+        folder.mkdir(parents=True, exist_ok=True)
+        font.save(path)
+    return path
+
+
+def write_bilingual_krutidev_pdf(path: Path, english: list[tuple[str, list[str]]] = PREOP_PAGES,
+                                 hindi: list[tuple[str, list[str]]] | None = None) -> Path:
+    """A bilingual leaflet as public ones are set: on every page an English heading, then English paragraphs (Noto
+    Sans) alternating with Hindi paragraphs in a font named KrutiDev010 (its text layer KrutiDev-encoded)."""
+    from fpdf import FPDF
+
+    pdf = FPDF(format="A4")
+    pdf.set_creation_date(FIXED_DATE)
+    pdf.add_font("NotoSans", "", str(NOTO / "NotoSans-Regular.ttf"))
+    pdf.add_font("KrutiDev010", "", str(krutidev_named_font(path.parent / ".fonts")))
+    for (heading, paragraphs), (_, hindi_paragraphs) in zip(english, hindi or INDIC_LEAFLETS["hi"], strict=False):
+        pdf.add_page()
+        pdf.set_font("NotoSans", size=16)
+        pdf.multi_cell(0, 10, heading, new_x="LMARGIN", new_y="NEXT")
+        for english_para, hindi_para in zip(paragraphs, hindi_paragraphs, strict=False):
+            pdf.set_font("NotoSans", size=12)
+            pdf.multi_cell(0, 8, english_para, new_x="LMARGIN", new_y="NEXT")
+            pdf.ln(2)
+            pdf.set_font("KrutiDev010", size=12)
+            pdf.multi_cell(0, 8, _krutidev(hindi_para), new_x="LMARGIN", new_y="NEXT")
+            pdf.ln(3)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pdf.output(str(path))
+    return path
+
+
+def write_romanized_pdf(path: Path, language: str) -> Path:
+    """A leaflet in romanized Hindi or Tamil (``ROMANIZED_LEAFLETS``), set in Noto Sans: Latin text, not a legacy
+    font."""
+    pdf = _unicode_pdf(ROMANIZED_LEAFLETS[language], "NotoSans")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pdf.output(str(path))
+    return path
