@@ -197,7 +197,8 @@ def ingest_kb(
     date_col: Annotated[str, typer.Option(help="Q&A table: the date the answer was approved")] = "approved_on",
     max_file_mb: Annotated[float, typer.Option(help="refuse a file larger than this (MB)")] = InputLimits.max_file_mb,
     max_inflated_mb: Annotated[float, typer.Option(help="refuse an archive (DOCX) inflating beyond this (MB) in all, "
-                                                        "or a PDF page whose content does")] = InputLimits.max_inflated_mb,
+                                                        "or a PDF page whose content does"
+                                                   )] = InputLimits.max_inflated_mb,
     max_ratio: Annotated[float, typer.Option(help="refuse an archive member inflating more times than this"
                                              )] = InputLimits.max_ratio,
     max_page_mpx: Annotated[float, typer.Option(help="render a PDF page for OCR within this many megapixels (lower "
@@ -223,8 +224,8 @@ def ingest_kb(
         raise UserError(f"--updated {updated!r}: use an ISO date, YYYY-MM-DD") from None
     raise typer.Exit(ingest_command(paths, out, max_tokens=max_tokens, overlap=overlap, kind=kind, updated=day,
                                     qa_cols=(question_col, answer_col, date_col), keep_referenced=keep_referenced,
-                                    limits=InputLimits(max_file_mb, max_inflated_mb, max_ratio, max_page_mpx), ocr_langs=ocr_langs,
-                                    skip_unreadable=skip_unreadable, force=force))
+                                    limits=InputLimits(max_file_mb, max_inflated_mb, max_ratio, max_page_mpx),
+                                    ocr_langs=ocr_langs, skip_unreadable=skip_unreadable, force=force))
 
 
 @app.command("curate-queries")

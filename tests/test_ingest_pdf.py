@@ -34,6 +34,7 @@ from tests.support.kb_sources import (
     write_pdf,
     write_romanized_pdf,
 )
+from tests.support.real_pdfs import REAL_LEGACY_PDFS, page_figures
 
 REPO = Path(__file__).resolve().parents[1]
 INTACT_AT_LEAST = 0.98  # share of the source text's words found intact in the chunks (issue 35's bar)
@@ -253,3 +254,15 @@ def test_ocr_langs_not_installed_is_one_line_before_anything_is_read(tmp_path):
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert result.returncode == 1 and len(lines) == 1 and "xyz not installed" in lines[0], result.stderr
     assert not (tmp_path / "ds").exists()
+
+
+REAL = sorted(REAL_LEGACY_PDFS.glob("*.pdf"))
+
+
+@pytest.mark.skipif(not REAL, reason=f"real public legacy-font PDFs go in {REAL_LEGACY_PDFS} (see docs/ingest.md)")
+@pytest.mark.parametrize("path", REAL, ids=[p.name for p in REAL])
+def test_real_legacy_font_pdf_hindi_converted_and_latin_words_intact_on_every_page(path):
+    figures = page_figures(path)
+    assert all(f["legacy_fonts"] for f in figures)
+    assert all(f["hindi"] is None or f["hindi"] >= 0.95 for f in figures), min(f["hindi"] or 1 for f in figures)
+    assert all(f["english"] == 1.0 for f in figures)

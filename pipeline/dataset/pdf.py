@@ -473,7 +473,7 @@ def _summarise(report: FileReport) -> None:
         by_kind.setdefault(note["kind"], []).append(note["page"])
     words = {"ocr": "OCR'd by Tesseract", "legacy_font": "legacy Hindi font converted",
              "blank": "blank", "suspect_text": "suspect text (see page_notes)",
-             "downscaled": f"rendered below {ocr.OCR_DPI} dpi for OCR (a page larger than --max-page-mpx; see page_notes)"}
+             "downscaled": f"rendered below {ocr.OCR_DPI} dpi for OCR (larger than --max-page-mpx; see page_notes)"}
     low = [n["page"] for n in report.page_notes if n["kind"] == "ocr" and n["confidence"] is not None
            and n["confidence"] < ocr.LOW_CONFIDENCE]
     if low:
