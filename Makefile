@@ -31,10 +31,11 @@ setup-dev: $(VENV)/.dev
 
 # ingest-kb's OCR of image-only PDF pages: Debian's Tesseract and its Indian language packs (and poppler-utils,
 # the tests' reference extraction). Installed when root; otherwise the command is printed and setup goes on.
-OCR_APT := tesseract-ocr tesseract-ocr-eng tesseract-ocr-hin tesseract-ocr-mar tesseract-ocr-tam tesseract-ocr-tel \
-  tesseract-ocr-kan tesseract-ocr-ben poppler-utils fonts-noto-core
+OCR_APT := tesseract-ocr tesseract-ocr-eng tesseract-ocr-osd tesseract-ocr-hin tesseract-ocr-mar tesseract-ocr-tam \
+  tesseract-ocr-tel tesseract-ocr-kan tesseract-ocr-ben poppler-utils fonts-noto-core
 ocr-packages:
-	@if command -v tesseract >/dev/null 2>&1 && tesseract --list-langs 2>/dev/null | grep -qx hin; then :; \
+	@if command -v tesseract >/dev/null 2>&1 && tesseract --list-langs 2>/dev/null | grep -qx hin \
+	  && tesseract --list-langs 2>/dev/null | grep -qx osd && [ -d /usr/share/fonts/truetype/noto ]; then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $(OCR_APT) || \
 	  { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $(OCR_APT); }; \

@@ -204,6 +204,8 @@ def ingest_kb(
     max_page_mpx: Annotated[float, typer.Option(help="render a PDF page for OCR within this many megapixels (lower "
                                                      "resolution if larger); refuse a page drawing a larger image"
                                                 )] = InputLimits.max_page_mpx,
+    max_ocr_pages: Annotated[int | None, typer.Option(help="OCR at most this many image-only pages of each PDF "
+                                                           "(the others are listed in the report)")] = None,
     keep_referenced: Annotated[bool, typer.Option("--keep-referenced", help="keep a changed file's old chunks that "
                                                   "queries cite in kb_refs (else: refuse)")] = False,
     ocr_langs: Annotated[str | None, typer.Option(help="Tesseract languages for image-only PDF pages, e.g. hin+eng "
@@ -224,7 +226,8 @@ def ingest_kb(
         raise UserError(f"--updated {updated!r}: use an ISO date, YYYY-MM-DD") from None
     raise typer.Exit(ingest_command(paths, out, max_tokens=max_tokens, overlap=overlap, kind=kind, updated=day,
                                     qa_cols=(question_col, answer_col, date_col), keep_referenced=keep_referenced,
-                                    limits=InputLimits(max_file_mb, max_inflated_mb, max_ratio, max_page_mpx),
+                                    limits=InputLimits(max_file_mb, max_inflated_mb, max_ratio, max_page_mpx,
+                                                       max_ocr_pages),
                                     ocr_langs=ocr_langs, skip_unreadable=skip_unreadable, force=force))
 
 

@@ -248,6 +248,50 @@ def test_low_confidence_ocr_page_is_flagged(tmp_path, monkeypatch):
     assert any("low OCR confidence" in flag and "1" in flag for flag in report.flags)
 
 
+def test_rotated_scan_is_turned_upright_by_tesseract_osd_before_it_is_read(tmp_path):
+    pages = INDIC_LEAFLETS["hi"][:1]
+    path = write_image_only_pdf(tmp_path / "scan.pdf", "hi", pages, blank_pages=0, rotate=90)
+    report = FileReport(path.name, "", "pdf")
+    text = "\n".join(s.text for s in read_pdf(path, report))
+    [note] = report.page_notes
+    assert note["kind"] == "ocr" and "turned 90 degrees clockwise" in note["detail"] and note["language"] == "hin+eng"
+    assert intact(words(" ".join(f"{h} {' '.join(ps)}" for h, ps in pages)), text) >= 0.9
+
+
+def test_a_script_without_its_tesseract_pack_is_named_with_its_install_command(tmp_path, monkeypatch):
+    """A Hindi scan where Tesseract has English and OSD only: not read as English gibberish, but named."""
+    monkeypatch.setattr(ocr, "installed_languages", lambda: frozenset({"eng", "osd"}))
+    path = write_image_only_pdf(tmp_path / "scan.pdf", "hi", INDIC_LEAFLETS["hi"][:1], blank_pages=0)
+    report = FileReport(path.name, "", "pdf")
+    assert read_pdf(path, report) == [] and report.pages_without_text == [1]
+    [note] = report.page_notes
+    assert note["kind"] == "image_only" and "Devanagari script" in note["detail"]
+    assert "sudo apt-get install -y tesseract-ocr-hin" in note["detail"]
+    assert any("tesseract-ocr-hin" in flag for flag in report.flags)
+
+
+def test_ocr_page_cap_and_progress_with_its_estimate(tmp_path, monkeypatch):
+    from io import StringIO
+
+    from rich.console import Console
+
+    from pipeline import console
+    from pipeline.formats import InputLimits
+
+    shown = Console(file=StringIO(), width=120, force_terminal=False)
+    monkeypatch.setattr(console, "make_console", lambda **_: shown)
+    monkeypatch.setattr(ocr, "read_page", lambda image, languages=None, **_: ocr.OcrPage(
+        "मोतियाबिंद के बाद आँख की देखभाल", 91.0, "hin+eng", 6, [12.0]))
+    path = write_image_only_pdf(tmp_path / "scan.pdf", "hi", INDIC_LEAFLETS["hi"], blank_pages=0)
+    report = FileReport(path.name, "", "pdf")
+    read_pdf(path, report, limits=InputLimits(max_ocr_pages=1))
+    assert [(n["page"], n["kind"]) for n in report.page_notes] == [(1, "ocr"), (2, "image_only")]
+    assert "--max-ocr-pages 1" in report.page_notes[1]["detail"] and report.pages_without_text == [2]
+    assert any("--max-ocr-pages 1" in flag for flag in report.flags)
+    bar = shown.file.getvalue()
+    assert "OCR scan.pdf" in bar and "1/1" in bar and "eta" in bar
+
+
 def test_ocr_langs_not_installed_is_one_line_before_anything_is_read(tmp_path):
     result = cli("ingest-kb", str(write_pdf(tmp_path / "preop.pdf")), "--out", str(tmp_path / "ds"),
                  "--ocr-langs", "hin+xyz")

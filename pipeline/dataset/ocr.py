@@ -1,10 +1,14 @@
 """Image-only PDF pages: blank or ruled pages told apart by their pixels, the others read by Tesseract through
-pytesseract, in the language its script detection (OSD) finds or the one the user names (``--ocr-langs``)."""
+pytesseract, turned upright and in the language its orientation and script detection (OSD) finds, or the one the
+user names (``--ocr-langs``); a script whose Tesseract pack is missing is named with its install command instead of
+being read as gibberish. ``progress`` shows OCR's progress and estimate (rich)."""
 
 from __future__ import annotations
 
 import re
 import statistics
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
@@ -18,13 +22,22 @@ BLANK_INK_AT_MOST = 0.0001  # share of inked pixels, rules removed, below which 
 BLANK_WORDS_FEWER_THAN = 3  # an OCR'd page with fewer words is a blank or "NOTES" page
 LOW_CONFIDENCE = 70.0  # Tesseract's mean word confidence (0-100) below which a page is flagged
 OSD_SCRIPTS = {"Devanagari": "hin", "Tamil": "tam", "Telugu": "tel", "Kannada": "kan", "Bengali": "ben",
-               "Latin": "eng"}
-APT_PACKAGES = ("tesseract-ocr", "tesseract-ocr-hin", "tesseract-ocr-mar", "tesseract-ocr-tam", "tesseract-ocr-tel",
-                "tesseract-ocr-kan", "tesseract-ocr-ben", "tesseract-ocr-eng")
+               "Gujarati": "guj", "Malayalam": "mal", "Gurmukhi": "pan", "Oriya": "ori", "Latin": "eng"}
+ROTATION_CONFIDENCE_AT_LEAST = 2.0  # OSD's orientation confidence above which its rotation is applied
+APT_PACKAGES = ("tesseract-ocr", "tesseract-ocr-osd", "tesseract-ocr-hin", "tesseract-ocr-mar", "tesseract-ocr-tam",
+                "tesseract-ocr-tel", "tesseract-ocr-kan", "tesseract-ocr-ben", "tesseract-ocr-eng")
 INSTALL_COMMAND = f"sudo apt-get install -y {' '.join(APT_PACKAGES)}"
 
 
 OCR_ERRORS = (TesseractError, OSError, RuntimeError)  # what Tesseract raises on a page it cannot read
+
+
+class MissingPack(Exception):
+    """OSD found a script whose Tesseract language pack is not installed: the message names the install command."""
+
+    def __init__(self, script: str, language: str) -> None:
+        super().__init__(f"{script} script, and Tesseract has no {language} pack to read it: "
+                         f"sudo apt-get install -y tesseract-ocr-{language} (or give --ocr-langs)")
 
 
 @dataclass
@@ -36,6 +49,7 @@ class OcrPage:
     language: str  # the Tesseract languages used, e.g. "hin+eng"
     words: int
     line_sizes: list[float] = field(default_factory=list)  # each line's median word height in points
+    rotated: int = 0  # degrees the page image was turned (clockwise) to stand upright, by OSD
 
 
 @cache
@@ -76,27 +90,42 @@ def is_blank(image: Any) -> bool:
     return ink_share(image) < BLANK_INK_AT_MOST
 
 
-def page_languages(image: Any, requested: str | None) -> str:
-    """Tesseract languages for a page: ``requested`` if given, else the script OSD detects (plus English)."""
+def orientation(image: Any) -> tuple[int, str | None]:
+    """Tesseract's OSD of a page: the degrees to turn it clockwise to stand upright (0 unless OSD is confident) and
+    the script it is written in (None when there is too little text to tell)."""
     import pytesseract
 
-    if requested:
-        return requested
     try:
         osd = pytesseract.image_to_osd(image, config="--psm 0")
-        script = re.search(r"Script: (\w+)", osd)
-        language = OSD_SCRIPTS.get(script.group(1) if script else "", "eng")
-    except pytesseract.TesseractError:  # too little text for script detection
-        language = "eng"
+    except pytesseract.TesseractError:  # too little text for orientation and script detection
+        return 0, None
+    rotate = re.search(r"Rotate: (\d+)", osd)
+    confidence = re.search(r"Orientation confidence: ([\d.]+)", osd)
+    script = re.search(r"Script: (\w+)", osd)
+    upright = not rotate or not confidence or float(confidence.group(1)) < ROTATION_CONFIDENCE_AT_LEAST
+    return 0 if upright else int(rotate.group(1)) % 360, script.group(1) if script else None
+
+
+def page_languages(script: str | None, requested: str | None) -> str:
+    """Tesseract languages for a page: ``requested`` if given, else those of the script OSD detected (plus
+    English); ``MissingPack`` when that script's pack is not installed."""
+    if requested:
+        return requested
+    language = OSD_SCRIPTS.get(script or "", "eng")
+    if language not in installed_languages():
+        raise MissingPack(script or "Latin", language)
     return language if language == "eng" else f"{language}+eng"
 
 
 def read_page(image: Any, requested: str | None = None, *, dpi: float = OCR_DPI) -> OcrPage:
-    """The page's text by Tesseract (lines and paragraphs as it found them) and its mean word confidence; ``dpi``:
-    the resolution the page image was rendered at (line heights are given in points)."""
+    """The page's text by Tesseract (lines and paragraphs as it found them) and its mean word confidence, the page
+    turned upright first; ``dpi``: the resolution the page image was rendered at (line heights are in points)."""
     import pytesseract
 
-    language = page_languages(image, requested)
+    rotated, script = orientation(image)
+    if rotated:
+        image = image.rotate(-rotated, expand=True)  # PIL turns counter-clockwise
+    language = page_languages(script, requested)
     data = pytesseract.image_to_data(image, lang=language, output_type=pytesseract.Output.DICT)
     lines: dict[tuple[int, int, int], list[tuple[str, int]]] = {}
     confidences = []
@@ -115,4 +144,25 @@ def read_page(image: Any, requested: str | None = None, *, dpi: float = OCR_DPI)
         sizes.append(round(statistics.median(height for _, height in words) * 72 / dpi, 1))
         previous = (block, par)
     return OcrPage(text, round(sum(confidences) / len(confidences), 1) if confidences else None, language,
-                   len(confidences), sizes)
+                   len(confidences), sizes, rotated)
+
+
+@contextmanager
+def progress(name: str, total: int) -> Iterator[Callable[[], None]]:
+    """A rich progress bar with the time left for OCR of ``total`` pages of ``name``; yields its step."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    from pipeline import console
+
+    bar = Progress(TextColumn(f"OCR {name}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                   TextColumn("eta"), TimeRemainingColumn(), console=console.make_console())
+    with bar:
+        task = bar.add_task("ocr", total=total)
+        yield lambda: bar.advance(task)

@@ -16,6 +16,7 @@ import re
 import shutil
 import subprocess
 import unicodedata
+from contextlib import nullcontext
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -285,6 +286,10 @@ def _image_page(page: Any, number: int, report: FileReport, ocr_langs: str | Non
         return []
     try:
         result = ocr.read_page(image, ocr_langs, dpi=dpi)
+    except ocr.MissingPack as exc:
+        report.pages_without_text.append(number)
+        _note(report, number, "image_only", f"no text layer: {exc}")
+        return []
     except ocr.OCR_ERRORS as exc:
         report.pages_without_text.append(number)
         _note(report, number, "image_only", f"no text layer and Tesseract failed on it ({exc})")
@@ -295,6 +300,7 @@ def _image_page(page: Any, number: int, report: FileReport, ocr_langs: str | Non
         return []
     low = result.confidence is not None and result.confidence < ocr.LOW_CONFIDENCE
     _note(report, number, "ocr", f"OCR'd by Tesseract ({result.words} words"
+          f"{f'; turned {result.rotated} degrees clockwise to stand upright (OSD)' if result.rotated else ''}"
           f"{'; LOW CONFIDENCE: check the text' if low else ''})", confidence=result.confidence,
           language=result.language)
     rows = [row for row in result.text.split("\n") if row.strip()]
@@ -449,15 +455,26 @@ def read_pdf(path: Path, report: FileReport, *, ocr_langs: str | None = None,
                                     "it best, is missing or failed (sudo apt-get install -y poppler-utils)")
             else:
                 report.engine += f" + poppler pdftotext {poppler_version()}"
+        found = [poppler[n] if poppler else _page_lines(textpages[n], texts[n]) for n in range(len(document))]
+        scans = [n for n, lines in enumerate(found, 1) if sum(len(line.text) for line in lines) < MIN_PAGE_CHARS]
+        cap = limits.max_ocr_pages
+        read = set(scans if cap is None else scans[:cap])
+        shown = ocr.progress(path.name, len(read)) if read and ocr.installed_languages() else nullcontext(
+            lambda: None)
         pages: list[list[Line]] = []
-        for number in range(1, len(document) + 1):
-            page = document[number - 1]
-            lines = poppler[number - 1] if poppler else _page_lines(textpages[number - 1], texts[number - 1])
-            if sum(len(line.text) for line in lines) < MIN_PAGE_CHARS:
-                lines = _image_page(page, number, report, ocr_langs, limits)
-            else:
-                lines = _checked(lines, number, report)
-            pages.append(lines)
+        with shown as step:
+            for number, lines in enumerate(found, 1):
+                if number in read:
+                    lines = _image_page(document[number - 1], number, report, ocr_langs, limits)
+                    step()
+                elif number in scans:
+                    report.pages_without_text.append(number)
+                    _note(report, number, "image_only", f"no text layer, not OCR'd: the document's first {cap} "
+                          f"image-only pages were (--max-ocr-pages {cap})")
+                    lines = []
+                else:
+                    lines = _checked(lines, number, report)
+                pages.append(lines)
     except pypdfium2.PdfiumError as exc:
         raise UserError(f"{path}: unreadable PDF ({exc})") from None
     finally:
@@ -485,7 +502,8 @@ def _summarise(report: FileReport) -> None:
                             "tell it, converted by its signature: check the text")
     for kind, pages in by_kind.items():
         if kind == "image_only":
+            reasons = dict.fromkeys(n["detail"].split(": ", 1)[-1] for n in report.page_notes if n["kind"] == kind)
             report.flags.append(f"no text layer on page(s) {', '.join(map(str, pages))} (scanned?): not ingested; "
-                                f"install Tesseract to OCR them: {ocr.INSTALL_COMMAND}")
+                                + "; ".join(reasons))
         else:
             report.flags.append(f"page(s) {', '.join(map(str, pages))}: {words[kind]}")

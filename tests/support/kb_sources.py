@@ -308,22 +308,24 @@ def _ruled_notes_page(width: int = 1240, height: int = 1754) -> Any:
 
 
 def write_image_only_pdf(path: Path, language: str = "hi", pages: list[tuple[str, list[str]]] | None = None,
-                         *, blank_pages: int = 1, dpi: int = 200) -> Path:
+                         *, blank_pages: int = 1, dpi: int = 200, rotate: int = 0) -> Path:
     """A PDF of page images only, as a scanner writes them: ``language``'s leaflet rendered (pypdfium2) from its
-    Unicode PDF at ``dpi``, then ``blank_pages`` ruled "NOTES" pages; no text layer at all."""
+    Unicode PDF at ``dpi``, then ``blank_pages`` ruled "NOTES" pages; no text layer at all. ``rotate``: the leaflet's
+    pages scanned turned that many degrees counter-clockwise (on a landscape page for 90 and 270)."""
     import pypdfium2
     from fpdf import FPDF
 
     source = pypdfium2.PdfDocument(bytes(_unicode_pdf(pages or INDIC_LEAFLETS[language], SCRIPT_FONTS[language])
                                          .output()))
-    images = [page.render(scale=dpi / 72, grayscale=True).to_pil() for page in source]
+    images = [page.render(scale=dpi / 72, grayscale=True).to_pil().rotate(rotate, expand=True) for page in source]
     source.close()
     images += [_ruled_notes_page() for _ in range(blank_pages)]
     pdf = FPDF(format="A4")
     pdf.set_creation_date(FIXED_DATE)
     for image in images:
-        pdf.add_page()
-        pdf.image(image, x=0, y=0, w=210, h=297)
+        landscape = image.width > image.height
+        pdf.add_page(orientation="L" if landscape else "P")
+        pdf.image(image, x=0, y=0, w=297 if landscape else 210, h=210 if landscape else 297)
     path.parent.mkdir(parents=True, exist_ok=True)
     pdf.output(str(path))
     return path
