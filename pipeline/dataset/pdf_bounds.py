@@ -11,6 +11,7 @@ PDFium inflates a page's whole content stream into memory and keeps its parsed o
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Iterator
 from pathlib import Path
@@ -58,14 +59,24 @@ def check_pages(path: Path, limits: InputLimits) -> None:
     """``UserError`` naming the file and page when a page's content inflates beyond ``limits.max_inflated_mb`` or
     it draws an image of more than ``limits.max_page_mpx`` megapixels. A file pypdf cannot parse is left to PDFium
     (whose errors are one line too)."""
-    from pypdf import PdfReader, apply_configuration
-    from pypdf.errors import LimitReachedError, PyPdfError
-    from pypdf.filters import decode_stream_data
-
     limit = int(limits.max_inflated_mb * MB)
     bounded = {name: limit + 1 for name in (
         "zlib_maximum_output_length", "lzw_maximum_output_length", "run_length_maximum_output_length",
         "brotli_maximum_output_length", "array_based_stream_maximum_output_length")}
+    quiet = logging.getLogger("pypdf")  # its warnings on a broken file are not the user's business: PDFium decides
+    level = quiet.level
+    quiet.setLevel(logging.CRITICAL)
+    try:
+        _check(path, limits, limit, bounded)
+    finally:
+        quiet.setLevel(level)
+
+
+def _check(path: Path, limits: InputLimits, limit: int, bounded: dict[str, int]) -> None:
+    from pypdf import PdfReader, apply_configuration
+    from pypdf.errors import LimitReachedError, PyPdfError
+    from pypdf.filters import decode_stream_data
+
     with apply_configuration(**bounded):
         try:
             reader = PdfReader(path, strict=False)
