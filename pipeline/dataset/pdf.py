@@ -86,41 +86,77 @@ def _place_marks(items: list[tuple[str, tuple[float, float] | None]]) -> str:
     return "".join(char for char, _ in placed).strip()
 
 
-def _page_lines(textpage: Any, text: str) -> list[Line]:
+def _page_lines(textpage: Any, text: str, page: Any = None) -> list[Line]:
     """The page's lines and their font sizes: PDFium's text as it is for a page without Indian scripts, rebuilt
-    from its characters for a page with them (``_shaped_lines``)."""
+    from its characters for a page with them (``_shaped_lines``). Given the ``page``, each line's runs by font:
+    cut character by character only when a font of the page may be a legacy one (``_page_fonts``); one run a line
+    when the page has one font; none (``[]``: nothing to convert) otherwise."""
     import pypdfium2.raw as pdfium_c
 
     if len(text) != textpage.count_chars() or _INDIC.search(text):
         return _shaped_lines(textpage, text)
+    fonts = _page_fonts(page, textpage) if page is not None else {}
+    single = next(iter(fonts)) if len(fonts) == 1 else None
+    cut = single is None and any(legacy_fonts.font_encoding(font) or legacy_fonts.detect(text)
+                                 for font, text in fonts.items())
     lines, offset = [], 0
     for row in text.split("\n"):
         words = row.split()
         if words:
             first = offset + len(row) - len(row.lstrip())
-            lines.append(Line(" ".join(words), pdfium_c.FPDFText_GetFontSize(textpage.raw, first),
-                              _font_runs(textpage, row, offset)))
+            runs = None if page is None else _font_runs(textpage, row, offset) if cut else [(row, single)] if (
+                single is not None) else []
+            lines.append(Line(" ".join(words), pdfium_c.FPDFText_GetFontSize(textpage.raw, first), runs))
         offset += len(row) + 1
     return lines
 
 
+def _font_name(text_object: Any, buffer: Any) -> str:
+    """The base font name of a PDFium text object ("ABCDEF+KrutiDev010"), "" when it has none."""
+    import pypdfium2.raw as pdfium_c
+
+    font = pdfium_c.FPDFTextObj_GetFont(text_object)
+    size = pdfium_c.FPDFFont_GetBaseFontName(font, buffer, len(buffer)) if font else 0
+    return buffer.value.decode("utf-8", "replace") if 0 < size <= len(buffer) else ""
+
+
+def _page_fonts(page: Any, textpage: Any) -> dict[str, str]:
+    """The fonts of the page's text objects (in forms too) and the text set in each, by PDFium."""
+    import ctypes
+
+    import pypdfium2.raw as pdfium_c
+
+    texts: dict[str, list[str]] = {}
+    name = ctypes.create_string_buffer(256)
+    for text_object in page.get_objects(filter=(pdfium_c.FPDF_PAGEOBJ_TEXT,)):
+        length = pdfium_c.FPDFTextObj_GetText(text_object.raw, textpage.raw, None, 0)
+        buffer = (ctypes.c_ushort * (length // 2 + 1))()
+        pdfium_c.FPDFTextObj_GetText(text_object.raw, textpage.raw, buffer, length)
+        text = bytes(buffer)[:max(length - 2, 0)].decode("utf-16-le", "replace")
+        texts.setdefault(_font_name(text_object.raw, name), []).append(text)
+    return {font: "\n".join(parts) for font, parts in texts.items()}
+
+
 def _font_runs(textpage: Any, row: str, offset: int) -> list[tuple[str, str]]:
     """``row`` (the page's characters from ``offset``) cut where the font changes: ``[(text, font name)]``; a space
-    or a character PDFium generated belongs to the run before it."""
+    or a character PDFium generated belongs to the run before it. The font is asked once per text object."""
     import ctypes
 
     import pypdfium2.raw as pdfium_c
 
     runs: list[tuple[str, str]] = []
-    flags = ctypes.c_int()
+    buffer = ctypes.create_string_buffer(256)
+    last_object, last_font = None, ""
     for i, char in enumerate(row):
         font = ""
         if not char.isspace():
-            size = pdfium_c.FPDFText_GetFontInfo(textpage.raw, offset + i, None, 0, ctypes.byref(flags))
-            buffer = ctypes.create_string_buffer(size)
-            if size:
-                pdfium_c.FPDFText_GetFontInfo(textpage.raw, offset + i, buffer, size, ctypes.byref(flags))
-            font = buffer.value.decode("utf-8", "replace")
+            text_object = pdfium_c.FPDFText_GetTextObject(textpage.raw, offset + i)
+            address = ctypes.cast(text_object, ctypes.c_void_p).value
+            if address is not None and address == last_object:
+                font = last_font
+            elif address is not None:
+                font = _font_name(text_object, buffer)
+                last_object, last_font = address, font
         if runs and (not font or font == runs[-1][1]):
             runs[-1] = (runs[-1][0] + char, runs[-1][1])
         elif runs and not runs[-1][1]:
@@ -342,7 +378,7 @@ def _by_font(lines: list[Line], number: int, report: FileReport) -> list[Line]:
 def _checked(lines: list[Line], number: int, report: FileReport) -> list[Line]:
     """A text page's lines, the runs in a legacy Hindi font converted (by font where PDFium gave the fonts, else by
     the page's signature), its problems noted."""
-    if any(line.runs for line in lines):
+    if any(line.runs is not None for line in lines):
         lines = _by_font(lines, number, report)
         problems = page_problems("\n".join(line.text for line in lines))
         if problems:
@@ -455,7 +491,8 @@ def read_pdf(path: Path, report: FileReport, *, ocr_langs: str | None = None,
                                     "it best, is missing or failed (sudo apt-get install -y poppler-utils)")
             else:
                 report.engine += f" + poppler pdftotext {poppler_version()}"
-        found = [poppler[n] if poppler else _page_lines(textpages[n], texts[n]) for n in range(len(document))]
+        found = [poppler[n] if poppler else _page_lines(textpages[n], texts[n], document[n])
+                 for n in range(len(document))]
         scans = [n for n, lines in enumerate(found, 1) if sum(len(line.text) for line in lines) < MIN_PAGE_CHARS]
         cap = limits.max_ocr_pages
         read = set(scans if cap is None else scans[:cap])
