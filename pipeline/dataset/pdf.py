@@ -481,7 +481,8 @@ def read_pdf(path: Path, report: FileReport, *, ocr_langs: str | None = None,
         outline = _outline(document)
         report.pages = len(document)
         textpages = [page.get_textpage() for page in document]
-        texts = [textpage.get_text_range() for textpage in textpages]
+        # PDFium gives a hyphen that ends a line as U+FFFE: it is the hyphen the PDF drew ("ia-" is "पं." in DevLys)
+        texts = [textpage.get_text_range().replace("\ufffe", "-") for textpage in textpages]
         indic = [textpage for textpage, text in zip(textpages, texts, strict=True) if _INDIC.search(text)]
         poppler = None
         if indic and not any(_has_unmapped_glyphs(textpage) for textpage in indic):
