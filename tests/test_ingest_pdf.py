@@ -152,6 +152,14 @@ def test_romanized_hindi_and_tamil_leaflets_stay_as_written(tmp_path, language):
     assert legacy_fonts.legacy_glyph_share(text) < legacy_fonts.LEGACY_GLYPHS_AT_LEAST
 
 
+def test_a_hyphen_ending_a_line_is_read_as_a_hyphen(tmp_path):
+    """PDFium gives a hyphen that ends a line as U+FFFE (a noncharacter), joined to the next line's word."""
+    path = write_pdf(tmp_path / "hyphen.pdf", [("Before surgery", [
+        "The patient attends the pre-\noperative clinic two weeks before the day of surgery, with every report."])])
+    text = "\n".join(s.text for s in read_pdf(path, FileReport(path.name, "", "pdf")))
+    assert "pre-operative clinic" in text and "\ufffe" not in text
+
+
 def test_a_font_name_tells_a_legacy_encoding():
     assert legacy_fonts.font_encoding("MPDFAA+KrutiDev010") == "krutidev_010"
     assert legacy_fonts.font_encoding("Kruti Dev 010,Bold") == "krutidev_010"
