@@ -22,6 +22,7 @@ from pipeline.dataset.pdf import read_pdf
 from pipeline.dataset.text_check import page_problems, sign_initial_words
 from tests.support.kb_sources import (
     INDIC_LEAFLETS,
+    MIXED_LINE,
     PREOP_PAGES,
     ROMANIZED_LEAFLETS,
     SCRIPT_FONTS,
@@ -31,6 +32,7 @@ from tests.support.kb_sources import (
     write_image_only_pdf,
     write_indic_pdf,
     write_krutidev_pdf,
+    write_mixed_line_pdf,
     write_pdf,
     write_romanized_pdf,
 )
@@ -138,6 +140,15 @@ def test_bilingual_page_converts_the_krutidev_font_runs_and_leaves_the_english_o
     assert [(n["page"], n["kind"], n["encoding"]) for n in notes] == [(1, "legacy_font", "krutidev_010"),
                                                                         (2, "legacy_font", "krutidev_010")]
     assert all("KrutiDev010" in n["detail"] and "signature" not in n["detail"] for n in notes)
+
+
+def test_a_line_mixing_english_and_krutidev_words_converts_exactly_the_krutidev_runs(tmp_path):
+    path = write_mixed_line_pdf(tmp_path / "label.pdf")
+    report = FileReport(path.name, "", "pdf")
+    text = "\n".join(s.text for s in read_pdf(path, report))
+    assert text == " ".join("".join(piece for _, piece in MIXED_LINE).split())
+    [note] = report.page_notes
+    assert "KrutiDev010 (krutidev_010, 2 run(s))" in note["detail"]
 
 
 @pytest.mark.parametrize("language", sorted(ROMANIZED_LEAFLETS))

@@ -343,6 +343,12 @@ def _image_page(page: Any, number: int, report: FileReport, ocr_langs: str | Non
     return [Line(row, size) for row, size in zip(rows, result.line_sizes, strict=True)]
 
 
+def _decoded(text: str, encoding: str) -> str:
+    """A run's text in Unicode, the spaces around it kept (hinlegacy drops them; they part it from the next run)."""
+    core = text.strip()
+    return text[:len(text) - len(text.lstrip())] + legacy_fonts.decode(core, encoding) + text[len(text.rstrip()):]
+
+
 def _by_font(lines: list[Line], number: int, report: FileReport) -> list[Line]:
     """A page's lines with exactly the runs set in a legacy Hindi font converted: the fonts whose name tells it, and
     (flagged) the fonts whose runs together carry a legacy encoding's signature; English and Unicode runs as set."""
@@ -365,7 +371,7 @@ def _by_font(lines: list[Line], number: int, report: FileReport) -> list[Line]:
         return lines
     result = []
     for line in lines:
-        pieces = [legacy_fonts.decode(text, converted[font]) if font in converted else text
+        pieces = [_decoded(text, converted[font]) if font in converted else text
                   for text, font in line.runs or [(line.text, "")]]
         result.append(Line(" ".join("".join(pieces).split()), line.size, line.runs))
     described = [f"{font or 'a font without a name'} ({encoding}, {len(fonts[font])} run(s)"

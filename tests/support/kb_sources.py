@@ -551,3 +551,25 @@ def write_romanized_pdf(path: Path, language: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     pdf.output(str(path))
     return path
+
+
+MIXED_LINE = [("en", "Eye drops: "), ("hi", "दवा समय पर डालें"), ("en", " four times a day, "),
+              ("hi", "हाथ धोकर"), ("en", " each time.")]
+
+
+def write_mixed_line_pdf(path: Path, pieces: list[tuple[str, str]] = MIXED_LINE) -> Path:
+    """One line where English (Noto Sans) and KrutiDev-encoded Hindi (a font named KrutiDev010) take turns, word
+    by word, as a bilingual label does."""
+    from fpdf import FPDF
+
+    pdf = FPDF(format="A4")
+    pdf.set_creation_date(FIXED_DATE)
+    pdf.add_font("NotoSans", "", str(NOTO / "NotoSans-Regular.ttf"))
+    pdf.add_font("KrutiDev010", "", str(krutidev_named_font(path.parent / ".fonts")))
+    pdf.add_page()
+    for language, text in pieces:
+        pdf.set_font("KrutiDev010" if language == "hi" else "NotoSans", size=12)
+        pdf.write(8, _krutidev(text) if language == "hi" else text)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pdf.output(str(path))
+    return path
