@@ -97,15 +97,18 @@ def _page_lines(textpage: Any, text: str, page: Any = None) -> list[Line]:
         return _shaped_lines(textpage, text)
     fonts = _page_fonts(page, textpage) if page is not None else {}
     single = next(iter(fonts)) if len(fonts) == 1 else None
-    cut = single is None and any(legacy_fonts.font_encoding(font) or legacy_fonts.detect(text)
-                                 for font, text in fonts.items())
+    cut = single is None and any(legacy_fonts.font_encoding(font) or legacy_fonts.detect(written)
+                                 for font, written in fonts.items())
     lines, offset = [], 0
     for row in text.split("\n"):
         words = row.split()
         if words:
             first = offset + len(row) - len(row.lstrip())
-            runs = None if page is None else _font_runs(textpage, row, offset) if cut else [(row, single)] if (
-                single is not None) else []
+            runs: list[tuple[str, str]] | None = None  # no fonts known: the page's signature decides
+            if cut:
+                runs = _font_runs(textpage, row, offset)
+            elif page is not None:
+                runs = [(row, single)] if single is not None else []
             lines.append(Line(" ".join(words), pdfium_c.FPDFText_GetFontSize(textpage.raw, first), runs))
         offset += len(row) + 1
     return lines
