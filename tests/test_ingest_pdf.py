@@ -287,6 +287,10 @@ def test_a_script_without_its_tesseract_pack_is_named_with_its_install_command(t
     assert note["kind"] == "image_only" and "Devanagari script" in note["detail"]
     assert "sudo apt-get install -y tesseract-ocr-hin" in note["detail"]
     assert any("tesseract-ocr-hin" in flag for flag in report.flags)
+    monkeypatch.setattr(ocr, "installed_languages", lambda: frozenset({"eng", "hin"}))  # no OSD pack
+    report = FileReport(path.name, "", "pdf")
+    assert read_pdf(path, report) == []
+    assert "sudo apt-get install -y tesseract-ocr-osd" in report.page_notes[0]["detail"]
 
 
 def test_ocr_page_cap_and_progress_with_its_estimate(tmp_path, monkeypatch):

@@ -33,10 +33,11 @@ OCR_ERRORS = (TesseractError, OSError, RuntimeError)  # what Tesseract raises on
 
 
 class MissingPack(Exception):
-    """OSD found a script whose Tesseract language pack is not installed: the message names the install command."""
+    """OSD found a script whose Tesseract language pack is not installed, or OSD's own pack is missing: the message
+    names the install command."""
 
-    def __init__(self, script: str, language: str) -> None:
-        super().__init__(f"{script} script, and Tesseract has no {language} pack to read it: "
+    def __init__(self, what: str, language: str) -> None:
+        super().__init__(f"{what}, and Tesseract has no {language} pack to read it: "
                          f"sudo apt-get install -y tesseract-ocr-{language} (or give --ocr-langs)")
 
 
@@ -111,9 +112,11 @@ def page_languages(script: str | None, requested: str | None) -> str:
     English); ``MissingPack`` when that script's pack is not installed."""
     if requested:
         return requested
+    if "osd" not in installed_languages():
+        raise MissingPack("the page's script and orientation not detected", "osd")
     language = OSD_SCRIPTS.get(script or "", "eng")
     if language not in installed_languages():
-        raise MissingPack(script or "Latin", language)
+        raise MissingPack(f"{script or 'Latin'} script", language)
     return language if language == "eng" else f"{language}+eng"
 
 
