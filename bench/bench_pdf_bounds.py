@@ -1,6 +1,7 @@
-"""Bounded PDFs (issue 44): peak memory and seconds of ``ingest-kb`` on a 2 MB PDF whose content stream inflates
-to 1 GiB (refused in one line) and on a 418-byte PDF of one 200 x 200-inch page (rendered for OCR within the
-pixel budget), each in a fresh process; and what the pre-scan (``pipeline/dataset/pdf_bounds.py``) costs on an
+"""Bounded PDFs (issue 44): peak memory and seconds of ``ingest-kb`` on a 2 MB PDF whose content stream inflates to 1
+GiB (refused in one line), on one whose page content is just under ``--max-page-content-mb`` (accepted: the most
+memory a page's content can cost PDFium) and on a 418-byte PDF of one 200 x 200-inch page (rendered for OCR within
+the pixel budget), each in a fresh process; and what the pre-scan (``pipeline/dataset/pdf_bounds.py``) costs on an
 ordinary document: ms per page of ``check_pages`` on the example's three-page PDF repeated to 300 pages.
 
 Every figure carries the 1-minute load average (2 shared cores). Writes bench/results/pdf_bounds.json.
@@ -51,6 +52,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         rows["inflating_1gib"] = ingest_measured(write_inflating_pdf(folder / "bomb.pdf", 1024), folder / "ds1")
+        under = int(InputLimits().max_page_content_mb) - 1
+        rows[f"content_{under}_mb"] = ingest_measured(write_inflating_pdf(folder / "dense.pdf", under), folder / "ds3")
         rows["page_200_inches"] = ingest_measured(write_huge_page_pdf(folder / "poster.pdf", 200), folder / "ds2")
         document = write_pdf(folder / "long.pdf", PREOP_PAGES * 100)
         times = []

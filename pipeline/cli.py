@@ -196,11 +196,12 @@ def ingest_kb(
     answer_col: Annotated[str, typer.Option(help="Q&A table: the approved answer column")] = "answer",
     date_col: Annotated[str, typer.Option(help="Q&A table: the date the answer was approved")] = "approved_on",
     max_file_mb: Annotated[float, typer.Option(help="refuse a file larger than this (MB)")] = InputLimits.max_file_mb,
-    max_inflated_mb: Annotated[float, typer.Option(help="refuse an archive (DOCX) inflating beyond this (MB) in all, "
-                                                        "or a PDF page whose content does"
+    max_inflated_mb: Annotated[float, typer.Option(help="refuse an archive (DOCX) inflating beyond this (MB) in all"
                                                    )] = InputLimits.max_inflated_mb,
     max_ratio: Annotated[float, typer.Option(help="refuse an archive member inflating more times than this"
                                              )] = InputLimits.max_ratio,
+    max_page_content_mb: Annotated[float, typer.Option(help="refuse a PDF page whose content inflates beyond this (MB)"
+                                                       )] = InputLimits.max_page_content_mb,
     max_page_mpx: Annotated[float, typer.Option(help="render a PDF page for OCR within this many megapixels (lower "
                                                      "resolution if larger); refuse a page drawing a larger image"
                                                 )] = InputLimits.max_page_mpx,
@@ -226,8 +227,8 @@ def ingest_kb(
         raise UserError(f"--updated {updated!r}: use an ISO date, YYYY-MM-DD") from None
     raise typer.Exit(ingest_command(paths, out, max_tokens=max_tokens, overlap=overlap, kind=kind, updated=day,
                                     qa_cols=(question_col, answer_col, date_col), keep_referenced=keep_referenced,
-                                    limits=InputLimits(max_file_mb, max_inflated_mb, max_ratio, max_page_mpx,
-                                                       max_ocr_pages),
+                                    limits=InputLimits(max_file_mb, max_inflated_mb, max_ratio, max_page_content_mb,
+                                                       max_page_mpx, max_ocr_pages),
                                     ocr_langs=ocr_langs, skip_unreadable=skip_unreadable, force=force))
 
 

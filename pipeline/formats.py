@@ -49,12 +49,14 @@ FORMATS = Registry("document format", {
 @dataclass(frozen=True)
 class InputLimits:
     """The largest input ``ingest-kb`` reads (CLI: ``--max-file-mb``, ``--max-inflated-mb``, ``--max-ratio``,
-    ``--max-page-mpx``, ``--max-ocr-pages``); enforced by ``pipeline.dataset.bounds`` before any reader opens a file,
-    for a PDF's pages by ``pipeline.dataset.pdf_bounds`` before PDFium parses them, and by the PDF reader's OCR."""
+    ``--max-page-content-mb``, ``--max-page-mpx``, ``--max-ocr-pages``); enforced by ``pipeline.dataset.bounds``
+    before any reader opens a file, for a PDF's pages by ``pipeline.dataset.pdf_bounds`` before PDFium parses
+    them, and by the PDF reader's OCR."""
 
     max_file_mb: float = 100
-    max_inflated_mb: float = 100  # all members of an archive together; the streams of one PDF page
+    max_inflated_mb: float = 100  # all members of an archive together
     max_ratio: float = 100  # inflated / compressed size of one archive member
+    max_page_content_mb: float = 20  # a PDF page's content streams, inflated (PDFium holds ~35 bytes for each byte)
     max_page_mpx: float = 50  # a PDF page rendered for OCR (larger: a lower resolution), an image a page draws
     max_ocr_pages: int | None = None  # image-only pages of one PDF OCR'd (the others noted); None: all
 

@@ -140,18 +140,18 @@ def test_pdf_page_inflating_to_1_gib_is_refused_in_one_line_with_memory_bounded(
     assert bomb.stat().st_size < 4 * MB
     outcome = ingest_cli(str(bomb), "--out", str(tmp_path / "ds"))
     line = one_line(outcome)
-    assert str(bomb) in line and "page 1" in line and "--max-inflated-mb 100" in line
+    assert str(bomb) in line and "page 1" in line and "--max-page-content-mb 20" in line
     assert outcome["peak_kb"] < 1.5 * 1024 * 1024, outcome["peak_kb"]
     assert not (tmp_path / "ds").exists()
     # the limit is the option's; with --skip-unreadable the batch goes on without the file
     small = write_inflating_pdf(tmp_path / "batch" / "dense.pdf", 3)
     write_pdf(tmp_path / "batch" / "preop-sop.pdf")
-    report = ingest([tmp_path / "batch"], tmp_path / "ds", limits=InputLimits(max_inflated_mb=2),
+    report = ingest([tmp_path / "batch"], tmp_path / "ds", limits=InputLimits(max_page_content_mb=2),
                     skip_unreadable=True)
     assert [f["file"] for f in report["files"]] == ["preop-sop.pdf"]
     [skipped] = report["skipped"]
     assert skipped["file"] == small.name and "page 1" in skipped["reason"]
-    assert "--max-inflated-mb 2" in skipped["reason"]
+    assert "--max-page-content-mb 2" in skipped["reason"]
 
 
 def test_200_inch_page_is_rendered_within_the_pixel_budget_and_the_report_says_so(tmp_path):

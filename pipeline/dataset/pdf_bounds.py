@@ -1,12 +1,13 @@
-"""Bounds of a PDF before PDFium parses or renders it: a page whose content (its content streams and the form
-XObjects it draws, recursively) inflates beyond ``--max-inflated-mb``, or that draws an image of more pixels than
+"""Bounds of a PDF before PDFium parses or renders it: a page whose content (its content streams and the form XObjects
+it draws, recursively) inflates beyond ``--max-page-content-mb``, or that draws an image of more pixels than
 ``--max-page-mpx``, is refused in one line naming the file, the page and the limit; a page image for OCR larger than
 the pixel budget is rendered at a lower resolution (``render_dpi``), and the reader notes it.
 
-PDFium inflates a page's whole content stream into memory and keeps its parsed objects (a 3 MB stream inflating to
-1 GiB took 6 GB), so the streams are decoded first by pypdf, whose decoders stop at a configured output length
-(``pypdf.apply_configuration``): at most one limit's worth of bytes is held at a time. Image streams are not decoded
-(PDFium decodes an image only when it renders the page); their declared size is checked.
+PDFium inflates a page's whole content stream into memory and keeps its parsed objects, about 35 bytes for each byte
+of dense drawing operators (10 MB of content: 572 MB peak for the whole command; 25 MB: 1.1 GB; a 3 MB stream
+inflating to 1 GiB took 6 GB), so the streams are decoded first by pypdf, whose decoders stop at a configured output
+length (``pypdf.apply_configuration``): at most one limit's worth of bytes is held at a time. Image streams are not
+decoded (PDFium decodes an image only when it renders the page); their declared size is checked.
 """
 
 from __future__ import annotations
@@ -56,10 +57,10 @@ def _refuse(path: Path, page: int, what: str, option: str, limit: float) -> User
 
 
 def check_pages(path: Path, limits: InputLimits) -> None:
-    """``UserError`` naming the file and page when a page's content inflates beyond ``limits.max_inflated_mb`` or
+    """``UserError`` naming the file and page when a page's content inflates beyond ``limits.max_page_content_mb`` or
     it draws an image of more than ``limits.max_page_mpx`` megapixels. A file pypdf cannot parse is left to PDFium
     (whose errors are one line too)."""
-    limit = int(limits.max_inflated_mb * MB)
+    limit = int(limits.max_page_content_mb * MB)
     bounded = {name: limit + 1 for name in (
         "zlib_maximum_output_length", "lzw_maximum_output_length", "run_length_maximum_output_length",
         "brotli_maximum_output_length", "array_based_stream_maximum_output_length")}
@@ -94,8 +95,8 @@ def _check(path: Path, limits: InputLimits, limit: int, bounded: dict[str, int])
                     except NotImplementedError:  # a filter pypdf does not decode: PDFium decides
                         continue
                     if inflated > limit:
-                        raise _refuse(path, number, f"its content inflates beyond {limits.max_inflated_mb:g} MB",
-                                      "--max-inflated-mb", limits.max_inflated_mb)
+                        raise _refuse(path, number, f"its content inflates beyond {limits.max_page_content_mb:g} MB",
+                                      "--max-page-content-mb", limits.max_page_content_mb)
                 for image in images:
                     width, height = int(image.get("/Width", 0)), int(image.get("/Height", 0))
                     if width * height > limits.max_page_mpx * 1e6:
