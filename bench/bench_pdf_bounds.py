@@ -54,6 +54,8 @@ def main() -> None:
         rows["inflating_1gib"] = ingest_measured(write_inflating_pdf(folder / "bomb.pdf", 1024), folder / "ds1")
         under = int(InputLimits().max_page_content_mb) - 1
         rows[f"content_{under}_mb"] = ingest_measured(write_inflating_pdf(folder / "dense.pdf", under), folder / "ds3")
+        rows["four_pages_12_mb_each"] = ingest_measured(write_inflating_pdf(folder / "four.pdf", 12, pages=4),
+                                                        folder / "ds4")
         rows["page_200_inches"] = ingest_measured(write_huge_page_pdf(folder / "poster.pdf", 200), folder / "ds2")
         document = write_pdf(folder / "long.pdf", PREOP_PAGES * 100)
         times = []

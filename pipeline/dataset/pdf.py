@@ -16,7 +16,8 @@ import re
 import shutil
 import subprocess
 import unicodedata
-from contextlib import nullcontext
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -477,6 +478,18 @@ def _sections(pages: list[list[Line]], outline: dict[int, list[tuple[int, str]]]
     return [s for s in sections if s.text]
 
 
+@contextmanager
+def _loaded(document: Any, index: int) -> Iterator[tuple[Any, Any]]:
+    """Page ``index`` and its text page, closed after use so that one page's parsed content is held at a time."""
+    page = document[index]
+    textpage = page.get_textpage()
+    try:
+        yield page, textpage
+    finally:
+        textpage.close()
+        page.close()
+
+
 def read_pdf(path: Path, report: FileReport, *, ocr_langs: str | None = None,
              limits: InputLimits = InputLimits()) -> list[Section]:
     """The sections of a PDF; pages noted in ``report.page_notes``; ``UserError`` naming the file if unreadable or
@@ -489,20 +502,28 @@ def read_pdf(path: Path, report: FileReport, *, ocr_langs: str | None = None,
     try:
         outline = _outline(document)
         report.pages = len(document)
-        textpages = [page.get_textpage() for page in document]
-        # PDFium gives a hyphen that ends a line as U+FFFE: it is the hyphen the PDF drew ("ia-" is "पं." in DevLys)
-        texts = [textpage.get_text_range().replace("\ufffe", "-") for textpage in textpages]
-        indic = [textpage for textpage, text in zip(textpages, texts, strict=True) if _INDIC.search(text)]
+        # one page loaded at a time (PDFium keeps a loaded page's parsed content): Indian-script pages are read after
+        # the choice of engine, the others now
+        texts, found, unmapped = [], [], False
+        for n in range(len(document)):
+            with _loaded(document, n) as (page, textpage):
+                # PDFium gives a hyphen ending a line as U+FFFE: it is the hyphen the PDF drew (DevLys "ia-": "पं.")
+                texts.append(textpage.get_text_range().replace("\ufffe", "-"))
+                indic = bool(_INDIC.search(texts[-1]))
+                unmapped = unmapped or (indic and _has_unmapped_glyphs(textpage))
+                found.append(None if indic else _page_lines(textpage, texts[-1], page))
         poppler = None
-        if indic and not any(_has_unmapped_glyphs(textpage) for textpage in indic):
+        if None in found and not unmapped:
             poppler = _poppler_lines(path, len(document)) if poppler_version() else None
             if poppler is None:
                 report.flags.append("Indian-script text read by pypdfium2 alone: poppler's pdftotext, which reads "
                                     "it best, is missing or failed (sudo apt-get install -y poppler-utils)")
             else:
                 report.engine += f" + poppler pdftotext {poppler_version()}"
-        found = [poppler[n] if poppler else _page_lines(textpages[n], texts[n], document[n])
-                 for n in range(len(document))]
+                found = list(poppler)
+        for n in (n for n, lines in enumerate(found) if lines is None):
+            with _loaded(document, n) as (page, textpage):
+                found[n] = _page_lines(textpage, texts[n], page)
         scans = [n for n, lines in enumerate(found, 1) if sum(len(line.text) for line in lines) < MIN_PAGE_CHARS]
         cap = limits.max_ocr_pages
         read = set(scans if cap is None else scans[:cap])
@@ -512,7 +533,8 @@ def read_pdf(path: Path, report: FileReport, *, ocr_langs: str | None = None,
         with shown as step:
             for number, lines in enumerate(found, 1):
                 if number in read:
-                    lines = _image_page(document[number - 1], number, report, ocr_langs, limits)
+                    with _loaded(document, number - 1) as (page, _):
+                        lines = _image_page(page, number, report, ocr_langs, limits)
                     step()
                 elif number in scans:
                     report.pages_without_text.append(number)

@@ -414,10 +414,11 @@ def _raw_pdf(path: Path, objects: list[bytes | tuple[bytes, Any]]) -> Path:
     return path
 
 
-def write_inflating_pdf(path: Path, inflated_mb: int = 1024) -> Path:
-    """A one-page PDF whose content stream is 2 MB of Flate data inflating to ``inflated_mb`` MB of drawing
-    operators (a compression bomb, as issue 44 found). One MB is deflated once, ending in a full flush (which
-    empties the window), so its compressed bytes repeat verbatim; the zlib checksum is computed over the whole."""
+def write_inflating_pdf(path: Path, inflated_mb: int = 1024, pages: int = 1) -> Path:
+    """A PDF of ``pages`` pages drawing one content stream of a few MB of Flate data that inflates to
+    ``inflated_mb`` MB of drawing operators (a compression bomb, as issue 44 found). One MB is deflated once, ending
+    in a full flush (which empties the window), so its compressed bytes repeat verbatim; the zlib checksum is
+    computed over the whole."""
     import zlib
 
     block = b"0 0 m 1 1 l S\n" * (1024 * 1024 // 14)
@@ -427,11 +428,12 @@ def write_inflating_pdf(path: Path, inflated_mb: int = 1024) -> Path:
     for _ in range(inflated_mb):
         checksum = zlib.adler32(block, checksum)
     data = b"\x78\xda" + deflated * inflated_mb + compressor.flush() + checksum.to_bytes(4, "big")
+    kids = b" ".join(b"%d 0 R" % (4 + n) for n in range(pages))
     return _raw_pdf(path, [
         b"<< /Type /Catalog /Pages 2 0 R >>",
-        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
-        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 595 842] /Contents 4 0 R >>",
+        b"<< /Type /Pages /Kids [%s] /Count %d >>" % (kids, pages),
         (b"<< /Length %d /Filter /FlateDecode >>" % len(data), [data]),
+        *[b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 595 842] /Contents 3 0 R >>"] * pages,
     ])
 
 
