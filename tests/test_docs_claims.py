@@ -262,6 +262,6 @@ def test_design_lists_the_bottom_layer_that_the_layer_test_checks() -> None:
 
     text = " ".join((REPO / "docs" / "design.md").read_text(encoding="utf-8").split())
     listed = re.search(r"the shared modules \(([^:)]*)", text)
-    assert listed, "docs/design.md: the sentence 'the shared modules (`a`, `b`, …)' is gone; keep it or change this test"
+    assert listed, "docs/design.md: 'the shared modules (`a`, `b`, …)' is gone; keep it or change this test"
     assert sorted(re.findall(r"`(\w+)`", listed.group(1))) == sorted(LAYERS[-1]), (
         "docs/design.md's shared modules differ from the last tuple of LAYERS in tests/test_layers.py")
