@@ -102,7 +102,9 @@ def test_every_command_that_takes_db_is_checked_here(tmp_path) -> None:
 @pytest.mark.parametrize("command", [c for c in commands_with_db() if c not in NOT_OPENED_HERE])
 def test_a_db_that_is_not_duckdb_is_one_line_in_every_command(tmp_path, monkeypatch, capsys, not_duckdb, command):
     before = not_duckdb.read_bytes()
-    code, lines = _main(monkeypatch, capsys, *_commands(tmp_path, not_duckdb)[command])
+    invocations = _commands(tmp_path, not_duckdb)
+    assert command in invocations, f"add an invocation of `{command}` to _commands"
+    code, lines = _main(monkeypatch, capsys, *invocations[command])
     assert code == 1
     assert len(lines) == 1, "\n".join(lines)
     assert lines[0].startswith("error: --db ") and str(not_duckdb) in lines[0]
