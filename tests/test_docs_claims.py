@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import fnmatch
 import re
+import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
@@ -86,7 +87,12 @@ def links(text: str) -> Iterator[tuple[int, str]]:
 # -- paths -----------------------------------------------------------------------------------------------------
 @cache
 def top_level() -> frozenset[str]:
-    return frozenset(p.name for p in REPO.iterdir() if p.name not in (".git", ".venv", ".cache"))
+    """The repository's top-level entries (git's, so that a folder made locally, e.g. ``exports/``, is not one)."""
+    try:
+        tracked = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):  # not a git checkout: what is here
+        return frozenset(p.name for p in REPO.iterdir() if p.name not in (".git", ".venv", ".cache"))
+    return frozenset(line.split("/")[0] for line in tracked.splitlines())
 
 
 @cache
