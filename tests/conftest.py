@@ -12,7 +12,8 @@
 The session databases are read-only to tests: a test that writes takes its own copy (``copy_db``).
 This is enforced: after every test that used one, its bytes must be unchanged (``_session_dbs_unchanged``).
 
-- ``browser``, ``page`` (sized by ``viewport``): headless Chromium for the browser tests.
+- ``chromium``: its path, or a skip — a failure under ``PARIKSHA_REQUIRE_BROWSER`` — when it cannot run;
+  ``browser``, ``page`` (sized by ``viewport``): headless Chromium for the browser tests.
 """
 
 from __future__ import annotations
@@ -105,17 +106,25 @@ def _session_dbs_unchanged(request: pytest.FixtureRequest):
 
 
 # -- the browser tests (tests/test_browser*.py; helpers in tests/support/browser.py) ---------------------------
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    """Chromium's path; skips the test when it cannot run, or fails it when PARIKSHA_REQUIRE_BROWSER is set."""
+    from tests.support.browser import need_chromium
+
+    return need_chromium()
+
+
 @pytest.fixture(scope="module")
-def browser():
+def browser(chromium: str):
     """Headless Chromium, one per module."""
     from playwright.sync_api import sync_playwright
 
-    from tests.support.browser import CHROMIUM, CHROMIUM_ARGS
+    from tests.support.browser import CHROMIUM_ARGS
 
     with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
+        launched = p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+        yield launched
+        launched.close()
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import io
 import json
-import re
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -86,7 +86,63 @@ def test_a_judge_that_always_prefers_the_first_position_flips_every_pair(tmp_pat
         assert server.stats()["requests"] == 0
 
 
+# A fixture judge whose verdict on each query is known (the key is in the prompt's query): A (the response shown
+# first), B (the one shown second), a tie, prose naming no winner, and a winner that is not A, B or tie.
+KNOWN_REPLIES = {
+    "Question 0:": json.dumps({"Reason": "The first is better.", "Winner": "A"}),
+    "Question 1:": json.dumps({"Reason": "The second is better.", "Winner": "B"}),
+    "Question 2:": json.dumps({"Reason": "They are alike.", "Winner": "tie"}),
+    "Question 3:": "I would rather not say which one I prefer.",
+    "Question 4:": json.dumps({"Reason": "Both.", "Winner": "both"}),
+}
+
+
+def _judged_by_known_verdicts(tmp_path: Path, stages: str) -> tuple[Path, dict]:
+    """5 queries answered by the three fixture generators and judged pairwise by the known-verdict judge; the
+    database and the judge server's request counts."""
+    dataset = tmp_path / "qa"
+    if not dataset.exists():
+        write_closed_book(dataset, 5)
+    db = tmp_path / "results.duckdb"
+    with FixtureServer(latency_s=0.0) as generators, FixtureServer(latency_s=0.0, replies=KNOWN_REPLIES) as judge:
+        config = load_config(write_config(
+            tmp_path / "known.yaml", dataset=dataset, db=db,
+            models=[{"id": m, "base_url": generators.base_url} for m in GENERATORS],
+            judge={"id": "openai-compatible/known-judge", "base_url": judge.base_url}, pairwise={},
+            reask={"times": 1}))
+        run(config, stages=stages, console=Console(file=io.StringIO()))
+        return db, judge.stats()
+
+
+def test_a_judge_with_known_verdicts_is_stored_in_the_models_terms(tmp_path: Path):
+    db, stats = _judged_by_known_verdicts(tmp_path, "generate,pairwise")
+    # every pair of every query in both orders (30), the 12 unreadable ones asked once more (reask.times 1)
+    assert stats["requests"] == 30 + 12
+    stored = rows(db, "SELECT query_id, model_a, model_b, first, verdict, parse_ok FROM pairwise_verdicts")
+    expected = []
+    for q, a, b in [(f"q{i:05d}", a, b) for i in range(5) for a, b in
+                    ((GENERATORS[0], GENERATORS[1]), (GENERATORS[0], GENERATORS[2]), (GENERATORS[1], GENERATORS[2]))]:
+        for first in (a, b):
+            said = {"q00000": "first", "q00001": "second", "q00002": "tie"}.get(q)
+            if said == "tie":
+                verdict = "tie"
+            elif said is None:
+                verdict = None
+            else:  # the model shown first (or second), named as a or b of the pair
+                verdict = "a" if (first == a) == (said == "first") else "b"
+            expected.append((q, a, b, first, verdict, verdict is not None))
+    assert sorted(stored, key=str) == sorted(expected, key=str)
+    assert Counter(v for *_, v, _ in stored) == {"a": 6, "b": 6, "tie": 6, None: 12}  # every branch, counted
+    # a rerun asks again only what stayed unreadable (2 queries x 3 pairs x 2 orders, twice each), stores the same
+    db, again = _judged_by_known_verdicts(tmp_path, "pairwise")
+    assert again["requests"] == 12 * 2
+    assert sorted(rows(db, "SELECT query_id, model_a, model_b, first, verdict, parse_ok FROM pairwise_verdicts"),
+                  key=str) == sorted(expected, key=str)
+
+
 def test_the_embedded_judge_stores_both_orders_of_every_judged_pair(tmp_path: Path):
+    """SmolLM2 as the judge: whatever it says, both orders of every pair are stored with its raw output, and a
+    verdict is stored exactly when it was read."""
     dataset = write_closed_book(tmp_path / "qa", 3)
     db = tmp_path / "results.duckdb"
     with FixtureServer(latency_s=0.0) as server:
@@ -100,22 +156,8 @@ def test_the_embedded_judge_stores_both_orders_of_every_judged_pair(tmp_path: Pa
     assert [r[0] for r in stored] == ["q00000", "q00001", "q00002"]
     for _, a, b, firsts, n, has_raw in stored:
         assert n == 2 and firsts == sorted([a, b]) and has_raw
-    # what is stored is what the raw output says, read here by the prompt's own answer shape: a JSON object whose
-    # Winner is A, B or tie gives that verdict (in model terms); an output naming no winner at all is unparsed (NULL)
-    stored_verdicts = rows(db, "SELECT model_a, first, raw_output, verdict, parse_ok FROM pairwise_verdicts")
-    for a, first, raw, verdict, ok in stored_verdicts:
-        try:
-            answer = json.loads(raw)
-        except ValueError:
-            answer = None
-        said = answer.get("Winner") if isinstance(answer, dict) else None
-        if said in ("A", "B"):
-            shown_first = said == "A"
-            assert verdict == ("a" if (first == a) == shown_first else "b") and ok, raw
-        elif said == "tie":
-            assert verdict == "tie" and ok, raw
-        if not re.search(r"(?i)winner|verdict|better", raw):
-            assert verdict is None and not ok, raw
+    for verdict, ok in rows(db, "SELECT verdict, parse_ok FROM pairwise_verdicts"):
+        assert verdict in ("a", "b", "tie", None) and ok == (verdict is not None)
 
 
 def test_a_sample_per_language_takes_that_many_pairs_of_each_language_seeded():

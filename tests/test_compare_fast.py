@@ -5,6 +5,7 @@ sides in pandas, texts compared, the whole dataset's queries merged — kept her
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections import Counter
 from pathlib import Path
@@ -278,3 +279,46 @@ def test_a_hash_collision_falls_back_to_the_ids():
     assert _lookup(r, t, "k", ["query_id"]).to_pylist() == [None, 0, None]
     t = pa.table({"query_id": ["c", "a"], "k": pa.array([9, 7], pa.uint64())})  # 'b' hashes like 'a'
     assert _lookup(r, t, "k", ["query_id"]).to_pylist() == [1, None, 0]
+
+
+# -- cells and config differences written by hand (the reference above formats with the module's own) ----------
+@pytest.mark.parametrize(("value", "cell"), [
+    (None, "–"), (float("nan"), "–"), ("split", "split"), ("", ""), (3, "3"), (0.5, "0.5"), (True, "true"),
+    (["a", 1], '["a", 1]'), ({"k": None}, '{"k": null}'),
+])
+def test_a_provenance_cell(value: Any, cell: str) -> None:
+    assert _cell(value) == cell
+
+
+def test_config_diff_lists_the_dotted_keys_that_differ() -> None:
+    a = json.dumps({"name": "first", "db": "a.duckdb", "retrieval": {"top_k": 3, "split": "separate"},
+                    "models": [{"id": "m1", "max_tokens": 10}, {"id": "m2"}]})
+    b = json.dumps({"name": "second", "db": "b.duckdb", "retrieval": {"top_k": 5, "split": "separate"},
+                    "models": [{"id": "m1", "max_tokens": 20}], "concurrency": 4})
+    assert config_diff(a, b) == [("concurrency", None, 4), ("models", "m1, m2", "m1"),
+                                 ("models.m1.max_tokens", 10, 20), ("retrieval.top_k", 3, 5)]
+    assert config_diff(a, a) == [] and config_diff(None, None) == []
+    assert config_diff("not JSON", '{"seed": 1}') == [("seed", None, 1)]  # an unreadable config: nothing known
+
+
+def test_the_provenance_of_a_second_run_written_out(dbs: dict[str, str]) -> None:
+    """Two files, gpt-4o on both: B is A with 6 answers rewritten by run-b (test_compare_review._second_run)."""
+    with SHARED_READERS.cursor(dbs["a"]) as con:
+        (n,) = con.execute("SELECT count(*) FROM responses WHERE model_id = 'openai/gpt-4o'").fetchone()
+    a, b = Side(dbs["a"], "synthetic", "openai/gpt-4o", JUDGE), Side(dbs["b"], "synthetic", "openai/gpt-4o", JUDGE)
+    shown = compare(a, b, W)["provenance"].set_index("what")
+    expected = {  # what: (A, B, differs)
+        "database": (dbs["a"], dbs["b"], True),
+        "dataset": ("synthetic", "synthetic", False),
+        "model": ("openai/gpt-4o", "openai/gpt-4o", False),
+        "judge": (JUDGE, JUDGE, False),
+        "items whose prompt hash differs": (f"6 of {n}", f"6 of {n}", True),
+        "items whose response text differs": (f"6 of {n}", f"6 of {n}", True),
+        "queries whose retrieved chunks differ": (f"0 of {n}", f"0 of {n}", False),
+    }
+    for what, (cell_a, cell_b, differs) in expected.items():
+        assert tuple(shown.loc[what, ["A", "B"]]) == (cell_a, cell_b), what
+        assert bool(shown.loc[what, "differs"]) is differs, what
+    assert shown.loc["latest of those runs", "B"] == "run-b (second)"
+    assert shown.loc["run code revision", "B"] == "rev-b" and shown.loc["run config hash", "B"] == "h-b"
+    assert shown.loc["config: retrieval.split", "B"] == "separate"

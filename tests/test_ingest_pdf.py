@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 import sys
 import unicodedata
@@ -82,7 +81,7 @@ def test_indian_script_words_intact_and_better_than_pypdf(tmp_path, language):
 BROWSER_INTACT_AT_LEAST = {"hi": 0.98, "ta": 0.98, "bn": 0.98, "te": 0.93, "kn": 0.97}
 
 
-@pytest.mark.skipif(not shutil.which("chromium"), reason="Debian's chromium (installed by .ci/run) prints the PDFs")
+@pytest.mark.usefixtures("chromium")  # Debian's chromium (installed by .ci/run) prints the PDFs
 def test_browser_printed_indian_script_pdfs_are_read_by_poppler(tmp_path):
     for language in sorted(SCRIPT_FONTS):
         path = write_browser_pdf(tmp_path / f"{language}.pdf", language)

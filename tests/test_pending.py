@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import io
 import json
-import re
 from collections import defaultdict
 from contextlib import ExitStack
 from dataclasses import replace
@@ -59,6 +58,27 @@ def _config(tmp_path: Path, server: FixtureServer, limit: int) -> RunConfig:
         judge={**role["judge"], "metrics": ["FC", "COH"], "sanity_items": limit // 2},
         pairwise={}, rubric_grader=role["grader"], llm_accuracy=role["checker"], translator=role["translator"],
         medcode={"critic": role["critic"], "classifier": "logprobs", "teacher": role["teacher"]}))
+
+
+# The work of the 6-query run after the 2-query one, by hand: (calls left, done before) per stage and model. The
+# 2-query run did q0 (en) and q1 (hi); 4 queries are left (q2, q4 en; q3, q5 hi). Two generators, one judge on two
+# metrics (FC, COH), each query's rubric two criteria.
+EXPECTED_WORK = {
+    ("translate", "openai-compatible/translator"): (2, 1),  # Hindi queries without query_en: q3, q5 (q1 done)
+    ("generate", "openai-compatible/gen-a"): (4, 2),  # 4 queries left
+    ("generate", "openai-compatible/gen-b"): (4, 2),
+    ("translate-responses", "openai-compatible/translator"): (4, 2),  # 2 models x the 2 Hindi queries left
+    ("judge", "openai-compatible/judge"): (16, 8),  # 2 models x 4 queries x 2 metrics
+    ("pairwise", "openai-compatible/judge"): (8, 4),  # 1 pair x 4 queries x both orders
+    ("rubric", "openai-compatible/grader"): (16, 8),  # 2 models x 4 queries x 2 criteria
+    ("medcode-critique", "openai-compatible/critic"): (8, 4),  # 2 models x 4 queries
+    ("medcode-classify", "openai-compatible/critic"): (8, 0),  # each critique written, classified (not "done")
+    ("medcode-label", "openai-compatible/teacher"): (8, 4),
+    ("llm-accuracy", "openai-compatible/checker"): (8, 4),
+    # sanity_items limit // 2: 1 item before, 3 now; each judged as 2 variants (the ground truth, the refusal: no
+    # query has kb_refs, so none is another's different topic) on 2 metrics
+    ("sanity", "openai-compatible/judge"): (8, 4),
+}
 
 
 def _request(r) -> str:
@@ -119,14 +139,12 @@ def test_the_run_sends_what_pending_lists_and_the_estimate_tallies_the_same(tmp_
 
     # (b) the estimate before the run: the same work per stage and model (done before, and the calls left)
     lines = {(ln.stage, ln.model_id): (ln.calls, ln.done) for ln in estimate.lines}
-    assert lines == totals
+    assert lines == totals == EXPECTED_WORK
     assert {"pairwise", "medcode-label", "sanity", "translate"} <= {stage for stage, _ in lines}  # (c)
-    count = re.search(r"at most (\d+) LLM calls \(([^)]*)\)", " ".join(out.getvalue().split()))
-    assert count and int(count.group(1)) == sum(ln.calls for ln in estimate.lines)
-    by_stage = defaultdict(int)
-    for ln in estimate.lines:
-        by_stage[ln.stage] += ln.calls
-    assert count.group(2) == ", ".join(f"{stage} {n}" for stage, n in by_stage.items())
+    # (d) the dry run's count, written out: the stages in run order, each with the calls left
+    assert (f"at most {sum(calls for calls, _ in EXPECTED_WORK.values())} LLM calls (translate 2, generate 8, "
+            "translate-responses 4, judge 16, pairwise 8, rubric 16, medcode-critique 8, medcode-classify 8, "
+            "medcode-label 8, llm-accuracy 8, sanity 8)") in " ".join(out.getvalue().split())
 
 
 def test_the_estimate_reads_a_missing_table_as_nothing_done_and_raises_any_other_sql_error(tmp_path) -> None:

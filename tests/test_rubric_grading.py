@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import io
 import json
-import re
 from pathlib import Path
 
 import numpy as np
@@ -146,6 +145,8 @@ def test_grader_prompt_shows_the_conversation_the_response_and_the_rubric_item()
     assert conversation_text(single, "Yes.") == "user: Can I shave?\n\nassistant: Yes."
 
 
+# What HealthBench's reference grader (openai/simple-evals ``healthbench_eval.py``: ``parse_json_to_dict``, then the
+# check in ``grade_sample``) counts, written out by hand: a verdict it counts, or None (it asks again).
 GRADER_OUTPUTS = [
     ('{"explanation": "It says so.", "criteria_met": true}', True, "It says so."),
     ('```json\n{"criteria_met": false, "explanation": "No."}\n```', False, "No."),
@@ -162,29 +163,9 @@ GRADER_OUTPUTS = [
 ]
 
 
-def _healthbench_accepts(raw: str) -> bool | None:
-    """HealthBench's reference rule, reproduced from openai/simple-evals ``healthbench_eval.py``
-    (``parse_json_to_dict`` and the check in ``grade_sample``): the verdict it would count, or None (asked again)."""
-    cleaned = re.sub(r"^```json\s*|\s*```$", "", raw.strip())
-    try:
-        parsed = json.loads(cleaned)
-    except json.JSONDecodeError:
-        parsed = {}
-    if isinstance(parsed, dict) and "criteria_met" in parsed:
-        label = parsed["criteria_met"]
-        if label is True or label is False:
-            return label
-    return None
-
-
 @pytest.mark.parametrize(("raw", "met", "explanation"), GRADER_OUTPUTS)
 def test_parse_grade_never_guesses(raw: str, met: bool | None, explanation: str) -> None:
     assert parse_grade(raw) == (met, explanation)
-
-
-@pytest.mark.parametrize("raw", [raw for raw, _, _ in GRADER_OUTPUTS])
-def test_a_grade_counts_here_exactly_when_healthbench_counts_it(raw: str) -> None:
-    assert parse_grade(raw)[0] is _healthbench_accepts(raw)
 
 
 def test_score_from_sums_is_calculate_score() -> None:
@@ -351,6 +332,34 @@ def test_rubric_stage_needs_a_grader_and_the_dry_run_counts_its_calls(tmp_path: 
                   Console(file=out, width=200))
     # extractive answers all 3 queries (9 criteria), SmolLM2 the 2 English ones (7 criteria)
     assert "rubric 16" in out.getvalue() and "rubric grader" in out.getvalue()
+
+
+# -- end to end with a grader whose every verdict is known ---------------------------------------------------
+def test_a_grader_with_known_verdicts_gives_the_hand_scores(tmp_path: Path) -> None:
+    """The fixture server grades each criterion as MET["m2"] says (None: prose, unparsed): the stored grades and the
+    scores are those flags' hand computations."""
+    from tests.support.openai_fixture import FixtureServer
+
+    folder = write_dataset(tmp_path / "rubric-set")
+    replies = {criterion_text(qid, i): "I cannot decide." if met is None else json.dumps(
+        {"explanation": f"verdict {i} on {qid}", "criteria_met": met})
+        for qid, flags in MET["m2"].items() for i, met in enumerate(flags)}
+    with FixtureServer(latency_s=0.0) as answers, FixtureServer(latency_s=0.0, replies=replies) as grader:
+        config = RunConfig.model_validate({
+            "name": "known", "dataset": str(folder), "db": str(tmp_path / "known.duckdb"),
+            "models": [{"id": "openai-compatible/m2", "base_url": answers.base_url}],
+            "rubric_grader": {"id": "openai-compatible/grader", "base_url": grader.base_url}})
+        run(config, stages="generate,rubric", console=Console(file=io.StringIO()))
+    grades = Store(config.db).fetch("SELECT query_id, criterion_index, met, explanation FROM rubric_grades")
+    assert sorted(grades, key=str) == sorted(
+        [(q, i, m, "" if m is None else f"verdict {i} on {q}") for q, flags in MET["m2"].items()
+         for i, m in enumerate(flags)], key=str)
+    board = rubric_leaderboard(config.db, "rubric-set", "openai-compatible/grader", n_bootstrap=50)
+    overall = board[board.language == ALL_LANGUAGES].set_index("model_id").loc["openai-compatible/m2"]
+    assert overall.score == pytest.approx((1 - 2 / 3) / 2)  # q1 1.0, q3 −2/3, q2 unparsed: not scored
+    assert overall[["n_items", "n_scored", "n_unparsed"]].tolist() == [3, 2, 1]
+    detail = rubric_item(config.db, "rubric-set", "q1", "openai-compatible/m2", "openai-compatible/grader")
+    assert list(detail["criteria"].status) == ["met", "met", "not met", "met"] and detail["score"] == 1.0
 
 
 # -- end to end on the HealthBench fixture with the embedded grader --------------------------------------------

@@ -1,11 +1,17 @@
 """What the browser tests share: the served app (``streamlit run app.py`` on a free port of 127.0.0.1) and helpers
 to read a page in headless Chromium (Debian's, driven by Playwright). The ``browser`` and ``page`` fixtures are in
 ``tests/conftest.py``; a module that wants another viewport overrides the ``viewport`` fixture.
+
+A test that needs Chromium (a browser module's ``pytestmark = BROWSER``, or ``@pytest.mark.usefixtures("chromium")``)
+is skipped when ``chromium`` is not on ``PATH`` or Playwright is not installed — and fails instead when
+``PARIKSHA_REQUIRE_BROWSER`` is set (not empty, not ``0``), as ``.ci/run`` sets it, so CI cannot pass by skipping them.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -19,12 +25,32 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO / "tests" / "artifacts"
-CHROMIUM = "/usr/bin/chromium"
+REQUIRE_BROWSER = "PARIKSHA_REQUIRE_BROWSER"
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"  # Debian's (apt-get install chromium chromium-driver)
 CHROMIUM_ARGS = ["--no-sandbox", "--headless=new", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
-# a browser module's ``pytestmark``
-BROWSER = [pytest.mark.browser,
-           pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="apt-get install chromium chromium-driver")]
+# a browser module's ``pytestmark``: the marker, and the ``chromium`` fixture (tests/conftest.py: skip or fail)
+BROWSER = [pytest.mark.browser, pytest.mark.usefixtures("chromium")]
+
+
+def chromium_missing() -> str | None:
+    """Why the browser tests cannot run here (no ``chromium`` on PATH, or no Playwright); None when they can."""
+    if shutil.which("chromium") is None:
+        return "no `chromium` on PATH (apt-get install chromium chromium-driver)"
+    if importlib.util.find_spec("playwright") is None:
+        return "Playwright is not installed (pip install -r requirements-dev.txt)"
+    return None
+
+
+def need_chromium() -> str:
+    """The path of Chromium; when it cannot run, skip the calling test — or fail it when ``PARIKSHA_REQUIRE_BROWSER``
+    is set."""
+    why = chromium_missing()
+    if why is None:
+        return shutil.which("chromium") or CHROMIUM
+    if os.environ.get(REQUIRE_BROWSER, "").strip() not in ("", "0"):
+        pytest.fail(f"{REQUIRE_BROWSER} is set and {why}", pytrace=False)
+    pytest.skip(why)
 
 
 def free_port() -> int:

@@ -9,7 +9,9 @@ faults — 429 (some with ``Retry-After``), 500, requests held past the client's
 that quote the request's API key — in configured shares; ``stream: true`` is answered as server-sent events.
 The fault a request gets is drawn from ``hash(seed, request content, how often that content was seen)``, so
 every item's fate is the same whatever order concurrent requests arrive in. It counts requests per outcome
-(``GET /stats``); ``POST /admin/faults`` changes the shares while it runs.
+(``GET /stats``); ``POST /admin/faults`` changes the shares while it runs. ``reply`` answers every request with one
+text; ``replies`` answers a request whose last user message contains one of its keys with that key's text (the first
+key found; a judge or grader with known verdicts), and any other request as usual.
 
 It runs in its own process (uvicorn + starlette) so that it does not share the GIL with the
 client it is measuring. Start it with :class:`FixtureServer` (a context manager)::
@@ -118,9 +120,17 @@ def _sse(model: str, text: str, piece: int = 5) -> Iterator[str]:
     yield "data: [DONE]\n\n"
 
 
-def build_app(latency_s: float, faults: Faults, seed: int, api_key: str | None, reply: str | None = None):
+def known_reply(body: dict[str, Any], replies: dict[str, str] | None) -> str | None:
+    """The text of the first key of ``replies`` found in the request's last user message; None when none is."""
+    last = next((m.get("content", "") for m in reversed(body.get("messages") or []) if m.get("role") == "user"), "")
+    return next((text for key, text in (replies or {}).items() if key in str(last)), None)
+
+
+def build_app(latency_s: float, faults: Faults, seed: int, api_key: str | None, reply: str | None = None,
+              replies: dict[str, str] | None = None):
     """The starlette app (imported only in the server process); ``reply``: answer every request with this text
-    (a model with a fixed bias, e.g. a pairwise judge that always prefers the first response)."""
+    (a model with a fixed bias, e.g. a pairwise judge that always prefers the first response); ``replies``: see
+    :func:`known_reply`."""
     from starlette.applications import Starlette
     from starlette.requests import Request
     from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -172,7 +182,9 @@ def build_app(latency_s: float, faults: Faults, seed: int, api_key: str | None, 
             return error(500, f"upstream failed for request with headers {echoed}", "server_error")
         if outcome == "timeout":
             await asyncio.sleep(f.hang_s)
-        text = completion_text(body, attempt, f.unparsable_first) if reply is None else reply
+        known = known_reply(body, replies)
+        text = reply if reply is not None else known if known is not None else completion_text(
+            body, attempt, f.unparsable_first)
         if outcome == "echo_key":
             text += f"; sent with key {(request.headers.get('authorization') or '').removeprefix('Bearer ')}"
         if body.get("stream"):  # server-sent events, a few characters a chunk, as the OpenAI API streams
@@ -221,8 +233,10 @@ class FixtureServer:
     """Runs the fixture in a child process on 127.0.0.1 (a free port) for a ``with`` block."""
 
     def __init__(self, *, latency_s: float = 0.2, faults: Faults | None = None, seed: int = 0,
-                 api_key_env: str | None = None, env: dict[str, str] | None = None, reply: str | None = None):
+                 api_key_env: str | None = None, env: dict[str, str] | None = None, reply: str | None = None,
+                 replies: dict[str, str] | None = None):
         self.latency_s, self.faults, self.seed, self.reply = latency_s, faults or Faults(), seed, reply
+        self.replies = replies
         self.api_key_env, self.env = api_key_env, env
         self.process: subprocess.Popen | None = None
         self.port: int | None = None
@@ -243,6 +257,8 @@ class FixtureServer:
             cmd += ["--api-key-env", self.api_key_env]
         if self.reply is not None:
             cmd += ["--reply", self.reply]
+        if self.replies:
+            cmd += ["--replies", json.dumps(self.replies)]
         self.process = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True,
                                         env={**os.environ, **(self.env or {})})
         line = self.process.stdout.readline() if self.process.stdout else ""
@@ -293,11 +309,13 @@ def main() -> None:
     parser.add_argument("--faults", default="{}", help="JSON object of Faults fields")
     parser.add_argument("--api-key-env", help="require `Authorization: Bearer $NAME`")
     parser.add_argument("--reply", help="answer every request with this text")
+    parser.add_argument("--replies", default="{}", help="JSON object: key in the last user message -> answer")
     args = parser.parse_args()
     import uvicorn
 
     api_key = os.environ[args.api_key_env] if args.api_key_env else None
-    app = build_app(args.latency, Faults(**json.loads(args.faults)), args.seed, api_key, args.reply)
+    app = build_app(args.latency, Faults(**json.loads(args.faults)), args.seed, api_key, args.reply,
+                    json.loads(args.replies))
     # proto=IPPROTO_TCP matters: asyncio sets TCP_NODELAY only on sockets whose proto says TCP, and
     # accepted sockets inherit it. Without it every keep-alive response (headers and body written
     # separately) waits ~40 ms for the client's delayed ACK.
