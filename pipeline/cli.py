@@ -244,6 +244,40 @@ def curate_queries(
                                     approved_col=approved_col, pii=pii, force=force))
 
 
+@app.command()
+def variants(
+    dataset: Annotated[Path, typer.Argument(help="dataset folder (or queries file) whose queries to restate")],
+    out: Annotated[Path, typer.Option(help="new dataset folder: the originals and their variants")],
+    kinds: Annotated[str, typer.Option(help="comma-separated: romanized, native, misspelled, code-mixed, english")]
+    = "romanized,native,misspelled,code-mixed,english",
+    seed: Annotated[int, typer.Option(help="seed of the misspellings and of a partial code-mixing")] = 0,
+    misspell_words: Annotated[float, typer.Option(help="misspelled: share of a query's words mistyped")] = 0.3,
+    misspell_chars: Annotated[float, typer.Option(help="misspelled: each letter's chance to be the mistyped one")]
+    = 0.2,
+    code_mix_rate: Annotated[float, typer.Option(help="code-mixed: share of the lexicon's words swapped")] = 1.0,
+    db: Annotated[Path | None, typer.Option(help="results DuckDB whose stored query translations give `english` "
+                                                 "variants of queries without query_en")] = None,
+    force: Annotated[bool, typer.Option("--force", help="replace files in --out that `variants` did not write")]
+    = False,
+):
+    """Make variants of every query (romanized, native, misspelled, code-mixed, English) as a new dataset."""
+    from pipeline.dataset.variants import Settings, parse_kinds, variants_command
+
+    chosen = parse_kinds(kinds)
+    for name, rate in (("--misspell-words", misspell_words), ("--misspell-chars", misspell_chars),
+                       ("--code-mix-rate", code_mix_rate)):
+        if not 0 < rate <= 1:
+            raise UserError(f"{name} {rate}: give a share in (0, 1]")
+    translations = None
+    if db is not None and "english" in chosen:
+        from pipeline.dataset import load_dataset
+        from pipeline.read.robustness import stored_query_translations
+
+        translations = stored_query_translations(db, load_dataset(dataset))
+    variants_command(dataset, chosen, out, Settings(seed, misspell_words, misspell_chars, code_mix_rate),
+                     translations, force=force, echo=console.print)
+
+
 human_eval_app = typer.Typer(no_args_is_help=True, help="Human evaluation designed as Health-Pariksha's (3.5.2).")
 app.add_typer(human_eval_app, name="human-eval")
 
