@@ -35,7 +35,7 @@ from pipeline.dataset.format import VariantMade
 from pipeline.dataset.languages import in_script_of, script_letters
 from pipeline.dataset.loader import Dataset, load_dataset
 from pipeline.dataset.records import dataset_folder
-from pipeline.dataset.writing import validated, write_dataset
+from pipeline.dataset.writing import foreign_files, validated, write_dataset
 from pipeline.errors import UserError
 
 REPORT = "variants_report.json"
@@ -281,8 +281,8 @@ def variants_command(source: Path, kinds: list[str], out: Path, settings: Settin
         raise UserError(f"--out {out}: is the source dataset; the original is never changed, give a new folder")
     dataset = load_dataset(source)
     outcome = make_variants(dataset, kinds, settings, translations)
-    before = set()
-    if (out / "queries.jsonl").is_file():
+    before: set[str] = set()
+    if not foreign_files(out, ["queries.jsonl"], REPORT) and (out / "queries.jsonl").is_file():  # its own earlier
         before = {json.loads(line).get("query_id") for line in (out / "queries.jsonl").read_text(
             encoding="utf-8").splitlines() if line.strip()}
     report = {"source": str(source), "source_hash": dataset.content_hash(), "kinds": kinds,
