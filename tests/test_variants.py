@@ -137,24 +137,39 @@ def _hindi_set(folder: Path) -> Path:
 
 def test_a_model_worse_on_misspelled_queries_shows_on_that_kind_only(tmp_path):
     from pipeline.config import load_config
+    from pipeline.estimate import Estimate
     from pipeline.read.common import Filters
     from pipeline.read.robustness import robustness_changes, robustness_leaderboard, worst_pairs
     from pipeline.runner import run
     from tests.support.datasets import write_config
     from tests.support.openai_fixture import PLANTED_POOR, FixtureServer
 
-    out = tmp_path / "hi-variants"
+    source, out = _hindi_set(tmp_path / "hi"), tmp_path / "hi-variants"
     kinds = ["romanized", "misspelled", "code-mixed", "english"]
-    outcome = variants_command(_hindi_set(tmp_path / "hi"), kinds, out, Settings(seed=3), echo=lambda _: None)
+    outcome = variants_command(source, kinds, out, Settings(seed=3), echo=lambda _: None)
     misspelled = [v.query for v in outcome.variants if v.variant.kind == "misspelled"]
-    assert len(misspelled) == len(TOPICS)
+    assert len(misspelled) == len(TOPICS) and len(outcome.variants) == 4 * len(TOPICS)
     db = tmp_path / "results.duckdb"
+    quiet = Console(file=io.StringIO())
     with FixtureServer(latency_s=0.0, worse_on=misspelled) as server:
         endpoint = {"base_url": server.base_url, "timeout": 10.0, "max_retries": 0}
-        config = write_config(tmp_path / "run.yaml", dataset=out, db=db,
-                              models=[{"id": "openai-compatible/planted", **endpoint}],
-                              judge={"id": "openai-compatible/planted-judge", **endpoint, "metrics": ["FC"]})
-        run(load_config(config), stages="generate,judge", console=Console(file=io.StringIO()))
+
+        def config(dataset: Path):
+            return load_config(write_config(
+                tmp_path / f"{dataset.name}.yaml", dataset=dataset, db=db,
+                models=[{"id": "openai-compatible/planted", **endpoint}],
+                judge={"id": "openai-compatible/planted-judge", **endpoint, "metrics": ["FC"]}))
+
+        run(config(source), stages="generate,judge", console=quiet)  # the originals first
+        sent = server.stats()["requests"]
+        variants = load_dataset(out)
+        estimate = Estimate(config(out), variants, variants.queries, ["generate"]).run()
+        generate = next(line for line in estimate.lines if line.stage == "generate")
+        assert (generate.calls, generate.cached) == (5 * len(TOPICS), len(TOPICS))  # the originals come cached
+        assert any(f"{4 * len(TOPICS)} of the {5 * len(TOPICS)} queries are generated variants" in n
+                   for n in estimate.notes)
+        run(config(out), stages="generate,judge", console=quiet)
+        assert server.stats()["requests"] - sent == 2 * 4 * len(TOPICS)  # only the variants answered and judged
     weights = (1.0, 0.0, 0.0, 0.0)  # AGG = FC: the only metric judged
     changes = robustness_changes(db, Filters(dataset=out.name), "openai-compatible/planted-judge", weights)
     rows = changes[changes.language == "hi"].set_index("kind")
