@@ -116,35 +116,17 @@ def test_bad_input_is_one_line_and_nothing_is_written(tmp_path):
 
 
 # -- the robustness view on a planted model --------------------------------------------------------------------------
-TOPICS = ("नहाना", "पढ़ना", "खाना बनाना", "टीवी देखना", "बस में जाना", "सिर धोना", "झुकना", "योग करना", "काम पर जाना",
-          "गाड़ी चलाना", "मंदिर जाना", "सोना", "चश्मा लगाना", "मोबाइल देखना", "तैरना", "दौड़ना", "सफ़ाई करना",
-          "खेत में काम करना", "सीढ़ियाँ चढ़ना", "भारी सामान उठाना", "करवट लेना", "रोज़ा रखना", "नमाज़ पढ़ना",
-          "मेकअप करना", "धूप में जाना", "बाल रंगना", "मसालेदार खाना", "पूजा करना", "बच्चे को उठाना", "सफ़र करना")
-
-
-def _hindi_set(folder: Path) -> Path:
-    folder.mkdir(parents=True)
-    with (folder / "queries.jsonl").open("w", encoding="utf-8") as fh:
-        for i, topic in enumerate(TOPICS):
-            fh.write(json.dumps({
-                "query_id": f"hi-{i:03d}", "language": "hi",
-                "query": f"ऑपरेशन के बाद आँख ठीक होने तक {topic} कितने दिन बाद शुरू कर सकते हैं?",
-                "query_en": f"How many days after the operation can I start activity {i} again?",
-                "gt_response": "Usually after a week; ask your doctor at the follow-up.",
-                "themes": [], "kb_refs": [], "update_sensitive": False}, ensure_ascii=False) + "\n")
-    return folder
-
-
 def test_a_model_worse_on_misspelled_queries_shows_on_that_kind_only(tmp_path):
     from pipeline.config import load_config
     from pipeline.estimate import Estimate
     from pipeline.read.common import Filters
     from pipeline.read.robustness import robustness_changes, robustness_leaderboard, worst_pairs
     from pipeline.runner import run
-    from tests.support.datasets import write_config
+    from tests.support.datasets import HINDI_TOPICS as TOPICS
+    from tests.support.datasets import write_config, write_hindi_set
     from tests.support.openai_fixture import PLANTED_POOR, FixtureServer
 
-    source, out = _hindi_set(tmp_path / "hi"), tmp_path / "hi-variants"
+    source, out = write_hindi_set(tmp_path / "hi"), tmp_path / "hi-variants"
     kinds = ["romanized", "misspelled", "code-mixed", "english"]
     outcome = variants_command(source, kinds, out, Settings(seed=3), echo=lambda _: None)
     misspelled = [v.query for v in outcome.variants if v.variant.kind == "misspelled"]
