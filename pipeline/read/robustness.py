@@ -206,3 +206,29 @@ def variant_quality(db: str | Path, dataset: str) -> pd.DataFrame:
                          "why_dropped": "; ".join(f"{c} {why}" for why, c in dropped.items()),
                          "measure": measure, "value": value})
     return pd.DataFrame(rows, columns=QUALITY_COLUMNS)
+
+
+def robustness_report(db: str | Path, dataset: str | None = None, judge: str | None = None
+                      ) -> tuple[str, str, pd.DataFrame, pd.DataFrame]:
+    """The page's tables for the CLI: (dataset, judge, changes, leaderboard) with the latest run's judge and weights
+    (as the page takes them); the dataset with the most responses when none is named. UserError when there is
+    nothing to read."""
+    from pipeline.errors import UserError
+    from pipeline.read import home, rubric
+    from pipeline.read.common import weights_tuple
+
+    if not Path(db).exists():
+        raise UserError(f"{db}: no results database there")
+    choices = home.choices(db)
+    datasets = [d for d in choices.get("datasets", []) if d in choices.get("judges", {})]
+    dataset = dataset or (datasets[0] if datasets else None)
+    if dataset is None or dataset not in choices.get("judges", {}):
+        raise UserError(f"{db}: no judged dataset {dataset!r} (judged: {', '.join(datasets) or 'none'})")
+    judge = judge or home.judge_in_use(choices, dataset)
+    if judge is None:
+        raise UserError(f"{db}: dataset {dataset!r} has no judgments")
+    config = home.run_config(choices, dataset)
+    graders = rubric.rubric_graders(db, dataset).grader_id
+    changes = robustness_changes(db, Filters(dataset=dataset), judge, weights_tuple(home.run_weights(choices, dataset)),
+                                 config.get("weights_preset") or None, str(graders.iloc[0]) if len(graders) else None)
+    return dataset, judge, changes, robustness_leaderboard(changes)
