@@ -33,7 +33,7 @@ CATARACT = REPO / "data" / "cataract"
 
 
 def test_casual_romanization_is_how_people_type():
-    assert romanize("मुझे आँख में दर्द है, क्या करूँ?", "hi") == "mujhe aankh men dard hai, kya karun?"
+    assert romanize("मुझे आँख में दर्द है, क्या करूँ?", "hi") == "mujhe aankh mein dard hai, kya karun?"
     assert romanize("कितने दिन तक", "hi") == "kitne din tak"
     assert romanize("ऑपरेशन के बाद drops डालने हैं", "hi").endswith("drops daalne hain")  # Latin words kept
     assert romanize("கண் வலி", "ta") == "kan vali"  # Tamil read letter for letter, not as Sanskrit ("ghaṇ")

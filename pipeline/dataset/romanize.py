@@ -35,7 +35,7 @@ CONSONANT = r"(?:kh|gh|ch|jh|ṭh|ḍh|th|dh|ph|bh|ṛh|[kgṅcjñṭḍṇtdnpb
 # ISO 15919 letters -> casual Latin; longest first (applied in order)
 _CASUAL = [
     ("r̥", "ri"), ("m̐", "n"), ("ṁ", "n"), ("ḥ", "h"), ("ch", "chh"), ("c", "ch"), ("ṭh", "th"), ("ḍh", "dh"),
-    ("ṛh", "rh"), ("ṭ", "t"), ("ḍ", "d"), ("ṛ", "r"), ("ṇ", "n"), ("ṉ", "n"), ("ṅ", "n"), ("ñ", "n"), ("ś", "sh"),
+    ("ṛh", "dh"), ("ṭ", "t"), ("ḍ", "d"), ("ṛ", "d"), ("ṇ", "n"), ("ṉ", "n"), ("ṅ", "n"), ("ñ", "n"), ("ś", "sh"),
     ("ṣ", "sh"), ("ḷ", "l"), ("ḻ", "zh"), ("ṟ", "r"), ("ē", "e"), ("ō", "o"), ("ô", "o"), ("ê", "e"), ("ḵ", "kh"),
     ("ġ", "gh"), ("ż", "z"), ("ẏ", "y"),
 ]
@@ -70,11 +70,26 @@ def _delete_schwa(word: str) -> str:
         word = new
 
 
+def _tamil_sounds(word: str) -> str:
+    """Tamil letters as they are said and typed: a single stop between vowels or after a nasal is voiced ("piragu",
+    "vadiyudhu", "marundhu"), ச is "s" at a word's start and between vowels, the dental த "th" ("thanni")."""
+    v = ISO_VOWELS
+    for plain, voiced in (("k", "g"), ("c", "s"), ("ṭ", "ḍ"), ("t", "dh"), ("p", "b")):
+        word = re.sub(rf"(?<=[{v}]){plain}(?=[{v}])", voiced, word)
+    for nasal, stop, voiced in (("ṅ", "k", "g"), ("ñ", "c", "j"), ("ṇ", "ṭ", "ḍ"), ("n", "t", "dh"), ("m", "p", "b")):
+        word = word.replace(nasal + stop, nasal + voiced)
+    word = re.sub(r"^c", "s", word)
+    return re.sub(r"(?<![tṭ])t(?![tṭh])", "th", word)  # a single dental t
+
+
 def _casual_word(word: str, language: str) -> str:
     if not any(ch in word for ch in ISO_VOWELS + "āīūṁ") or word.isascii() and language not in SCRIPTS:
         return word
+    if language == "ta":
+        word = _tamil_sounds(word)
     if language in SCHWA_DELETING:
         word = _delete_schwa(word)
+        word = re.sub(r"ē(ṁ|m̐)$", r"ei\1", word)  # एं at a word's end typed "ein": "mein", "karein"
     word = re.sub(r"ā(?=ṁ|m̐)?$", "a", word)  # long vowels short at the end of a word: "kyā" -> "kya"
     word = re.sub(r"ī(ṁ|m̐)?$", r"i\1", word)
     word = re.sub(r"ū(ṁ|m̐)?$", r"u\1", word)
@@ -110,7 +125,7 @@ _LATIN_CONSONANTS = [  # casual spelling -> ISO, longest first
 _LATIN_VOWELS = [("aa", "ā"), ("ee", "ī"), ("ii", "ī"), ("oo", "ū"), ("uu", "ū"), ("ai", "ai"), ("au", "au"),
                  ("ei", "ē"), ("ou", "au"), ("a", "a"), ("i", "i"), ("u", "u"), ("e", "ē"), ("o", "ō")]
 _TAMIL_PLAIN = {"kh": "k", "g": "k", "gh": "k", "jh": "c", "j": "c", "th": "t", "d": "t", "dh": "t", "ph": "p",
-                "b": "p", "bh": "p", "ṛh": "r", "ś": "ṣ"}  # Tamil has no voiced or aspirated letters
+                "b": "p", "bh": "p", "ṛh": "r", "ś": "ṣ", "s": "c"}  # Tamil has no voiced or aspirated letters
 _NO_SCHWA_AFTER = {"y", "r", "v"}  # Hindi conjuncts are usual before these (क्या, प्र, स्व)
 
 
