@@ -100,6 +100,30 @@ def test_variants_of_the_cataract_set(tmp_path):
     assert lines[-1].endswith("(0 new)")
 
 
+def test_native_and_english_kinds():
+    from pipeline.dataset.languages import in_script_of
+    from pipeline.dataset.variants import make_variants
+
+    cataract = load_dataset(CATARACT)
+    made = make_variants(cataract, ["native"])
+    romanized = [q for q in cataract.queries if q.script == "latin" and q.language != "en"]
+    assert romanized and made.made["native"] == len(romanized)
+    for v in made.variants:
+        assert v.script == "native" and in_script_of(v.query, v.language), v.query
+    english = sum(q.language == "en" for q in cataract.queries)
+    assert made.report()["native"]["dropped"] == {
+        "already in its script": len(cataract.queries) - len(romanized) - english, "an English query": english}
+    q = next(q for q in cataract.queries if q.language == "hi" and q.script == "native")
+    without = type(cataract)(name="t", path=CATARACT,  # a query the translate step rendered (no human query_en)
+                             queries=[q.model_copy(update={"query_en": None, "query_en_source": None})])
+    assert make_variants(without, ["english"]).report()["english"]["dropped"] == {
+        "no English rendering (no query_en; give --db with the translate stage's renderings)": 1}
+    stored = make_variants(without, ["english"], translations={q.query_id: "When can I bathe after surgery?"})
+    (v,) = stored.variants  # the translate step's stored rendering, as the control
+    assert (v.query, v.language, v.variant.settings) == ("When can I bathe after surgery?", "en",
+                                                         {"rendering": "machine"})
+
+
 def test_bad_input_is_one_line_and_nothing_is_written(tmp_path):
     run = subprocess.run([sys.executable, "-m", "pipeline", "variants", str(CATARACT), "--kinds", "romanized,leet",
                           "--out", str(tmp_path / "x")], cwd=REPO, capture_output=True, text=True, timeout=120)
