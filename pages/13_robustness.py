@@ -52,7 +52,7 @@ c1, c2 = st.columns([1, 3])
 score = c1.selectbox("Score", list(data.SCORES), key="rb_score", bind="query-params",
                      help="AGG (the judge's weighted metrics), FC (factual correctness) or the rubric score "
                           "(share of rubric points, when a rubric grader ran)")
-languages = [data.ALL_LANGUAGES_ROW] + sorted(set(changes.language) - {data.ALL_LANGUAGES_ROW})
+languages = [data.ALL_LANGUAGES_ROW, *sorted(set(changes.language) - {data.ALL_LANGUAGES_ROW})]
 language = c2.segmented_control("Language", languages, key="rb_lang", bind="query-params",
                                 format_func=lambda code: "all languages" if code == data.ALL_LANGUAGES_ROW
                                 else ui.lang_label(code), default=languages[0]) or languages[0]

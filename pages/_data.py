@@ -67,8 +67,11 @@ from pipeline.read.provenance import describe as describe_prompt  # noqa: F401
 from pipeline.read.provenance import messages_text as prompt_text  # noqa: F401
 from pipeline.read.responses import Browse, Matches  # noqa: F401
 from pipeline.read.robustness import ALL as ALL_LANGUAGES_ROW  # noqa: F401
-from pipeline.read.robustness import CORRECT_FC, SCORES  # noqa: F401
-from pipeline.read.robustness import robustness_leaderboard  # noqa: F401  (on the cached changes)
+from pipeline.read.robustness import (  # noqa: F401  (the leaderboard is computed on the cached changes)
+    CORRECT_FC,
+    SCORES,
+    robustness_leaderboard,
+)
 from pipeline.read.significance import MIN_PPI_LABELS  # noqa: F401
 from pipeline.read.themes import theme_table  # noqa: F401
 from pipeline.read.trust import KAPPA_TRUST, MIN_LABELS, MIN_SANITY, SCRIPT_LABELS  # noqa: F401

@@ -83,7 +83,7 @@ def _tamil_sounds(word: str) -> str:
 
 
 def _casual_word(word: str, language: str) -> str:
-    if not any(ch in word for ch in ISO_VOWELS + "āīūṁ") or word.isascii() and language not in SCRIPTS:
+    if not any(ch in word for ch in ISO_VOWELS + "āīūṁ"):
         return word
     if language == "ta":
         word = _tamil_sounds(word)
@@ -100,19 +100,16 @@ def _casual_word(word: str, language: str) -> str:
 
 
 def romanize(text: str, language: str) -> str:
-    """``text`` in ``language`` typed in Latin letters the casual way ("मुझे आँख में दर्द है" -> "mujhe aankh men
+    """``text`` in ``language`` typed in Latin letters the casual way ("मुझे आँख में दर्द है" -> "mujhe aankh mein
     dard hai"); Latin words already in it (code-mixing: "drops", "BP") are kept as written."""
     if language not in SCRIPTS:
         raise ValueError(f"no romanization for language {language!r} (known: {', '.join(SCRIPTS)})")
-    out = []
-    for token in re.split(r"(\s+)", text):
-        if not token or token.isspace() or not any(ord(ch) > 0x7F for ch in token):
-            out.append(token)
-            continue
-        iso = unicodedata.normalize("NFC", iso_reading(token, language))
-        out.append(re.sub(r"(?:[^\W\d_]|[\u0300-\u036F])+", lambda m: _casual_word(m.group(0), language), iso)
-                   .replace("।", "."))
-    return "".join(out)
+
+    def run(m: re.Match[str]) -> str:  # a run of Indian-script letters (no Latin letter in it)
+        iso = unicodedata.normalize("NFC", iso_reading(m.group(0), language))
+        return re.sub(r"(?:[^\W\d_]|[\u0300-\u036F])+", lambda w: _casual_word(w.group(0), language), iso)
+
+    return re.sub(r"[\u0900-\u0DFF\u200C\u200D]+", run, text).replace("।", ".")
 
 
 # -- the reverse: casual Latin -> ISO 15919 guess -> native script -------------------------------------------------
