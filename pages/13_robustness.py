@@ -49,11 +49,11 @@ st.caption("Over every language: per model the kind of variant whose mean AGG ch
 
 st.subheader("Change per model, language and kind")
 c1, c2 = st.columns([1, 3])
-score = c1.selectbox("Score", list(data.SCORES), key="rb_score", bind="query-params",
+score = c1.selectbox("Score", list(data.SCORES), key="rs_score", bind="query-params",
                      help="AGG (the judge's weighted metrics), FC (factual correctness) or the rubric score "
                           "(share of rubric points, when a rubric grader ran)")
 languages = [data.ALL_LANGUAGES_ROW, *sorted(set(changes.language) - {data.ALL_LANGUAGES_ROW})]
-language = c2.segmented_control("Language", languages, key="rb_lang", bind="query-params",
+language = c2.segmented_control("Language", languages, key="rs_lang", bind="query-params",
                                 format_func=lambda code: "all languages" if code == data.ALL_LANGUAGES_ROW
                                 else ui.lang_label(code), default=languages[0]) or languages[0]
 shown = changes[(changes.language == language) & changes[f"{score}_change"].notna()]
@@ -88,7 +88,7 @@ else:
 st.subheader("The pairs that fell most")
 kinds = sorted(set(changes.kind))
 hurt = board.worst_kind.mode() if not board.empty else pd.Series(kinds)  # the kind that hurts most models first
-kind = st.selectbox("Kind", kinds, index=kinds.index(hurt.iloc[0]), key="rb_kind", bind="query-params")
+kind = st.selectbox("Kind", kinds, index=kinds.index(hurt.iloc[0]), key="rs_kind", bind="query-params")
 worst = data.worst_pairs(ctx.db, view, judge, weights, preset, kind, 5)
 if worst.empty:
     st.caption("No pair of this kind has an AGG score on both sides.")
