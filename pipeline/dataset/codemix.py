@@ -3,7 +3,8 @@
 
 Hindi, Marathi and Bengali words are swapped whole; in Tamil, Telugu and Kannada a lexicon key is a stem, and a
 word starting with it keeps its case ending after a hyphen ("கண்ணுக்கு" -> "eye-க்கு"), as patients write.
-In a romanized query the keys are matched in their casual romanization (``romanize``). A seeded ``rate`` swaps
+In a romanized query the keys are matched in their casual romanization (``romanize``), spelling choices aside
+(``skeleton``). A seeded ``rate`` swaps
 that share of the words the lexicon knows (1.0: all of them).
 """
 
@@ -22,12 +23,26 @@ GENERATOR = "lexicon code_mixing.json"
 WHOLE_WORDS = {"hi", "mr", "bn"}  # languages whose lexicon keys are whole words (not stems)
 
 
+_SKELETON = (("aa", "a"), ("ee", "i"), ("ii", "i"), ("oo", "u"), ("uu", "u"), ("w", "v"), ("th", "t"), ("dh", "d"),
+             ("ph", "f"), ("sh", "s"), ("z", "j"))
+
+
+def skeleton(word: str) -> str:
+    """A romanized word without the spelling choices people vary ("teeka" and "tika", "snaana" and "snana", "wale"
+    and "vaale" alike): lower case, long vowels and aspirates single, doubled letters once."""
+    word = word.lower()
+    for long, short in _SKELETON:
+        word = word.replace(long, short)
+    return re.sub(r"(.)\1+", r"\1", word)
+
+
 @cache
 def lexicon(language: str, latin: bool = False) -> dict[str, str]:
-    """``{native word or stem: English word}`` of ``language`` (keys romanized with ``latin``); empty if none."""
+    """``{native word or stem: English word}`` of ``language`` (with ``latin``, keyed by the ``skeleton`` of their
+    casual romanization); empty if none."""
     table = json.loads(LEXICON.read_text(encoding="utf-8")).get(language, {})
     if latin:
-        return {romanize(k, language).lower(): v for k, v in table.items()}
+        return {skeleton(romanize(k, language)): v for k, v in table.items()}
     return dict(table)
 
 
@@ -39,13 +54,13 @@ def english_words() -> frozenset[str]:
 
 
 def _swap(word: str, table: dict[str, str], stems: bool) -> str | None:
-    key = word.lower() if word.isascii() else word
+    key = skeleton(word) if word.isascii() else word
     if key in table:
         return table[key]
     if stems:
         stem = max((k for k in table if key.startswith(k) and len(key) > len(k)), key=len, default=None)
-        if stem is not None:
-            return f"{table[stem]}-{word[len(stem):]}"
+        if stem is not None:  # the ending as written (a romanized word's skeleton may be shorter than the word)
+            return f"{table[stem]}-{word[len(word) - (len(key) - len(stem)):]}"
     return None
 
 

@@ -94,6 +94,9 @@ def _casual_word(word: str, language: str) -> str:
     word = re.sub(r"ī(ṁ|m̐)?$", r"i\1", word)
     word = re.sub(r"ū(ṁ|m̐)?$", r"u\1", word)
     word = word.replace("ā", "aa").replace("ī", "ee").replace("ū", "oo")
+    word = re.sub(r"ṁ(?=[pbm])", "m", word)  # the anusvara before p, b, m is said and typed "m" ("kampa")
+    if language not in SCHWA_DELETING:
+        word = re.sub(r"ṁ$", "m", word)  # and at a Dravidian word's end ("snaanam", "undam")
     for iso, casual in _CASUAL:
         word = word.replace(iso, casual)
     return word
@@ -167,6 +170,9 @@ def _iso_guess(word: str, language: str) -> str:
                 and ((nxt[0] == "C" and nxt[1] not in ("n", "m", "y", "r", "l", "v", "h"))
                      or (last and language in SCHWA_DELETING and prev[1] in ("ā", "ī", "ū", "ē", "ai", "ō")))):
             out.append("ṁ")  # a nasal before a stop, or after a long vowel at a Hindi word's end: the anusvara
+            continue
+        if language in ("te", "kn") and letter == "m" and last and prev[0] == "V":
+            out.append("ṁ")  # Telugu and Kannada end a word with the anusvara, not ம்-like m + virama
             continue
         if language == "ta" and letter == "n" and i > 0 and nxt[1] != "t":
             letter = "ṉ"  # Tamil writes ந at a word's start and before த, ன elsewhere
