@@ -189,13 +189,16 @@ def test_a_model_worse_on_misspelled_queries_shows_on_that_kind_only(tmp_path):
     assert board.worst_kind.tolist() == ["misspelled"]
     worst = worst_pairs(db, Filters(dataset=out.name), "openai-compatible/planted-judge", weights, limit=3)
     assert (worst.kind == "misspelled").all() and (worst.variant_answer == PLANTED_POOR).all()
-    table = tmp_path / "robustness.csv"  # the CLI carries the same table
-    cli = subprocess.run([sys.executable, "-m", "pipeline", "robustness", "--db", str(db), "--dataset", out.name,
-                          "--judge", "openai-compatible/planted-judge", "--out", str(table)], cwd=REPO,
-                         capture_output=True, text=True, timeout=120)
-    assert cli.returncode == 0, cli.stderr
-    assert "misspelled" in cli.stdout and "[-1." in cli.stdout
     import pandas as pd
+    from typer.testing import CliRunner
+
+    from pipeline.cli import app
+
+    table = tmp_path / "robustness.csv"  # the CLI carries the same table
+    cli = CliRunner().invoke(app, ["robustness", "--db", str(db), "--dataset", out.name, "--judge",
+                                   "openai-compatible/planted-judge", "--out", str(table)])
+    assert cli.exit_code == 0, cli.output
+    assert "misspelled" in cli.output and "[-1." in cli.output
 
     written = pd.read_csv(table)
     assert len(written) == len(changes) and set(written.kind) == set(kinds)
