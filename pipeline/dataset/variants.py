@@ -135,7 +135,7 @@ def _code_mixed(q: Any, ctx: Context) -> Made:
 def _english(q: Any, ctx: Context) -> Made:
     if q.language == "en":
         raise Dropped("an English query")
-    text, source = (q.query_en, "human") if q.query_en_source != "machine" and q.query_en else (
+    text, source = (q.query_en, q.query_en_source or "human") if q.query_en else (
         ctx.translations.get(q.query_id), "machine")
     if not text:
         raise Dropped("no English rendering (no query_en; give --db with the translate stage's renderings)")
