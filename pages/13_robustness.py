@@ -114,3 +114,7 @@ else:
     st.caption("Per kind: variants made and dropped (and why) by `pipeline variants`; its measures — romanized: "
                "the share of words that come back to the native script; misspelled: the character edit rate; "
                "code-mixed and native: the share of English words. From the dataset folder's variants_report.json.")
+    with st.expander("A sample of each kind"):
+        ui.dataframe(data.variant_samples(ctx.db, dataset), hide_index=True, column_config={
+            "original": st.column_config.TextColumn(width="large"),
+            "variant": st.column_config.TextColumn(width="large")})

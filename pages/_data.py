@@ -223,6 +223,7 @@ variant_changes = cached(themes.variant_changes)
 robustness_changes = cached(robustness_read.robustness_changes)
 worst_pairs = cached(robustness_read.worst_pairs)
 variant_quality = cached(robustness_read.variant_quality)
+variant_samples = cached(robustness_read.variant_samples)
 
 
 # -- response browser, themes, Med-CoDE, human vs LLM, playground ----------------------------------------

@@ -232,3 +232,14 @@ def robustness_report(db: str | Path, dataset: str | None = None, judge: str | N
     changes = robustness_changes(db, Filters(dataset=dataset), judge, weights_tuple(home.run_weights(choices, dataset)),
                                  config.get("weights_preset") or None, str(graders.iloc[0]) if len(graders) else None)
     return dataset, judge, changes, robustness_leaderboard(changes)
+
+
+def variant_samples(db: str | Path, dataset: str, per_kind: int = 3) -> pd.DataFrame:
+    """A few generated variants of each kind beside the query they restate (the first by id), to read."""
+    if not has_variants(db):
+        return pd.DataFrame(columns=["kind", "query_id", "original", "variant"])
+    return df(db, "SELECT v.variant_kind AS kind, o.query_id, o.query AS original, v.query AS variant "
+                  "FROM queries v JOIN queries o ON o.dataset = v.dataset AND o.query_id = v.variant_of "
+                  "WHERE v.dataset = ? AND v.variant_kind IS NOT NULL "
+                  "QUALIFY row_number() OVER (PARTITION BY v.variant_kind ORDER BY v.query_id) <= ? "
+                  "ORDER BY kind, v.query_id", [dataset, int(per_kind)])
