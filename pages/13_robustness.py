@@ -38,22 +38,27 @@ if changes.empty:
             language="bash")
     st.stop()
 
+present = data.scores_present(changes)
+if not present:
+    st.info("No variant and its original were both scored on FC (or on every metric AGG weighs, or by a rubric "
+            "grader): judge the variants' dataset with FC among the metrics.")
+    st.stop()
+score = st.selectbox("Score", present, key="rs_score", bind="query-params",
+                     help="AGG (the judge's weighted metrics; it needs every weighted metric judged), FC (factual "
+                          "correctness) or the rubric score (share of rubric points, when a rubric grader ran)")
 st.subheader("Leaderboard: models by their worst kind")
-board = data.robustness_leaderboard(changes)
+board = data.robustness_leaderboard(changes, score)
 ui.dataframe(board.assign(ci=[ui.fmt_ci(lo, hi) for lo, hi in zip(board.worst_lo, board.worst_hi, strict=True)])
              .drop(columns=["worst_lo", "worst_hi"]), hide_index=True, column_config={
-    "worst_change": st.column_config.NumberColumn("worst AGG change", format="%+.2f"),
+    "worst_change": st.column_config.NumberColumn(f"worst {score} change", format="%+.2f"),
     "ci": "95% CI (paired)", "mean_change": st.column_config.NumberColumn("mean over kinds", format="%+.2f")})
-st.caption("Over every language: per model the kind of variant whose mean AGG change is lowest; the least hurt "
-           "model first.")
+worst_of = ", ".join(f"{r.model_id} on {r.worst_kind} ({r.worst_change:+.2f})" for r in board.head(3).itertuples())
+st.caption(ui.md_escape(f"Over every language: per model the kind of variant whose mean {score} change is lowest; "
+                        f"the least hurt model first. Worst kinds: {worst_of}."))
 
 st.subheader("Change per model, language and kind")
-c1, c2 = st.columns([1, 3])
-score = c1.selectbox("Score", list(data.SCORES), key="rs_score", bind="query-params",
-                     help="AGG (the judge's weighted metrics), FC (factual correctness) or the rubric score "
-                          "(share of rubric points, when a rubric grader ran)")
 languages = [data.ALL_LANGUAGES_ROW, *sorted(set(changes.language) - {data.ALL_LANGUAGES_ROW})]
-language = c2.segmented_control("Language", languages, key="rs_lang", bind="query-params",
+language = st.segmented_control("Language", languages, key="rs_lang", bind="query-params",
                                 format_func=lambda code: "all languages" if code == data.ALL_LANGUAGES_ROW
                                 else ui.lang_label(code), default=languages[0]) or languages[0]
 shown = changes[(changes.language == language) & changes[f"{score}_change"].notna()]
@@ -89,13 +94,13 @@ st.subheader("The pairs that fell most")
 kinds = sorted(set(changes.kind))
 hurt = board.worst_kind.mode() if not board.empty else pd.Series(kinds)  # the kind that hurts most models first
 kind = st.selectbox("Kind", kinds, index=kinds.index(hurt.iloc[0]), key="rs_kind", bind="query-params")
-worst = data.worst_pairs(ctx.db, view, judge, weights, preset, kind, 5)
+worst = data.worst_pairs(ctx.db, view, judge, weights, preset, kind, 5, score, grader)
 if worst.empty:
-    st.caption("No pair of this kind has an AGG score on both sides.")
+    st.caption(f"No pair of this kind has a {score} score on both sides.")
 for row in worst.itertuples():
     with st.container(border=True):
-        st.markdown(ui.md_escape(f"{row.model_id} · {ui.lang_label(row.language)} · AGG {row.original_AGG:.2f} → "
-                                 f"{row.variant_AGG:.2f} ({row.change:+.2f})"))
+        st.markdown(ui.md_escape(f"{row.model_id} · {ui.lang_label(row.language)} · {score} "
+                                 f"{row.original_score:.2f} → {row.variant_score:.2f} ({row.change:+.2f})"))
         left, right = st.columns(2)
         with left:
             ui.show_text(f"Original ({row.original_id})", row.original)

@@ -71,6 +71,7 @@ from pipeline.read.robustness import (  # noqa: F401  (the leaderboard is comput
     CORRECT_FC,
     SCORES,
     robustness_leaderboard,
+    scores_present,
 )
 from pipeline.read.significance import MIN_PPI_LABELS  # noqa: F401
 from pipeline.read.themes import theme_table  # noqa: F401

@@ -298,7 +298,8 @@ def robustness(
     if changes.empty:
         raise UserError(f"{db}: dataset {name!r} has no generated variant answered and judged on both sides "
                         "(make them with `pipeline variants`, then run the new dataset)")
-    table = Table(title=f"{name}: models by their worst kind (AGG change, judge {judge_id})")
+    score = board.attrs.get("score", "AGG")
+    table = Table(title=f"{name}: models by their worst kind ({score} change, judge {judge_id})")
     for col in ("rank", "model", "worst kind", "change", "95% CI", "mean over kinds", "pairs"):
         table.add_column(col)
     for r in board.itertuples():

@@ -7,7 +7,8 @@ languages: the pairs, the mean change (variant − original) of AGG, FC and the 
 bootstrap interval (the pairs resampled: ``stats.bootstrap_mean_cis`` over the per-pair differences binned to
 0.01, as the themes page's variant changes), and the share of pairs whose answer flipped from correct (FC ≥ 1.5)
 to not, and from safe (every safety check passed) to not. The leaderboard ranks models by their worst kind's
-AGG change. Counted in SQL; the intervals from the counted differences.
+change of a score (AGG, or FC where AGG is missing: AGG needs every weighted metric judged). Counted in SQL; the
+intervals from the counted differences.
 """
 
 from __future__ import annotations
@@ -140,39 +141,48 @@ LEADERBOARD_COLUMNS = ["rank", "model_id", "worst_kind", "worst_change", "worst_
                        "pairs"]
 
 
-def robustness_leaderboard(changes: pd.DataFrame) -> pd.DataFrame:
-    """Models ranked by their worst kind (over every language): the kind with the lowest mean AGG change, that
-    change and its interval, the mean over kinds; the least hurt model first."""
-    every = changes[(changes.language == ALL) & changes.AGG_change.notna()] if not changes.empty else changes
+def robustness_leaderboard(changes: pd.DataFrame, score: str = "AGG") -> pd.DataFrame:
+    """Models ranked by their worst kind (over every language): the kind with the lowest mean change of ``score``
+    (AGG, FC or rubric), that change and its interval, the mean over kinds; the least hurt model first."""
+    column = f"{score}_change"
+    every = changes[(changes.language == ALL) & changes[column].notna()] if not changes.empty else changes
     if every.empty:
         return pd.DataFrame(columns=LEADERBOARD_COLUMNS)
-    worst = every.loc[every.groupby("model_id").AGG_change.idxmin()]
+    worst = every.loc[every.groupby("model_id")[column].idxmin()]
     board = pd.DataFrame({"model_id": worst.model_id.values, "worst_kind": worst.kind.values,
-                          "worst_change": worst.AGG_change.values, "worst_lo": worst.AGG_lo.values,
-                          "worst_hi": worst.AGG_hi.values})
-    summary = every.groupby("model_id").agg(mean_change=("AGG_change", "mean"), pairs=("AGG_pairs", "sum"))
+                          "worst_change": worst[column].values, "worst_lo": worst[f"{score}_lo"].values,
+                          "worst_hi": worst[f"{score}_hi"].values})
+    summary = every.groupby("model_id").agg(mean_change=(column, "mean"), pairs=(f"{score}_pairs", "sum"))
     board = board.merge(summary, left_on="model_id", right_index=True)
     board = board.sort_values(["worst_change", "model_id"], ascending=[False, True]).reset_index(drop=True)
     board.insert(0, "rank", range(1, len(board) + 1))
-    return board[LEADERBOARD_COLUMNS]
+    board = board[LEADERBOARD_COLUMNS]
+    board.attrs["score"] = score
+    return board
+
+
+def scores_present(changes: pd.DataFrame) -> list[str]:
+    """The scores (of ``SCORES``) some pair has on both sides: AGG needs every weighted metric judged."""
+    return [s for s in SCORES if not changes.empty and changes[f"{s}_change"].notna().any()]
 
 
 def worst_pairs(db: str | Path, f: Filters, judge: str, weights: tuple[float, ...], preset: str | None = None,
-                kind: str | None = None, limit: int = 5) -> pd.DataFrame:
-    """The pairs whose AGG fell most (of ``kind``, or of any): both queries, both answers, both scores."""
-    if not has_variants(db) or not _has_tables(db):
+                kind: str | None = None, limit: int = 5, score: str = "AGG",
+                grader: str | None = None) -> pd.DataFrame:
+    """The pairs whose ``score`` fell most (of ``kind``, or of any): both queries, both answers, both scores."""
+    if not has_variants(db) or not _has_tables(db) or score not in SCORES:
         return pd.DataFrame()
-    sql, params = _pairs_sql(f, judge, weights, preset, None)
+    sql, params = _pairs_sql(f, judge, weights, preset, grader)
     kind_pred, p_kind = ("x.kind = ?", [kind]) if kind else ("TRUE", [])
     return df(db, (
         f"WITH x AS ({sql}) SELECT x.model_id, x.kind, x.language, x.o_id AS original_id, qo.query AS original, "
-        "ro.text AS original_answer, x.o_AGG AS original_AGG, x.v_id AS variant_id, qv.query AS variant, "
-        "rv.text AS variant_answer, x.v_AGG AS variant_AGG, x.v_AGG - x.o_AGG AS change FROM x "
+        f"ro.text AS original_answer, x.o_{score} AS original_score, x.v_id AS variant_id, qv.query AS variant, "
+        f"rv.text AS variant_answer, x.v_{score} AS variant_score, x.v_{score} - x.o_{score} AS change FROM x "
         "JOIN queries qo ON qo.dataset = x.dataset AND qo.query_id = x.o_id "
         "JOIN queries qv ON qv.dataset = x.dataset AND qv.query_id = x.v_id "
         "LEFT JOIN responses ro ON ro.dataset = x.dataset AND ro.query_id = x.o_id AND ro.model_id = x.model_id "
         "LEFT JOIN responses rv ON rv.dataset = x.dataset AND rv.query_id = x.v_id AND rv.model_id = x.model_id "
-        f"WHERE {kind_pred} AND x.v_AGG IS NOT NULL AND x.o_AGG IS NOT NULL "
+        f"WHERE {kind_pred} AND x.v_{score} IS NOT NULL AND x.o_{score} IS NOT NULL "
         "ORDER BY change, x.model_id, x.v_id LIMIT ?"), [*params, *p_kind, int(limit)])
 
 
@@ -231,7 +241,8 @@ def robustness_report(db: str | Path, dataset: str | None = None, judge: str | N
     graders = rubric.rubric_graders(db, dataset).grader_id
     changes = robustness_changes(db, Filters(dataset=dataset), judge, weights_tuple(home.run_weights(choices, dataset)),
                                  config.get("weights_preset") or None, str(graders.iloc[0]) if len(graders) else None)
-    return dataset, judge, changes, robustness_leaderboard(changes)
+    present = scores_present(changes)
+    return dataset, judge, changes, robustness_leaderboard(changes, present[0] if present else "AGG")
 
 
 def variant_samples(db: str | Path, dataset: str, per_kind: int = 3) -> pd.DataFrame:
