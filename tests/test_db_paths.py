@@ -65,13 +65,15 @@ def _commands(tmp_path: Path, db: Path) -> dict[str, list[str]]:
         "arena import-votes": ["arena", "import-votes", str(votes), *given],
         "arena export-votes": ["arena", "export-votes", *given, "--out", str(tmp_path / "v.csv")],
         "arena leaderboard": ["arena", "leaderboard", *given],
+        "robustness": ["robustness", *given],
+        "variants": ["variants", str(dataset), "--out", str(tmp_path / "variants"), "--kinds", "english", *given],
     }
 
 
 @pytest.mark.parametrize("command", ["run", "status", "upgrade", "cluster", "export", "import-human-labels",
                                      "import-criterion-labels", "import-critique-labels", "human-eval plan",
                                      "medcode label", "medcode export-critiques", "arena import-votes",
-                                     "arena export-votes", "arena leaderboard"])
+                                     "arena export-votes", "arena leaderboard", "robustness", "variants"])
 def test_a_db_that_is_not_duckdb_is_one_line_in_every_command(tmp_path, monkeypatch, capsys, not_duckdb, command):
     before = not_duckdb.read_bytes()
     code, lines = _main(monkeypatch, capsys, *_commands(tmp_path, not_duckdb)[command])
