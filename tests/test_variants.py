@@ -124,6 +124,24 @@ def test_native_and_english_kinds():
                                                          {"rendering": "machine"})
 
 
+def test_a_sample_of_a_variants_dataset_keeps_every_pair_whole(tmp_path):
+    from pipeline.config import RunConfig
+    from pipeline.runner import select_queries
+
+    out = tmp_path / "v"
+    variants_command(CATARACT, ["romanized", "english"], out, Settings(), echo=lambda _: None)
+    dataset = load_dataset(out)
+    config = RunConfig.model_validate({"name": "t", "dataset": str(out), "db": str(tmp_path / "r.duckdb"),
+                                       "models": [{"id": "extractive/top-sentences"}], "languages": ["hi"],
+                                       "per_language": 2})
+    picked = select_queries(dataset, config)
+    originals = [q for q in picked if q.variant is None]
+    assert [q.language for q in originals] == ["hi", "hi"]
+    assert sorted(q.query_id for q in picked if q.variant is not None) == sorted(
+        v.query_id for v in dataset.queries if v.variant_of in {q.query_id for q in originals} and v.variant)
+    assert any(q.language == "en" for q in picked)  # the English control of a Hindi query stays with it
+
+
 def test_bad_input_is_one_line_and_nothing_is_written(tmp_path):
     run = subprocess.run([sys.executable, "-m", "pipeline", "variants", str(CATARACT), "--kinds", "romanized,leet",
                           "--out", str(tmp_path / "x")], cwd=REPO, capture_output=True, text=True, timeout=120)
