@@ -41,6 +41,23 @@ def test_casual_romanization_is_how_people_type():
         romanize("text", "en")
 
 
+def test_bengali_and_marathi_queries_get_their_variants(tmp_path):
+    folder = tmp_path / "bn-mr"
+    folder.mkdir()
+    rows = [("bn-1", "bn", "অপারেশনের পরে চোখে কত দিন ওষুধ দিতে হবে?"),
+            ("mr-1", "mr", "ऑपरेशन नंतर डोळ्यात किती दिवस औषध घालायचे?")]
+    (folder / "queries.jsonl").write_text("".join(json.dumps({
+        "query_id": qid, "language": lang, "query": text, "query_en": "For how many days should I put drops?",
+        "gt_response": "For four weeks.", "themes": [], "kb_refs": [], "update_sensitive": False},
+        ensure_ascii=False) + "\n" for qid, lang, text in rows), encoding="utf-8")
+    made = variants_command(folder, ["romanized", "misspelled", "code-mixed"], tmp_path / "out", Settings(),
+                            echo=lambda _: None)
+    assert made.made == {"romanized": 2, "misspelled": 2, "code-mixed": 2}
+    by_id = {v.query_id: v.query for v in made.variants}
+    assert by_id["bn-1~romanized"].isascii() and by_id["mr-1~romanized"].isascii()
+    assert "operation" in by_id["mr-1~code-mixed"] and "eye" in by_id["mr-1~code-mixed"]
+
+
 def test_misspellings_are_seeded_and_drawn_from_the_scripts_confusions():
     text = "ऑपरेशन के बाद कितने दिन तक आँख में drops डालने हैं?"
     a, b = misspell(text, seed=7), misspell(text, seed=7)
