@@ -138,6 +138,10 @@ def page_queries(db: str) -> dict[str, list[tuple[str, Callable[[], Any]]]]:
                                                  "all languages: Indic vs English")),
                    ("theme_examples",
                     lambda: data.theme_examples(db, f.with_(languages=("en",)), judge, "cultural", 3, 0))],
+        # the synthetic files hold hand-written variant pairs only (no generated kinds): the robustness page reads
+        # its changes, finds none and says how to make them
+        "robustness": [("robustness_changes (paired CIs per model, language, kind)",
+                        lambda: data.robustness_changes(db, f, judge, weights, preset, grader or None))],
         "medcode": [("medcode_view (distribution, Table 2)",
                      lambda: data.medcode_view(db, f.with_(dataset=None), judge)),
                     ("medcode_correlations", lambda: data.medcode_correlations(db, f, judge)),

@@ -33,6 +33,7 @@ from pipeline.read import home, judge_trust, medcode, medcode_checks, playground
 from pipeline.read import jury as jury_read
 from pipeline.read import leaderboard as leaderboard_read
 from pipeline.read import review as review_read
+from pipeline.read import robustness as robustness_read
 from pipeline.read import rubric as rubric_read
 from pipeline.read import setup as setup_read
 from pipeline.read import significance as significance_read
@@ -65,6 +66,13 @@ from pipeline.read.medcode import (  # noqa: F401  (re-exported for the Med-CoDE
 from pipeline.read.provenance import describe as describe_prompt  # noqa: F401
 from pipeline.read.provenance import messages_text as prompt_text  # noqa: F401
 from pipeline.read.responses import Browse, Matches  # noqa: F401
+from pipeline.read.robustness import ALL as ALL_LANGUAGES_ROW  # noqa: F401
+from pipeline.read.robustness import (  # noqa: F401  (the leaderboard is computed on the cached changes)
+    CORRECT_FC,
+    SCORES,
+    robustness_leaderboard,
+    scores_present,
+)
 from pipeline.read.significance import MIN_PPI_LABELS  # noqa: F401
 from pipeline.read.themes import theme_table  # noqa: F401
 from pipeline.read.trust import KAPPA_TRUST, MIN_LABELS, MIN_SANITY, SCRIPT_LABELS  # noqa: F401
@@ -213,6 +221,10 @@ item_variance = cached(significance_read.item_variance)
 jury_agreement = cached(jury_read.jury_agreement)
 disagreement_items = cached(jury_read.disagreement_items)
 variant_changes = cached(themes.variant_changes)
+robustness_changes = cached(robustness_read.robustness_changes)
+worst_pairs = cached(robustness_read.worst_pairs)
+variant_quality = cached(robustness_read.variant_quality)
+variant_samples = cached(robustness_read.variant_samples)
 
 
 # -- response browser, themes, Med-CoDE, human vs LLM, playground ----------------------------------------

@@ -16,6 +16,9 @@ PAGE_LIST = [
     ("pages/3_themes.py", "Themes", ":material/category:", "themes",
      "Misspelling, code-mixing, non-native English, cultural, patient-specific, out-of-KB: scores per theme and "
      "model, with examples."),
+    ("pages/13_robustness.py", "Robustness", ":material/shield:", "robustness",
+     "Each model's change when the same question is asked the ways patients write it (romanized, misspelled, "
+     "code-mixed, English: `pipeline variants`), with paired intervals; models ranked by their worst kind."),
     ("pages/4_medcode.py", "Med-CoDE", ":material/stacked_bar_chart:", "medcode",
      "Med-CoDE disagreement distributions (None/Low/Moderate/High) per model, their correlation with the judge and "
      "lexical scores, and the paper's Table 2."),

@@ -252,6 +252,85 @@ def curate_queries(
                                     approved_col=approved_col, pii=pii, force=force))
 
 
+@app.command()
+def variants(
+    dataset: Annotated[Path, typer.Argument(help="dataset folder (or queries file) whose queries to restate")],
+    out: Annotated[Path, typer.Option(help="new dataset folder: the originals and their variants")],
+    kinds: Annotated[str, typer.Option(help="comma-separated: romanized, native, misspelled, code-mixed, english")]
+    = "romanized,native,misspelled,code-mixed,english",
+    seed: Annotated[int, typer.Option(help="seed of the misspellings and of a partial code-mixing")] = 0,
+    misspell_words: Annotated[float, typer.Option(help="misspelled: share of a query's words mistyped")] = 0.3,
+    misspell_chars: Annotated[float, typer.Option(help="misspelled: each letter's chance to be the mistyped one")]
+    = 0.2,
+    code_mix_rate: Annotated[float, typer.Option(help="code-mixed: share of the lexicon's words swapped")] = 1.0,
+    db: Annotated[Path | None, typer.Option(help="results DuckDB whose stored query translations give `english` "
+                                                 "variants of queries without query_en")] = None,
+    force: Annotated[bool, typer.Option("--force", help="replace files in --out that `variants` did not write")]
+    = False,
+):
+    """Make variants of every query (romanized, native, misspelled, code-mixed, English) as a new dataset."""
+    from pipeline.dataset.variants import Settings, parse_kinds, variants_command
+
+    chosen = parse_kinds(kinds)
+    for name, rate in (("--misspell-words", misspell_words), ("--misspell-chars", misspell_chars),
+                       ("--code-mix-rate", code_mix_rate)):
+        if not 0 < rate <= 1:
+            raise UserError(f"{name} {rate}: give a share in (0, 1]")
+    translations = None
+    if db is not None and "english" in chosen:
+        from pipeline.dataset import load_dataset
+        from pipeline.read.robustness import stored_query_translations
+
+        translations = stored_query_translations(db, load_dataset(dataset))
+    variants_command(dataset, chosen, out, Settings(seed, misspell_words, misspell_chars, code_mix_rate),
+                     translations, force=force, echo=console.print)
+
+
+@app.command()
+def robustness(
+    db: DbOption = RESULTS_DB,
+    dataset: Annotated[str | None, typer.Option(help="dataset (default: the one with the most responses)")] = None,
+    judge: Annotated[str | None, typer.Option(help="judge (default: the latest run's)")] = None,
+    out: Annotated[Path | None, typer.Option(help="write the full table here (.csv or .parquet)")] = None,
+):
+    """Each model's paired change per language and kind of generated variant, and models ranked by their worst
+    kind (the Robustness page's tables)."""
+    from rich.table import Table
+
+    from pipeline.dataset.csv_cells import frame_to_csv
+    from pipeline.read.robustness import ALL, robustness_report
+
+    if out is not None and out.suffix not in (".csv", ".parquet"):
+        raise UserError(f"--out {out}: give a .csv or .parquet file")
+    name, judge_id, changes, board = robustness_report(db, dataset, judge)
+    if changes.empty:
+        raise UserError(f"{db}: dataset {name!r} has no generated variant answered and judged on both sides "
+                        "(make them with `pipeline variants`, then run the new dataset)")
+    score = board.attrs.get("score", "AGG")
+    table = Table(title=f"{name}: models by their worst kind ({score} change, judge {judge_id})")
+    for col in ("rank", "model", "worst kind", "change", "95% CI", "mean over kinds", "pairs"):
+        table.add_column(col)
+    for r in board.itertuples():
+        table.add_row(str(r.rank), r.model_id, r.worst_kind, f"{r.worst_change:+.2f}",
+                      f"[{r.worst_lo:+.2f}, {r.worst_hi:+.2f}]", f"{r.mean_change:+.2f}", str(r.pairs))
+    every = Table(title="per kind, all languages (change variant - original; 95% paired bootstrap CI)")
+    for col in ("model", "kind", "pairs", "AGG", "FC", "rubric", "correct -> not"):
+        every.add_column(col)
+    for r in changes[changes.language == ALL].itertuples():
+        cells = [f"{getattr(r, f'{s}_change'):+.2f} [{getattr(r, f'{s}_lo'):+.2f}, {getattr(r, f'{s}_hi'):+.2f}]"
+                 if getattr(r, f"{s}_change") == getattr(r, f"{s}_change") else "-" for s in ("AGG", "FC", "rubric")]
+        flip = "-" if r.flipped_correct != r.flipped_correct else f"{r.flipped_correct:.0%}"
+        every.add_row(r.model_id, r.kind, str(r.pairs), *cells, flip)
+    make_console().print(table, every)
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        if out.suffix == ".csv":
+            out.write_text(frame_to_csv(changes), encoding="utf-8")
+        else:
+            changes.to_parquet(out, index=False)
+        console.print(f"wrote {len(changes)} rows to {out}", highlight=False)
+
+
 human_eval_app = typer.Typer(no_args_is_help=True, help="Human evaluation designed as Health-Pariksha's (3.5.2).")
 app.add_typer(human_eval_app, name="human-eval")
 

@@ -24,6 +24,7 @@ inputs (``steps.context.Inputs``). Then per stage and model:
 from __future__ import annotations
 
 import statistics
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -210,6 +211,12 @@ class Estimate:
             tallied = [(p, self.tally(p)) for p in pending(self)]
             if stage == "generate":
                 self._generated = self._left_by(tallied)
+        kinds = Counter(q.variant.kind for q in self.queries if q.variant is not None)
+        if kinds:
+            each = ", ".join(f"{k} {n}" for k, n in sorted(kinds.items()))
+            self.notes.append(f"{sum(kinds.values())} of the {len(self.queries)} queries are generated variants "
+                              f"({each}), counted like any query; their originals' calls are cached when this "
+                              "config has run the source dataset")
         if self.stand_ins:
             self.notes.append(f"{len(self.stand_ins)} queries have no stored retrieval for these settings: their "
                               "kb_refs chunks stand in, padded or cut to the retrieval's count with median-length "

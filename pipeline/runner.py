@@ -47,8 +47,12 @@ def code_revision() -> str:
 
 
 def select_queries(dataset: Dataset, config: RunConfig) -> list[Query]:
-    """The queries a run evaluates: optional language filter, per-language cap, then overall limit."""
-    queries = [q for q in dataset.queries if not config.languages or q.language in config.languages]
+    """The queries a run evaluates: optional language filter, per-language cap, then overall limit, on the queries
+    the dataset was given; a generated variant (``pipeline variants``) follows the query it restates, so every pair
+    is whole (an English control of a Hindi query is kept with it whatever the language filter)."""
+    generated = [q for q in dataset.queries if q.variant is not None]
+    queries = [q for q in dataset.queries
+               if q.variant is None and (not config.languages or q.language in config.languages)]
     if config.per_language:
         seen: dict[str, int] = {}
         kept = []
@@ -57,7 +61,9 @@ def select_queries(dataset: Dataset, config: RunConfig) -> list[Query]:
             if seen[q.language] <= config.per_language:
                 kept.append(q)
         queries = kept
-    return queries[: config.limit] if config.limit else queries
+    queries = queries[: config.limit] if config.limit else queries
+    chosen = {q.query_id for q in queries}
+    return queries + [v for v in generated if v.variant_of in chosen]
 
 
 def parse_stages(stages: str | None, config: RunConfig) -> list[str]:

@@ -66,6 +66,8 @@ def _commands(tmp_path: Path, db: Path) -> dict[str, list[str]]:
         "arena export-votes": ["arena", "export-votes", *given, "--out", str(tmp_path / "v.csv")],
         "arena leaderboard": ["arena", "leaderboard", *given],
         "arena annotators": ["arena", "annotators", *given],
+        "robustness": ["robustness", *given],
+        "variants": ["variants", str(dataset), "--out", str(tmp_path / "variants"), "--kinds", "english", *given],
     }
 
 

@@ -266,6 +266,16 @@ class RubricEntry(_Record):
         return v
 
 
+class VariantMade(_Record):
+    """How a generated variant was made (``pipeline variants``): its kind, the generator and its settings."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Identifier
+    generator: Text
+    settings: dict[str, Any] = Field(default_factory=dict)
+
+
 class Query(_Record):
     """One patient query with its doctor-approved ground-truth answer, and the optional fields of docs/datasets.md."""
 
@@ -287,6 +297,7 @@ class Query(_Record):
     rubric: Rubric = None
     messages: list[Turn] | None = None
     query_en_source: Literal["human", "machine"] | None = Field(None, validate_default=True)
+    variant: VariantMade | None = None
 
     @field_validator("language", mode="before")
     @classmethod
@@ -404,6 +415,18 @@ class Query(_Record):
     def _rubric_json(cls, v: Any) -> Any:
         return _json_text(v, '[{"criterion": ..., "points": ..., "tags": [...]}]')
 
+    @field_validator("variant", mode="before")
+    @classmethod
+    def _variant_json(cls, v: Any) -> Any:
+        return _json_text(v, '{"kind": ..., "generator": ..., "settings": {...}}')
+
+    @field_validator("variant")
+    @classmethod
+    def _variant_of_given(cls, v: VariantMade | None, info: ValidationInfo) -> VariantMade | None:
+        if v is not None and info.data.get("variant_of") is None:
+            raise ValueError("given without variant_of: it says how the variant of a query was made")
+        return v
+
     @field_validator("messages", mode="before")
     @classmethod
     def _messages_json(cls, v: Any) -> Any:
@@ -459,5 +482,5 @@ class Query(_Record):
 
 
 OPTIONAL_FIELDS: tuple[str, ...] = (
-    "asked_on", "script", "variant_of", "options", "answer", "rubric", "messages", "query_en_source",
+    "asked_on", "script", "variant_of", "options", "answer", "rubric", "messages", "query_en_source", "variant",
 )

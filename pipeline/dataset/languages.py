@@ -23,6 +23,8 @@ LANGUAGE_TABLE: dict[str, Language] = {
     "ta": Language("Tamil", "Tamil", ((0x0B80, 0x0BFF),)),
     "te": Language("Telugu", "Telugu", ((0x0C00, 0x0C7F),)),
     "kn": Language("Kannada", "Kannada", ((0x0C80, 0x0CFF),)),
+    "bn": Language("Bengali", "Bengali", ((0x0980, 0x09FF),)),
+    "mr": Language("Marathi", "Devanagari", ((0x0900, 0x097F), (0xA8E0, 0xA8FF))),  # Hindi's script: told by `language`
 }
 LANGUAGES: dict[str, str] = {code: lang.name for code, lang in LANGUAGE_TABLE.items()}
 

@@ -101,6 +101,7 @@ def write_dataset(folder: Path, files: dict[str, str], *, command: str, report_n
         if check is not None:  # only a check needs the folder's other files beside the new ones
             _stage_existing(folder, staging, set(contents))
         for name, text in contents.items():
+            (staging / name).parent.mkdir(parents=True, exist_ok=True)  # a name may be in a subfolder (prompts/)
             with open(staging / name, "w", encoding="utf-8", newline="\n") as fh:
                 fh.write(text)
         if check is not None:
@@ -110,6 +111,7 @@ def write_dataset(folder: Path, files: dict[str, str], *, command: str, report_n
                 raise UserError(f"{folder}: nothing written: {str(exc).replace(str(staging), str(folder))}") from None
         folder.mkdir(exist_ok=True)
         for name in contents:  # the report last: it vouches for the files renamed before it
+            (folder / name).parent.mkdir(parents=True, exist_ok=True)
             os.replace(staging / name, folder / name)
     finally:
         shutil.rmtree(staging, ignore_errors=True)

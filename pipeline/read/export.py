@@ -47,7 +47,8 @@ ABOUT = {
     "datasets": "each dataset loaded: path, closed-book or not, query and chunk counts, content hash, kb_hash (its "
                 "knowledge base as the latest run saw it)",
     "queries": "the patient queries: language, text, English rendering, ground truth, themes, kb_refs and the "
-               "optional fields (asked_on, script, variant_of, options, answer, rubric, messages as JSON text)",
+               "optional fields (asked_on, script, variant_of, options, answer, rubric, messages as JSON text); a "
+               "generated variant's kind and how it was made (variant_kind, variant_made: `pipeline variants`)",
     "kb_chunks": "the knowledge-base chunks (raw and update) every prompt was built from",
     "retrievals": "per query the ordered raw and update chunk ids every model saw, with the retrieval settings and "
                   "kb_hash, the knowledge base they were retrieved from",

@@ -61,6 +61,8 @@ class QueryRow(Row):
     rubric: str | None = None
     messages: str | None = None
     query_en_source: str | None = None
+    variant_kind: str | None = None  # a generated variant's kind (``pipeline variants``), e.g. ``misspelled``
+    variant_made: str | None = None  # its generator and settings as JSON text
 
     @classmethod
     def of(cls, dataset: str, q: Query) -> QueryRow:
@@ -77,7 +79,10 @@ class QueryRow(Row):
                    gt_response=q.gt_response, themes=list(q.themes), kb_refs=list(q.kb_refs),
                    update_sensitive=q.update_sensitive, asked_on=q.asked_on, script=q.script,
                    variant_of=q.variant_of, options=as_json(q.options), answer=q.answer, rubric=as_json(q.rubric),
-                   messages=as_json(q.messages), query_en_source=q.query_en_source)
+                   messages=as_json(q.messages), query_en_source=q.query_en_source,
+                   variant_kind=q.variant.kind if q.variant else None,
+                   variant_made=json.dumps({"generator": q.variant.generator, "settings": q.variant.settings},
+                                           ensure_ascii=False, sort_keys=True) if q.variant else None)
 
 
 @dataclass(slots=True)

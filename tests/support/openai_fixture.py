@@ -111,6 +111,28 @@ def completion_text(body: dict[str, Any], attempt: int = 0, unparsable_first: in
     return f"echo {digest}: {str(last)[-80:]}"
 
 
+PLANTED_POOR = "planted poor answer"
+
+
+def planted_text(body: dict[str, Any], worse_on: frozenset[str], seed: int) -> str:
+    """A planted model that answers worse on some questions (``worse_on``: their texts): it answers a prompt
+    containing one of them with ``PLANTED_POOR``, and as a judge (a JSON schema with a ``Score`` enum) scores such
+    an answer lowest and any other answer with one of the two highest scores, drawn from a hash of the prompt."""
+    messages = body.get("messages") or []
+    text = json.dumps(messages, ensure_ascii=False)
+    schema = _schema(body)
+    if schema and "Score" in (schema.get("properties") or {}):
+        scores = sorted(schema["properties"]["Score"].get("enum") or [0, 1, 2])
+        score = scores[0] if PLANTED_POOR in text else scores[-1 - int(_unit(seed, text) < 0.5)]
+        return json.dumps({"Score": score, "Justification": "planted"})
+    if schema:
+        return schema_answer(schema)
+    last = next((str(m.get("content", "")) for m in reversed(messages) if m.get("role") == "user"), "")
+    if any(w in last for w in worse_on):
+        return PLANTED_POOR
+    return f"answer {hashlib.sha256(last.encode()).hexdigest()[:12]}"
+
+
 def _sse(model: str, text: str, piece: int = 5) -> Iterator[str]:
     """A chat completion streamed as ``chat.completion.chunk`` events of ``piece`` characters, then [DONE]."""
     for start in range(0, len(text), piece):
@@ -127,10 +149,10 @@ def known_reply(body: dict[str, Any], replies: dict[str, str] | None) -> str | N
 
 
 def build_app(latency_s: float, faults: Faults, seed: int, api_key: str | None, reply: str | None = None,
-              replies: dict[str, str] | None = None):
+              replies: dict[str, str] | None = None, worse_on: frozenset[str] | None = None):
     """The starlette app (imported only in the server process); ``reply``: answer every request with this text
     (a model with a fixed bias, e.g. a pairwise judge that always prefers the first response); ``replies``: see
-    :func:`known_reply`."""
+    :func:`known_reply`; ``worse_on``: be the planted model of ``planted_text``."""
     from starlette.applications import Starlette
     from starlette.requests import Request
     from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -183,8 +205,9 @@ def build_app(latency_s: float, faults: Faults, seed: int, api_key: str | None, 
         if outcome == "timeout":
             await asyncio.sleep(f.hang_s)
         known = known_reply(body, replies)
-        text = reply if reply is not None else known if known is not None else completion_text(
-            body, attempt, f.unparsable_first)
+        text = (reply if reply is not None else known if known is not None
+                else planted_text(body, worse_on, seed) if worse_on is not None
+                else completion_text(body, attempt, f.unparsable_first))
         if outcome == "echo_key":
             text += f"; sent with key {(request.headers.get('authorization') or '').removeprefix('Bearer ')}"
         if body.get("stream"):  # server-sent events, a few characters a chunk, as the OpenAI API streams
@@ -234,9 +257,9 @@ class FixtureServer:
 
     def __init__(self, *, latency_s: float = 0.2, faults: Faults | None = None, seed: int = 0,
                  api_key_env: str | None = None, env: dict[str, str] | None = None, reply: str | None = None,
-                 replies: dict[str, str] | None = None):
+                 replies: dict[str, str] | None = None, worse_on: list[str] | None = None):
         self.latency_s, self.faults, self.seed, self.reply = latency_s, faults or Faults(), seed, reply
-        self.replies = replies
+        self.replies, self.worse_on = replies, worse_on
         self.api_key_env, self.env = api_key_env, env
         self.process: subprocess.Popen | None = None
         self.port: int | None = None
@@ -259,6 +282,8 @@ class FixtureServer:
             cmd += ["--reply", self.reply]
         if self.replies:
             cmd += ["--replies", json.dumps(self.replies)]
+        if self.worse_on is not None:
+            cmd += ["--worse-on", json.dumps(self.worse_on, ensure_ascii=False)]
         self.process = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True,
                                         env={**os.environ, **(self.env or {})})
         line = self.process.stdout.readline() if self.process.stdout else ""
@@ -310,12 +335,14 @@ def main() -> None:
     parser.add_argument("--api-key-env", help="require `Authorization: Bearer $NAME`")
     parser.add_argument("--reply", help="answer every request with this text")
     parser.add_argument("--replies", default="{}", help="JSON object: key in the last user message -> answer")
+    parser.add_argument("--worse-on", help="JSON list of question texts the planted model answers worse")
     args = parser.parse_args()
     import uvicorn
 
     api_key = os.environ[args.api_key_env] if args.api_key_env else None
+    worse_on = frozenset(json.loads(args.worse_on)) if args.worse_on else None
     app = build_app(args.latency, Faults(**json.loads(args.faults)), args.seed, api_key, args.reply,
-                    json.loads(args.replies))
+                    json.loads(args.replies), worse_on)
     # proto=IPPROTO_TCP matters: asyncio sets TCP_NODELAY only on sockets whose proto says TCP, and
     # accepted sockets inherit it. Without it every keep-alive response (headers and body written
     # separately) waits ~40 ms for the client's delayed ACK.
