@@ -29,7 +29,9 @@ DOCS = [REPO / "README.md", REPO / "bench" / "README.md", *sorted((REPO / "docs"
 # Cited on purpose though no clone has them, each with the reason.
 NOT_IN_A_CLONE = {".streamlit/secrets.toml": "the operator writes it (docs/security.md)",
                   "data/my-set": "README's example of the reader's own dataset folder",
-                  "configs/my-study.yaml": "README's example of the reader's own run configuration"}
+                  "configs/my-study.yaml": "README's example of the reader's own run configuration",
+                  "data/cataract-variants": "docs/robustness.md's example of a folder `pipeline variants` writes",
+                  "data/cataract-rm": "docs/robustness.md's example of a folder `pipeline variants` writes"}
 
 SPAN = re.compile(r"(`+)(.+?)\1")
 LINK = re.compile(r"\]\(([^)\s]+)\)")
