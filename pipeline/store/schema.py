@@ -49,7 +49,7 @@ from pipeline.store.derived import RESPONSE, Derived, ordered, sources
 from pipeline.store.derived import refresh_sql as _refresh_sql
 from pipeline.store.rows import LEXICAL, ROW_CLASSES, ROWS, TEXT_HASH_SQL, Row
 
-SCHEMA_VERSION = 11  # 2: item_scores; 3: response_facts; 4: responses.response_hash, derived = current only; 5: groups
+SCHEMA_VERSION = 12  # 2: item_scores; 3: response_facts; 4: responses.response_hash, derived = current only; 5: groups
 # 6: labelled_scores; 7: critique_groups, lexical_groups, critique_items (the Med-CoDE page's sums and sample),
 # theme_groups (the themes page's sums), review_facts (the review queue's severity inputs), jury_items (a jury's
 # per-item scores and spread); 8: jury_patterns (counted from jury_items), label_pairs (instead of labelled_scores),
@@ -58,7 +58,8 @@ SCHEMA_VERSION = 11  # 2: item_scores; 3: response_facts; 4: responses.response_
 # queries; added to an older file's item_scores like a new metric's column, which rebuilds the derived tables);
 # 11: retrievals.kb_hash, responses.kb_hash (the KB a result came from; NULL in an older file's rows: unrecorded),
 # datasets.kb_hash (the KB the latest run saw)
-# and arena_votes.shown_at (when the pair was shown; NULL in an older file's votes: their time is unknown)
+# and arena_votes.shown_at (when the pair was shown; NULL in an older file's votes: their time is unknown);
+# 12: responses.engine (llamacpp/'s llama-cpp-python or prebuilt xllamacpp; NULL in an older file's rows: unrecorded)
 REBUILT_AT = 7  # the last version that changed what an existing derived table holds: an older file rebuilds them all,
 # a newer one only makes the derived tables it lacks
 RETIRED = ("labelled_scores",)  # derived tables of older versions, dropped on upgrade (label_pairs replaced it)
