@@ -54,7 +54,8 @@ def run(
     db: Annotated[Path | None, typer.Option(help="DuckDB file (overrides the config)")] = None,
     limit: Annotated[int | None, typer.Option(help="evaluate only the first N queries")] = None,
     models: Annotated[list[str] | None, typer.Option("--models", "-m", help="only these model ids")] = None,
-    stages: Annotated[str | None, typer.Option(help="comma-separated subset of stages")] = None,
+    stages: Annotated[str | None, typer.Option(help="comma-separated subset of stages; "
+                                                             "-NAME,… (as --stages=-medcode): all but these")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="list what would run and what is missing")] = False,
 ):
     """Run an evaluation: retrieve, generate, judge, score, into DuckDB (resumable)."""
