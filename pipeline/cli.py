@@ -289,6 +289,8 @@ def train_classifier(
     freeze_encoder: Annotated[bool, typer.Option("--freeze-encoder/--fine-tune-encoder",
                                                  help="train only the pooler and classification layer")] = False,
     seed: Annotated[int, typer.Option(help="seed of the split, the initialisation and the batch order")] = 0,
+    patience: Annotated[int, typer.Option(help="stop after this many epochs without a better validation macro-F1 "
+                                               "(0: run every epoch)")] = 2,
     if_changed: Annotated[bool, typer.Option("--if-changed", help="do nothing when the folder's model card is of "
                                                                   "this CSV and these settings")] = False,
 ):
@@ -299,7 +301,7 @@ def train_classifier(
     settings = ClassifierSettings(base_model=base_model, epochs=epochs, learning_rate=learning_rate,
                                   batch_size=batch_size, max_length=max_length, dropout=dropout,
                                   class_weights=parse_class_weights(class_weights), freeze_encoder=freeze_encoder,
-                                  seed=seed)
+                                  seed=seed, patience=patience)
     from pipeline.steps.medcode import TRAINED_CLASSIFIER
 
     raise typer.Exit(train_classifier_command(csv, output=output or TRAINED_CLASSIFIER, settings=settings,
