@@ -13,8 +13,8 @@ split, so no test critique has a near-copy in training; whole questions are draw
 row split, used before, was optimistic: its test critiques shared questions with training ones.) The validation
 split is scored after every epoch and the epoch with the best validation **macro-F1** (ties: the earlier epoch) is
 the checkpoint, and training stops once ``patience`` epochs in a row (2) have not beaten it (on the bundled data the
-best was epoch 4 of 8: epochs 7 and 8 are not run); the test split is touched once, by the saved checkpoint, and its accuracy, macro-F1, per-class
-precision/recall and confusion matrix go into the model card ``medcode.json``.
+best was epoch 4 of 8: epochs 7 and 8 are not run); the test split is touched once, by the saved checkpoint, and
+its accuracy, macro-F1, per-class precision/recall and confusion matrix go into the model card ``medcode.json``.
 
 Defaults that differ from the paper, and why (measured on ``data/medcode-critiques``, 400 critiques):
 
