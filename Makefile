@@ -15,16 +15,16 @@ PORT ?= 8501
 
 # The dashboard first (as soon as its packages are installed), the evaluation streaming into it in the background,
 # phase by phase (each `NAME: COMMAND`, recorded beside the database for the home page), in the order of what users
-# look at: the first results without a local model, the local models' first answers and their judge scores (on
-# llama.cpp's prebuilt wheel), llama.cpp's build, the evaluation but Med-CoDE, the classifier only Med-CoDE needs,
+# look at: the local models' first answers and their judge scores (on llama.cpp's prebuilt wheel), the first results
+# that need no local model, llama.cpp's build, the evaluation but Med-CoDE, the classifier only Med-CoDE needs,
 # then Med-CoDE. Ctrl-C, SIGTERM or a closed terminal stops all of it; a second `make run` resumes, or refuses while
 # the first still serves (pipeline/launch.py). `exec`: make's SIGTERM reaches the launcher itself, not a shell.
 run: RUN_STARTED := $(shell date +%s.%N)
 run: $(VENV)/.dashboard
 	exec $(BIN)/python -m pipeline serve-and-run --url http://127.0.0.1:$(PORT) --db $(DB) --since $(RUN_STARTED) \
 	  --serve "$(MAKE) --no-print-directory serve" \
-	  --then "first-results: $(MAKE) --no-print-directory eval-first" \
 	  --then "first-answers: $(MAKE) --no-print-directory eval-first-answers" \
+	  --then "first-results: $(MAKE) --no-print-directory eval-first" \
 	  --then "build: $(MAKE) --no-print-directory setup" \
 	  --then "eval: $(MAKE) --no-print-directory eval-models" \
 	  --then "classifier: $(MAKE) --no-print-directory classifier" \
@@ -103,7 +103,7 @@ eval-first: $(VENV)/.dashboard
 # The local models' first answers and their judge scores, before llama.cpp is built: the first FIRST_QUERIES queries,
 # on llama.cpp's prebuilt wheel (pipeline/models/llamacpp_prebuilt.py); `make eval` answers them again on
 # llama-cpp-python. `-`: never holds the set-up back (a config of your own without these models).
-FIRST_QUERIES ?= 2
+FIRST_QUERIES ?= 1
 FIRST_MODELS := llamacpp/smollm2-135m-instruct llamacpp/gemma-3-270m
 eval-first-answers: $(VENV)/.dashboard
 	-$(BIN)/python -m pipeline run --config $(CONFIG) --db $(DB) --limit $(FIRST_QUERIES) \
