@@ -34,13 +34,15 @@ from pipeline.config import ModelConfig  # noqa: E402
 from pipeline.dataset import load_dataset  # noqa: E402
 from pipeline.models import llamacpp  # noqa: E402
 from pipeline.models.base import ChatRequest, Completion, GenerateParams  # noqa: E402
+from pipeline.models.llamacpp_prebuilt import render_gemma  # noqa: E402
 from pipeline.steps.generate import build_request  # noqa: E402
 
 MODELS = ("llamacpp/smollm2-135m-instruct", "llamacpp/gemma-3-270m")
 
 
 class TransformersGGUF:
-    """transformers' GGUF loader (weights dequantized to float32 on the CPU torch), the GGUF's chat template."""
+    """transformers' GGUF loader (weights dequantized to float32 on the CPU torch), the GGUF's chat template (Gemma:
+    llama-cpp-python's format, its GGUF has none)."""
 
     engine = "transformers-gguf"
 
@@ -55,8 +57,11 @@ class TransformersGGUF:
 
     async def complete(self, request: ChatRequest) -> Completion:
         messages = llamacpp.as_sent(request.messages, self.chat_format)
-        ids = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt",
-                                                 return_dict=True)
+        if self.chat_format == "gemma":  # the base model's GGUF has no chat template: llama-cpp-python's format
+            ids = self.tokenizer(render_gemma(messages), return_tensors="pt")
+        else:
+            ids = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt",
+                                                     return_dict=True)
         with self.torch.inference_mode():
             out = self.model.generate(**ids, max_new_tokens=request.params.max_tokens, do_sample=False)
         n_prompt = ids["input_ids"].shape[1]
