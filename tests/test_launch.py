@@ -203,11 +203,12 @@ def test_make_run_stops_everything_and_a_second_make_run_refuses(tmp_path, how):
     venv, db, port = _fake_venv(tmp_path), tmp_path / "r.duckdb", free_port()
     make = _make_run(tmp_path, venv, db, port)
     try:
-        _wait_for(lambda: _phase(db, "first-results").get("started_at"), what="the first phase to start")
+        _wait_for(lambda: _phase(db, "first-answers").get("started_at"), what="the first phase to start")
         status = _status(db)
-        assert [p["name"] for p in status["phases"]] == ["install", "serve", "first-results", "build", "classifier",
-                                                         "eval"]
-        family = _family_of(make.pid, 6)  # make, the launcher, make serve and its server, make eval-first and its child
+        assert [p["name"] for p in status["phases"]] == ["install", "serve", "first-answers", "first-results", "build",
+                                                         "eval", "classifier", "medcode"]
+        # make, the launcher, make serve and its server, make eval-first-answers and its child
+        family = _family_of(make.pid, 6)
         other_port = free_port()
         second = subprocess.run(["make", "--no-print-directory", "run", f"VENV={venv}", f"DB={db}",
                                  f"PORT={other_port}"], cwd=REPO, capture_output=True, text=True, timeout=60)

@@ -287,3 +287,21 @@ def test_critique_response_with_real_critic_and_trained_checkpoint(tiny_checkpoi
             assert result["classifier"] in ("logprobs", NO_LABEL_TOKEN)
         else:
             assert result["classifier"] == classifier_tag(str(out))
+
+
+@pytest.mark.parametrize("patience", [1, 2])
+def test_training_stops_once_validation_stops_improving(tmp_path, patience):
+    """Training ends ``patience`` epochs after the best validation epoch (or at ``epochs``), that epoch kept; with
+    patience 0 every epoch runs."""
+    path = write_csv(tmp_path / "critiques.csv")
+    settings = ClassifierSettings(base_model="tiny", epochs=8, learning_rate=3e-3, batch_size=8, seed=1,
+                                  patience=patience)
+    assert train_classifier_command(path, output=tmp_path / "clf", settings=settings) == 0
+    card = model_card(tmp_path / "clf")
+    history = card["history"]
+    assert card["epochs_run"] == len(history) == min(card["best_epoch"] + patience, 8)
+    best = max(history, key=lambda h: (h["val_macro_f1"], -h["epoch"]))  # the first of the best
+    assert card["best_epoch"] == best["epoch"]
+    assert all(h["val_macro_f1"] <= best["val_macro_f1"] for h in history[best["epoch"]:])
+    with pytest.raises(UserError, match="patience"):
+        ClassifierSettings(patience=-1).check()

@@ -33,6 +33,7 @@ __all__ = [
     "UsageStats",
     "backend_class",
     "create_backend",
+    "engine_of",
     "unavailable_reason",
 ]
 
@@ -49,6 +50,12 @@ def backend_class(provider: str) -> type[Backend] | None:
 def unavailable_reason(config: ModelConfig) -> str | None:
     """Why this model cannot run on this machine now (``None`` when it can)."""
     return _module(config).unavailable(config)
+
+
+def engine_of(config: ModelConfig) -> str | None:
+    """The engine this model's answers would be computed with here, where its provider has more than one
+    (``llamacpp/``: llama-cpp-python or the prebuilt xllamacpp); ``None`` otherwise."""
+    return getattr(_module(config), "engine", lambda config: None)(config)
 
 
 def is_exclusive(config: ModelConfig) -> bool:

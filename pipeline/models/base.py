@@ -68,6 +68,9 @@ class Completion:
     # In-process llama.cpp only: the prompt tokens this call actually evaluated (the rest was the prefix it
     # shared with the instance's previous call, reused from the KV cache). None where the backend cannot say.
     evaluated_prompt_tokens: int | None = None
+    # The software that computed it, where a provider has more than one (``llamacpp/``: llama-cpp-python or the
+    # prebuilt xllamacpp); set by ``Model`` from its backend, cache hits included (the cache key holds the engine).
+    engine: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -93,6 +96,8 @@ class Backend(ABC):
     max_concurrency: int | None = None
     #: tokens billed by a provider; False for a model on one's own hardware (it costs 0 unless a price is set)
     billed: ClassVar[bool] = True
+    #: the software that computes the answers where a provider has more than one (recorded with each answer)
+    engine: ClassVar[str | None] = None
 
     @classmethod
     def needs(cls, config: ModelConfig) -> str:
@@ -265,12 +270,14 @@ class Model:
             results[i] = Completion(
                 text=row["text"], prompt_tokens=row["prompt_tokens"] or 0,
                 completion_tokens=row["completion_tokens"] or 0, top_logprobs=row["top_logprobs"], cached=True,
+                engine=self.backend.engine,
             )
             self.stats.cache_hits += 1
             if on_result:
                 on_result(i, results[i])
 
         def finish(i: int, completion: Completion) -> None:
+            completion.engine = self.backend.engine
             completion.text = self.backend.redact(completion.text)  # an endpoint may echo the key in an answer
             results[i] = completion
             if completion.ok:

