@@ -129,3 +129,54 @@ def test_curate_writes_no_detected_identifier_in_clear(tmp_path, mode):
             row = json.loads(line)
             text = row.get("query") or row.get("text") or ""
             assert find_pii(text) == [], (name, text)
+
+
+@pytest.mark.parametrize(("text", "name"), [
+    ("Ramesh Babu has fever since two days", "Ramesh Babu"),  # a surname in the not-names list
+    ("Pooja Yadav ko bukhar hai", "Pooja Yadav"),  # a given name that is also a common word
+    ("I am Pooja Yadav, sugar 240", "Pooja Yadav"),
+    ("S. K. Sharma here, BP 150/90", "S. K. Sharma"),  # initials
+    ("R Lakshmi here, my eye is red", "R Lakshmi"),
+    ("my mother Lakshmi Devi has sugar", "Lakshmi Devi"),
+    ("ராஜேஷ் குமாருக்கு காய்ச்சல்", "ராஜேஷ் குமாருக்கு"),  # a Tamil surname with its case ending
+    ("என் மகள் பிரியா செல்வத்தின் கண்ணில் வலி", "பிரியா செல்வத்தின்"),  # -am names take -att-
+    ("ஆர். லட்சுமி அவர்களுக்கு கண் வலி", "ஆர். லட்சுமி"),
+    ("నా కొడుకు రవి కుమార్‌కు జ్వరం", "రవి కుమార్‌కు"),
+    ("ಮಂಜುನಾಥ್ ಗೌಡ ಅವರಿಗೆ ಜ್ವರ", "ಮಂಜುನಾಥ್ ಗೌಡ"),
+    ("রীতা বসুর জ্বর", "রীতা বসুর"),
+    ("সুমিতা দাসকে ডাক্তার দেখাতে হবে", "সুমিতা দাসকে"),
+    ("मेरी बेटी प्रिया शर्मा को बुखार है", "प्रिया शर्मा"),
+])
+def test_a_mask_covers_the_whole_name(text, name):
+    """No mask leaves part of a name in clear: given name, surname, initials and a case ending go together."""
+    masked = mask(text)
+    assert "<NAME>" in masked, masked
+    for word in name.replace(".", " ").split():
+        assert word not in masked, (word, masked)
+
+
+@pytest.mark.parametrize("text", [
+    "Narayana Health said surgery next week",  # health brands, institutes, schemes: organisations
+    "Went to Apollo Health for cataract",
+    "Sankara Eye Institute checked my eyes",
+    "Lakshmi Narayana Medical College gave drops",
+    "Vasan Eye Care gave drops",
+    "Pradhan Mantri Jan Arogya Yojana covers cataract?",
+    "नारायण हेल्थ में ऑपरेशन कितने का है",
+    "ஆயுஷ்மான் பாரத் திட்டத்தில் லட்சுமி மருத்துவமனை கட்டணம்",
+    "ಆಯುಷ್ಮಾನ್ ಭಾರತ್ ಯೋಜನೆಯಲ್ಲಿ ನಾರಾಯಣ ಹೆಲ್ತ್ ಸೇರಿದೆಯೇ",
+    "రామకృష్ణ హెల్త్ కేర్ లో ఆపరేషన్",
+    "লক্ষ্মী নার্সিং হোমে ছানি অপারেশন",
+    "Can I drink Ganga water after surgery",  # ordinary words
+    "I am Hindu, can I take insulin in the fast",
+])
+def test_organisations_and_ordinary_words_stay_in_clear(text):
+    assert mask(text) == text
+
+
+def test_the_anonymizer_is_built_once():
+    from pipeline.dataset.pii import anonymizer
+
+    mask("my name is Ramesh Babu")
+    mask("मेरा नाम सुनीता शर्मा है")
+    assert anonymizer.cache_info().misses <= 1

@@ -140,17 +140,25 @@ def find_pii(text: str) -> list[Found]:
     return merged
 
 
+@cache
+def anonymizer():
+    """presidio-anonymizer's engine and its replace operators (``<KIND>``), built once per process."""
+    from presidio_anonymizer import AnonymizerEngine
+    from presidio_anonymizer.entities import OperatorConfig
+
+    return AnonymizerEngine(), {kind: OperatorConfig("replace", {"new_value": f"<{kind}>"}) for kind in PII_KINDS}
+
+
 def mask(text: str, found: list[Found] | None = None) -> str:
     """``text`` with each identifier replaced by ``<KIND>`` (presidio-anonymizer's replace operator)."""
-    from presidio_anonymizer import AnonymizerEngine
-    from presidio_anonymizer.entities import OperatorConfig, RecognizerResult
+    from presidio_anonymizer.entities import RecognizerResult
 
     found = find_pii(text) if found is None else found
     if not found:
         return text
+    engine, operators = anonymizer()
     results = [RecognizerResult(f.kind, f.start, f.end, f.score) for f in found]
-    operators = {kind: OperatorConfig("replace", {"new_value": f"<{kind}>"}) for kind in PII_KINDS}
-    return AnonymizerEngine().anonymize(text=text, analyzer_results=results, operators=operators).text
+    return engine.anonymize(text=text, analyzer_results=results, operators=operators).text
 
 
 SCRIPT_OF_LANGUAGE = {"en": "latn", "hinglish": "latn", "hi": "deva", "ta": "taml", "te": "telu", "kn": "knda",

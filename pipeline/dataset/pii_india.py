@@ -81,13 +81,19 @@ _KEY_RULES = (("ee", "i"), ("oo", "u"), ("ao", "av"), ("x", "ks"), ("q", "k"), (
 _VOICED = str.maketrans({"g": "k", "d": "t", "b": "p", "j": "c", "v": "p"})
 
 
+def _anusvara(iast: str) -> str:
+    """The anusvara (ṃ, ṁ) as the nasal it is written for in Latin letters: "n" ("ಮಂಜುನಾಥ್" and "Manjunath" meet)."""
+    return iast.replace("ṃ", "n").replace("ṁ", "n").replace("Ṃ", "n")
+
+
 @lru_cache(maxsize=200_000)
 def phonetic_key(word: str, script: str) -> str:
     """A key two spellings of one name share across scripts and romanizations (see the module's doc)."""
     from indic_transliteration import sanscript
 
-    latin = word if script == "latn" else sanscript.transliterate(word, SANSCRIPT[script], sanscript.IAST)
+    latin = word if script == "latn" else _anusvara(sanscript.transliterate(word, SANSCRIPT[script], sanscript.IAST))
     s = "".join(c for c in unicodedata.normalize("NFKD", latin.lower()) if c.isascii() and c.isalpha())
+    s = re.sub(r"m(?=[pb])", "n", s)
     for old, new in _KEY_RULES:
         s = s.replace(old, new)
     s = re.sub(r"([bcdgjkpstr])h", r"\1", s).translate(_VOICED).replace("tc", "ks")
@@ -103,8 +109,9 @@ def strict_key(word: str, script: str) -> str:
     the final inherent ``a`` merged (in Tamil also voicing, which its letters do not write)."""
     from indic_transliteration import sanscript
 
-    latin = word if script == "latn" else sanscript.transliterate(word, SANSCRIPT[script], sanscript.IAST)
+    latin = word if script == "latn" else _anusvara(sanscript.transliterate(word, SANSCRIPT[script], sanscript.IAST))
     s = "".join(c for c in unicodedata.normalize("NFKD", latin.lower()) if c.isascii() and c.isalpha())
+    s = re.sub(r"m(?=[pb])", "n", s)
     s = re.sub(r"([bcdgjkpt])h", r"\1", s.replace("ee", "i").replace("oo", "u"))
     if script == "taml":
         s = s.translate(_VOICED).replace("c", "s")
@@ -243,15 +250,40 @@ def find_names(text: str) -> list[tuple[int, int]]:
         if t.script == "latn":
             return listed(t, part)
         lists = keys.get(t.script, (frozenset(), frozenset()))
-        return t.lower not in function and len(t.text) >= 3 and len(t.key) >= shortest and any(
-            t.key in names for n, names in enumerate(lists) if part in (None, n))
+        return t.lower not in function and len(t.text) >= 3 and any(
+            len(key) >= shortest and key in names for key in _stem_keys(t.text, t.script)
+            for n, names in enumerate(lists) if part in (None, n))
 
     def listed(t: Token, part: int | None = None, *, common_too: bool = False) -> bool:  # as listed, or strict key
         if (t.lower in common and not common_too) or len(t.text) < 3 or (t.script == "latn" and t.text.isupper()):
             return False
         names = keys["exact"] if t.script == "latn" else keys[f"{t.script}-strict"]
-        word = t.lower if t.script == "latn" else strict_key(t.text, t.script)
-        return any(word in names[n] for n in (0, 1) if part in (None, n))
+        found = ((t.lower,) if t.script == "latn" else
+                 tuple(strict_key(stem, t.script) for stem in stems(t.text, t.script)))
+        return any(word in names[n] for word in found for n in (0, 1) if part in (None, n))
+
+    in_cue = {j for at, (n, _) in cue_at.items() for j in range(at, at + n)}
+    raw_latin = _latin_names()
+    name_parts = frozenset(words()["name_parts"].split())
+
+    def part_of_name(k: int) -> bool:  # a word beside a found name that belongs to it: initials, given name, surname
+        t = toks[k]
+        if k not in in_cue and t.script == "latn" and len(t.text) == 1 and t.text.isupper() and t.text not in "AI":
+            return True  # an initial ("S. K. Sharma", "R Lakshmi")
+        if k in in_cue or t.lower in function:
+            return False
+        if t.script == "latn":
+            return (len(t.text) <= 2 and t.text.isupper()) or (t.text[0].isupper() and not t.text.isupper() and (
+                t.lower not in common or t.lower in raw_latin or t.lower in name_parts))
+        return (len(t.text) <= 3 and text.startswith(".", t.end)) or t.lower in name_parts or (
+            t.lower not in common and listed(t))
+
+    def whole(i: int, end: int, floor: int) -> tuple[int, int]:  # the name's words on either side, never half
+        while i - 1 >= floor and end - i < 5 and _joined(text, toks[i - 1], toks[i]) and part_of_name(i - 1):
+            i -= 1
+        while end < len(toks) and end - i < 5 and _joined(text, toks[end - 1], toks[end]) and part_of_name(end):
+            end += 1
+        return i, end
 
     def extend(i: int, more) -> int:
         j = i + 1
@@ -264,7 +296,7 @@ def find_names(text: str) -> list[tuple[int, int]]:
                                             or (t.script == "latn" and (t.text[0].isupper() or "'" in t.text)))
 
     spans: list[tuple[int, int]] = []
-    i = 0
+    i = floor = 0
     while i < len(toks):
         t = toks[i]
         role = cue_after.get(i)
@@ -294,10 +326,50 @@ def find_names(text: str) -> list[tuple[int, int]]:
         if end is None:
             i += 1
             continue
-        if not _not_a_patient(toks, i, end, cue_after, cue_at):
-            spans.append((toks[i].start, toks[end - 1].end))
-        i = end
+        start, end = whole(i, end, floor)
+        if not _not_a_patient(toks, start, end, cue_after, cue_at):
+            spans.append((toks[start].start, toks[end - 1].end))
+        i = floor = end
     return spans
+
+
+@cache
+def case_endings() -> dict[str, tuple[str, ...]]:
+    """``pii_words.json`` ``case_endings`` per script, longest first."""
+    return {script: tuple(sorted(endings, key=len, reverse=True))
+            for script, endings in words()["case_endings"].items() if not script.startswith("_")}
+
+
+_TAMIL_OBLIQUE = ("த்தின்", "த்துக்கு", "த்தை", "த்திடம்", "த்துடன்", "த்தோடு")
+_TAMIL_CONSONANT = re.compile("[\u0B95-\u0BB9]$")
+
+
+@lru_cache(maxsize=200_000)
+def stems(word: str, script: str) -> tuple[str, ...]:
+    """``word`` and ``word`` less each case ending it ends in ("குமாருக்கு" -> "குமார்", "বসুর" -> "বসু",
+    "ಗೌಡರಿಗೆ" -> "ಗೌಡ"); in Tamil a stem left on a bare consonant gets its virama back."""
+    out = [word]
+    if script == "taml":  # a name in -am takes -att- before its ending: "செல்வத்தின்" -> "செல்வம்"
+        out += [word[:-len(e)] + "ம்" for e in _TAMIL_OBLIQUE if word.endswith(e) and len(word) - len(e) >= 2]
+    for ending in case_endings().get(script, ()):
+        if word.endswith(ending) and len(word) - len(ending) >= 2:
+            stem = word[:-len(ending)].rstrip("\u200c\u200d")
+            out.append(stem)
+            if script == "taml" and _TAMIL_CONSONANT.search(stem):
+                out.append(stem + "\u0bcd")
+    return tuple(dict.fromkeys(out))
+
+
+@lru_cache(maxsize=200_000)
+def _stem_keys(word: str, script: str) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(phonetic_key(stem, script) for stem in stems(word, script)))
+
+
+@cache
+def _latin_names() -> frozenset[str]:
+    """Every listed Latin name in lower case, common words too ("Pooja" is a name beside "Yadav")."""
+    data = json.loads((HERE / "pii_names.json").read_text(encoding="utf-8"))
+    return frozenset(n.lower() for part in ("first", "last") for n in data[part]["latn"])
 
 
 def _bare(toks: list[Token], i: int, cue_at: dict[int, tuple[int, str]]) -> bool:
@@ -318,15 +390,16 @@ def _not_a_patient(toks: list[Token], start: int, end: int, cue_after: dict[int,
     while j < len(toks) and j - end < 4:
         length, role = cue_at.get(j, (1, ""))
         if role != "institution_words":
-            return any(toks[j].lower.startswith(w) for w in _INSTITUTION_STEMS)
+            return j - end >= 2 or any(toks[j].lower.startswith(w) for w in _INSTITUTION_STEMS)
         if toks[j].lower not in _WEAK_INSTITUTION:
             return True
         j += length
-    return False
+    return j - end >= 2  # two weak institution words in a row: "… Eye Institute", "… Medical College"
 
 
 _WEAK_INSTITUTION = frozenset({"eye", "centre", "center", "medical", "memorial", "charitable", "trust", "mission",
-                               "foundation", "institute", "college", "आई", "கண்", "కంటి", "ಕಣ್ಣಿನ", "চক্ষু"})
+                               "foundation", "institute", "college", "care", "आई", "கண்", "కంటి", "ಕಣ್ಣಿನ", "চক্ষু",
+                               "मेडिकल", "केयर", "கேர்", "కేర్", "ಕೇರ್", "কেয়ার"})
 _INSTITUTION_STEMS = ("hospital", "अस्पताल", "हॉस्पिटल", "நேத்ரால", "மருத்துவமனை", "ఆసుపత్రి", "హాస్పిటల్", "నేత్రాలయ",
                       "ಆಸ್ಪತ್ರೆ", "ನೇತ್ರಾಲಯ", "হাসপাতাল", "হসপিটাল", "নেত্রালয়", "नेत्रालय", "netralaya", "nethralaya")
 
