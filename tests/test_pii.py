@@ -180,3 +180,30 @@ def test_the_anonymizer_is_built_once():
     mask("my name is Ramesh Babu")
     mask("मेरा नाम सुनीता शर्मा है")
     assert anonymizer.cache_info().misses <= 1
+
+
+@pytest.mark.parametrize(("text", "number"), [
+    ("aadhaar 4821/7730/1296 please update", "4821/7730/1296"),
+    ("aadhaar 4821–7730–1296 hai", "4821–7730–1296"),  # en dash
+    ("aadhar 4821\u200b7730\u200b1296", "4821\u200b7730\u200b1296"),  # zero-width spaces
+    ("aadhaar 4821\u200c 7730\u200c 1296", "4821\u200c 7730\u200c 1296"),
+    ("aadhaar 4821. 7730. 1296", "4821. 7730. 1296"),
+    ("my aadhaar is four eight two one seven seven three zero one two nine six", "four eight two one seven seven "
+     "three zero one two nine six"),
+    ("aadhaar double four eight two one seven seven three zero one two nine", "double four eight two one seven "
+     "seven three zero one two nine"),
+    ("आधार चार आठ दो एक सात सात तीन शून्य एक दो नौ छह है", "चार आठ दो एक सात सात तीन शून्य एक दो नौ छह"),
+    ("mera aadhar char aath do ek saat saat teen shunya ek do nau chhe hai",
+     "char aath do ek saat saat teen shunya ek do nau chhe"),
+])
+def test_aadhaar_with_any_separator_or_in_words(text, number):
+    """Any 12 digits in groups of four, whatever the separator, or 12 digits spelled out (no Verhoeff checksum)."""
+    found = [(f.kind, text[f.start:f.end]) for f in find_pii(text)]
+    assert ("AADHAAR", number) in found, found
+    assert number not in mask(text)
+
+
+@pytest.mark.parametrize("text", ["take one two three tablets a day", "bill 4821.7730 rupees",
+                                  "sugar 240 on 12/04/2024 and 180 on 13/04/2024"])
+def test_short_digit_runs_are_no_aadhaar(text):
+    assert [f for f in find_pii(text) if f.kind == "AADHAAR"] == []

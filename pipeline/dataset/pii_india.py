@@ -426,6 +426,48 @@ def find_record_numbers(text: str) -> list[tuple[int, int]]:
     return spans
 
 
+SEPARATOR = "[\\s\\-/.\u2010-\u2015\u2212\u200b-\u200d\u2060\ufeff]"  # spaces, dashes, slashes, zero-width
+AADHAAR = re.compile(rf"(?<![\d+])(?<!\d{SEPARATOR})[2-9]\d{{3}}{SEPARATOR}{{0,3}}\d{{4}}{SEPARATOR}{{0,3}}\d{{4}}(?!\d)")
+_DIGIT_RUN = re.compile(rf"[\w{_INDIC}]+(?:[\s,\-]+[\w{_INDIC}]+)*")
+
+
+def find_aadhaar(text: str) -> list[tuple[int, int]]:
+    """12-digit Aadhaar-like numbers in groups of four with any separator between the groups (spaces, dashes, en
+    dashes, slashes, dots, zero-width characters), no checksum; and 12 digits spelled out in words, English, Hindi or
+    romanized Hindi ("four eight two one …", "चार आठ दो एक …", "double seven")."""
+    spans = [m.span() for m in AADHAAR.finditer(text)]
+    digit_of, repeat = _digit_words()
+    for run in _DIGIT_RUN.finditer(text):
+        count, first, last, times = 0, None, 0, 1
+        for word in re.finditer(rf"[\w{_INDIC}]+", run.group()):
+            w = word.group().lower()
+            if w in repeat:
+                times = repeat[w]
+                first = run.start() + word.start() if first is None else first
+                continue
+            n = len(w) if w.isdigit() else times if w in digit_of else 0
+            if n == 0:  # a word that is no digit ends the run: a number spelled out is 12 digits
+                if count == 12:
+                    spans.append((first, last))
+                count, first, times = 0, None, 1
+                continue
+            first = run.start() + word.start() if first is None else first
+            last = run.start() + word.end()
+            count, times = count + n, 1
+        if count == 12:
+            spans.append((first, last))
+    return spans
+
+
+@cache
+def _digit_words() -> tuple[dict[str, str], dict[str, int]]:
+    """``pii_words.json`` ``digit_words``: word -> digit, and the repeat words ("double" -> 2)."""
+    table = words()["digit_words"]
+    digits = {w: d for d, ws in table.items() if d.isdigit() for w in ws.split()}
+    repeat = {w: n for key, n in (("double", 2), ("triple", 3)) for w in table[key].split()}
+    return digits, repeat
+
+
 def find_abha(text: str) -> list[tuple[int, int]]:
     """ABHA numbers (14 digits, ``xx-xxxx-xxxx-xxxx``) and ABHA addresses (``name@abdm``, ``name@sbx``)."""
     return [m.span() for m in ABHA_NUMBER.finditer(text)] + [m.span() for m in ABHA_ADDRESS.finditer(text)]
