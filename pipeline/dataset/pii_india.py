@@ -445,7 +445,7 @@ def find_aadhaar(text: str) -> list[tuple[int, int]]:
                 times = repeat[w]
                 first = run.start() + word.start() if first is None else first
                 continue
-            n = len(w) if w.isdigit() else times if w in digit_of else 0
+            n = times if w in digit_of else 0  # numerals are the pattern's: "91-9123456780" is a phone number
             if n == 0:  # a word that is no digit ends the run: a number spelled out is 12 digits
                 if count == 12:
                     spans.append((first, last))
