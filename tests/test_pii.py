@@ -207,3 +207,42 @@ def test_aadhaar_with_any_separator_or_in_words(text, number):
                                   "sugar 240 on 12/04/2024 and 180 on 13/04/2024"])
 def test_short_digit_runs_are_no_aadhaar(text):
     assert [f for f in find_pii(text) if f.kind == "AADHAAR"] == []
+
+
+@pytest.mark.parametrize(("text", "name"), [
+    ("my mother Kavitha has fever since morning", "Kavitha"),
+    ("meri beti Ishita ko bukhar hai", "Ishita"),
+    ("meri maa sunita ki aankh lal hai", "sunita"),  # romanized, lower case
+    ("mere papa Suresh ji ko sugar hai", "Suresh"),
+    ("मेरी बेटी प्रिया को बुखार है", "प्रिया"),
+    ("என் அம்மா கமலா அவர்களுக்கு சர்க்கரை", "கமலா"),  # a relation word and a respectful suffix
+    ("என் மகன் அருண் குமாருக்கு காய்ச்சல்", "அருண் குமாருக்கு"),
+    ("నా కూతురు స్వాతికి జ్వరం", "స్వాతికి"),
+    ("ನನ್ನ ಮಗಳು ಅನನ್ಯಗೆ ಜ್ವರ", "ಅನನ್ಯಗೆ"),
+    ("আমার মেয়ে রিয়ার জ্বর", "রিয়ার"),
+])
+def test_names_after_relation_words_without_my_name_is(text, name):
+    masked = mask(text)
+    assert "<NAME>" in masked and all(word not in masked for word in name.split()), masked
+
+
+def test_the_rules_work_without_the_learned_weights(monkeypatch):
+    """The weights are a derived artifact: with none (a clone that dropped them), names still come from the rules."""
+    from pipeline.dataset import pii_model
+
+    monkeypatch.setattr(pii_model, "tagger", lambda: None)
+    assert mask("my name is Ramesh Babu, sugar 240") == "my name is <NAME>, sugar 240"
+
+
+def test_the_learned_recognizer_is_held_to_the_rules_checks(monkeypatch):
+    """A name the model proposes is completed to its whole and dropped after a doctor's title or before a
+    hospital word, like the rules' own."""
+    from pipeline.dataset import pii_model
+
+    def every_capitalised_word(toks, text):
+        return ["B" if t.text[0].isupper() and t.lower not in ("i", "dr") else "O" for t in toks]
+
+    monkeypatch.setattr(pii_model, "tag", every_capitalised_word)
+    assert mask("Dr. Venkatesh said drops twice") == "Dr. Venkatesh said drops twice"
+    assert mask("Went to Kamineni Hospital yesterday") == "Went to Kamineni Hospital yesterday"
+    assert mask("Kamala Venkatesh has fever") == "<NAME> has fever"

@@ -237,7 +237,10 @@ FIRST, LAST = 0, 1  # the parts of pii_names.json
 
 
 def find_names(text: str) -> list[tuple[int, int]]:
-    """Spans of patients' names in ``text`` (see the module's doc for the rules)."""
+    """Spans of patients' names in ``text``: the rules (see the module's doc) and the learned recognizer
+    (``pii_model``), each name completed to its whole and a doctor's or an institution's left out."""
+    from pipeline.dataset import pii_model
+
     toks = tokens(text)
     if not toks:
         return []
@@ -251,7 +254,7 @@ def find_names(text: str) -> list[tuple[int, int]]:
             return listed(t, part)
         lists = keys.get(t.script, (frozenset(), frozenset()))
         return t.lower not in function and len(t.text) >= 3 and any(
-            len(key) >= shortest and key in names for key in _stem_keys(t.text, t.script)
+            len(key) >= shortest and key in names for key in stem_keys(t.text, t.script)
             for n, names in enumerate(lists) if part in (None, n))
 
     def listed(t: Token, part: int | None = None, *, common_too: bool = False) -> bool:  # as listed, or strict key
@@ -295,6 +298,7 @@ def find_names(text: str) -> list[tuple[int, int]]:
         return t.lower not in function and ((name_like(t, shortest=2) and t.lower not in common)
                                             or (t.script == "latn" and (t.text[0].isupper() or "'" in t.text)))
 
+    learned = dict(pii_model.spans(pii_model.tag(toks, text)))
     spans: list[tuple[int, int]] = []
     i = floor = 0
     while i < len(toks):
@@ -323,6 +327,8 @@ def find_names(text: str) -> list[tuple[int, int]]:
             single = t.script == "latn" and len(t.text) >= 4 and t.text[0].isupper()
             if end - i < 2 and not single:
                 end = None
+        if end is None and i in learned and i not in cue_at and t.lower not in function:
+            end = learned[i]  # the learned recognizer's name (pii_model), held to the same checks
         if end is None:
             i += 1
             continue
@@ -361,7 +367,7 @@ def stems(word: str, script: str) -> tuple[str, ...]:
 
 
 @lru_cache(maxsize=200_000)
-def _stem_keys(word: str, script: str) -> tuple[str, ...]:
+def stem_keys(word: str, script: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(phonetic_key(stem, script) for stem in stems(word, script)))
 
 
