@@ -281,6 +281,23 @@ def find_names(text: str) -> list[tuple[int, int]]:
         return (len(t.text) <= 3 and text.startswith(".", t.end)) or t.lower in name_parts or (
             t.lower not in common and listed(t))
 
+    def evidence(t: Token) -> bool:  # the word is a listed name by any key
+        if t.script == "latn":
+            return listed(t, common_too=True) or any(t.key in names for names in keys["latn"])
+        return name_like(t)
+
+    def learned_end(i: int) -> int | None:
+        """The end of the learned name at ``i``: cut before a function word or a cue ("… Hospital"); none when it is
+        only common words ("Ganga water"), or in Latin letters or one word long with no listed name in it (a
+        capitalised drug's or a sentence's first word)."""
+        end = next((k for k in range(i, learned[i]) if k in in_cue or toks[k].lower in function), learned[i])
+        span = toks[i:end]
+        if not span or all(u.lower in common for u in span):
+            return None
+        if (span[0].script == "latn" or len(span) == 1) and not any(evidence(u) for u in span):
+            return None
+        return end
+
     def whole(i: int, end: int, floor: int) -> tuple[int, int]:  # the name's words on either side, never half
         while i - 1 >= floor and end - i < 5 and _joined(text, toks[i - 1], toks[i]) and part_of_name(i - 1):
             i -= 1
@@ -327,8 +344,8 @@ def find_names(text: str) -> list[tuple[int, int]]:
             single = t.script == "latn" and len(t.text) >= 4 and t.text[0].isupper()
             if end - i < 2 and not single:
                 end = None
-        if end is None and i in learned and i not in cue_at and t.lower not in function:
-            end = learned[i]  # the learned recognizer's name (pii_model), held to the same checks
+        if end is None and i in learned:
+            end = learned_end(i)  # the learned recognizer's name (pii_model), held to the checks below
         if end is None:
             i += 1
             continue

@@ -11,7 +11,8 @@ Splits: a corpus's train split trains, its dev split tunes (the CRF's regularisa
 test split is held out: scored once per model and never trained or tuned on. Bengali-NER has no dev split: every
 tenth training sentence is its dev split. Kannada-NER's test sentences that also appear in its train or dev file
 are dropped from the test split. Every Indian-script training sentence is also trained on once more in Latin
-letters (IAST with the marks dropped, lower case, names capitalised in half of them), so romanized messages are
+letters (IAST with the marks dropped, lower case; in half of them names, the first word and one word in ten
+capitalised), so romanized messages are
 covered by the same corpora.
 """
 
@@ -92,19 +93,21 @@ def splits(corpus: Corpus, folder: Path) -> dict[str, list[Sentence]]:
 
 def romanized(sentence: Sentence, script: str, rng: random.Random) -> Sentence:
     """The sentence in plain Latin letters (IAST, marks and a final unspoken ``a`` dropped, anusvara as ``n``, lower
-    case; names capitalised half the time)."""
+    case; half the sentences with capitals: names, the first word and one word in ten)."""
     from indic_transliteration import sanscript
 
     title = rng.random() < 0.5
     out = []
-    for word, label in sentence:
+    for k, (word, label) in enumerate(sentence):
         if pii_india.script_of(word) == script:
             latin = pii_india._anusvara(sanscript.transliterate(word, pii_india.SANSCRIPT[script], sanscript.IAST))  # noqa: SLF001
             latin = "".join(c for c in unicodedata.normalize("NFKD", latin) if c.isascii()).lower()
             if script in ("deva", "beng") and unicodedata.category(word[-1]) == "Lo" and latin.endswith("a"):
                 latin = latin[:-1]  # the final inherent vowel is not said: "अनिल" is "anil"
             word = latin or word
-            word = word.capitalize() if title and label != "O" else word
+            # written with capitals: names and the sentence's first word, and now and then another word (a drug's,
+            # a place's), so a capital alone does not make a name
+            word = word.capitalize() if title and (label != "O" or k == 0 or rng.random() < 0.1) else word
         out.append((word, label))
     return out
 
