@@ -6,8 +6,9 @@ than from NER. Recognizers: Presidio's phone (``phonenumbers``, region IN), e-ma
 offline, from tldextract's bundled snapshot), its Indian ones (PAN, Aadhaar with its checksum, passport, voter id,
 vehicle registration), plus the patterns Indian patients send: mobile numbers with or without +91 and spaces,
 and ``pii_india``'s 12-digit Aadhaar-like numbers in groups of four with any separator or spelled out in words (no
-checksum: patients mistype), names in every script, addresses with PIN codes, ABHA numbers and addresses and hospital record numbers. Digits of any script are
-read as ASCII first (``pii_india.ascii_digits``, offsets unchanged), so ``९८७६५४३२१०`` is a phone number.
+checksum: patients mistype), names in every script (its rules and the learned recognizer of ``pii_model``),
+addresses with PIN codes, ABHA numbers and addresses and hospital record numbers. Digits of any script are read
+as ASCII first (``pii_india.ascii_digits``, offsets unchanged), so ``९८७६५४३२१०`` is a phone number.
 """
 
 from __future__ import annotations

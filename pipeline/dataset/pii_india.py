@@ -450,7 +450,8 @@ def find_record_numbers(text: str) -> list[tuple[int, int]]:
 
 
 SEPARATOR = "[\\s\\-/.\u2010-\u2015\u2212\u200b-\u200d\u2060\ufeff]"  # spaces, dashes, slashes, zero-width
-AADHAAR = re.compile(rf"(?<![\d+])(?<!\d{SEPARATOR})[2-9]\d{{3}}{SEPARATOR}{{0,3}}\d{{4}}{SEPARATOR}{{0,3}}\d{{4}}(?!\d)")
+AADHAAR = re.compile(
+    rf"(?<![\d+])(?<!\d{SEPARATOR})[2-9]\d{{3}}{SEPARATOR}{{0,3}}\d{{4}}{SEPARATOR}{{0,3}}\d{{4}}(?!\d)")
 _DIGIT_RUN = re.compile(rf"[\w{_INDIC}]+(?:[\s,\-]+[\w{_INDIC}]+)*")
 
 

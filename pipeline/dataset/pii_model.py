@@ -58,7 +58,7 @@ def _word_features(word: str, script: str) -> tuple[str, ...]:
 
 def features(toks: list[Token], text: str) -> list[list[str]]:
     """CRFsuite's items for ``toks``: each word's features, its neighbours' (prefixed -1/+1/-2/+2) and cues."""
-    cue_after, _ = pii_india._roles(toks, text)  # noqa: SLF001 - one cue reader for rules and model
+    cue_after, _ = pii_india._roles(toks, text)
     own = [_word_features(t.text, t.script) for t in toks]
     out = []
     for k in range(len(toks)):

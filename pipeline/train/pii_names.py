@@ -100,7 +100,7 @@ def romanized(sentence: Sentence, script: str, rng: random.Random) -> Sentence:
     out = []
     for k, (word, label) in enumerate(sentence):
         if pii_india.script_of(word) == script:
-            latin = pii_india._anusvara(sanscript.transliterate(word, pii_india.SANSCRIPT[script], sanscript.IAST))  # noqa: SLF001
+            latin = pii_india._anusvara(sanscript.transliterate(word, pii_india.SANSCRIPT[script], sanscript.IAST))
             latin = "".join(c for c in unicodedata.normalize("NFKD", latin) if c.isascii()).lower()
             if script in ("deva", "beng") and unicodedata.category(word[-1]) == "Lo" and latin.endswith("a"):
                 latin = latin[:-1]  # the final inherent vowel is not said: "अनिल" is "anil"
