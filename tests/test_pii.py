@@ -246,3 +246,15 @@ def test_the_learned_recognizer_is_held_to_the_rules_checks(monkeypatch):
     assert mask("Dr. Venkatesh said drops twice") == "Dr. Venkatesh said drops twice"
     assert mask("Went to Kamineni Hospital yesterday") == "Went to Kamineni Hospital yesterday"
     assert mask("Kamala Venkatesh has fever") == "<NAME> has fever"
+
+
+def test_the_learned_weights_are_small_and_their_card_names_corpora_licences_and_splits():
+    from pipeline.dataset import pii_model
+
+    assert pii_model.MODEL.stat().st_size < 5e6 and pii_model.tagger() is not None
+    card = json.loads(pii_model.CARD.read_text(encoding="utf-8"))
+    assert card["training"]["splits"].startswith("train only")
+    for corpus in card["corpora"]:
+        assert corpus["licence"] and corpus["source"].startswith("https://github.com/")
+        assert {"train", "dev", "test"} <= set(corpus["splits"])
+    assert {key.split("/")[1] for key in card["figures"]} == {"dev", "test"}
