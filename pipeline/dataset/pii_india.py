@@ -288,13 +288,11 @@ def find_names(text: str) -> list[tuple[int, int]]:
 
     def learned_end(i: int) -> int | None:
         """The end of the learned name at ``i``: cut before a function word or a cue ("… Hospital"); none when it is
-        only common words ("Ganga water"), or in Latin letters or one word long with no listed name in it (a
-        capitalised drug's or a sentence's first word)."""
+        only common words ("Ganga water") or has no listed name in it by any key (a capitalised drug, a sentence's
+        first word, "মাসের গর্ভবতী": the model picks names in context, the lists vouch that a word is one)."""
         end = next((k for k in range(i, learned[i]) if k in in_cue or toks[k].lower in function), learned[i])
         span = toks[i:end]
-        if not span or all(u.lower in common for u in span):
-            return None
-        if (span[0].script == "latn" or len(span) == 1) and not any(evidence(u) for u in span):
+        if not span or all(u.lower in common for u in span) or not any(evidence(u) for u in span):
             return None
         return end
 
