@@ -1,6 +1,6 @@
 """The learned person-name recognizer: a linear-chain CRF (CRFsuite, through python-crfsuite) over the words of a
-message, beside the rules of ``pii_india``; it finds names with no cue ("Kavitha ko bukhar hai", "అనిల్ భరద్వాజ్
-వచ్చారు").
+message, beside the rules of ``pii_india``; it finds names with no cue ("সুমিতার জ্বর কমছে না", "అనిల్ భరద్వాజ్
+వచ్చారు"). ``pii_india.find_names`` keeps a name it proposes only when a word of it is a listed name by some key.
 
 Its features are the word and its neighbours (lower case, prefixes and suffixes, script, capitals), whether each
 word is a listed first or last name (``pii_names.json`` by the rules' phonetic and strict keys, case endings
