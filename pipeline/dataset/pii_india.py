@@ -14,11 +14,15 @@ share one; without a cue a narrower key (``strict_key``: vowels kept) must match
   word that is not a common word), or a word before "ji", "जी", "గారు", "ಅವರು";
 * without a cue, a listed first name followed by a listed last name, or one capitalised listed Latin first name.
 
+Beside these rules, names the learned recognizer (``pii_model``, a CRF) proposes are taken when a word of them is
+a listed name. Every find is then grown to the whole name (initials, given name, surname, ``name_parts``, a word
+with a case ending of ``case_endings``), so no mask leaves half a name.
+
 Common words are never names without a strong cue: spaCy's stop words for the scripts' languages, the tagger's
 lexicons and ``pii_words.json`` ``not_names``; so "I am Type 2 diabetic" holds no name. A name right after a
 doctor's title ("Dr.", "डॉ.", "டாக்டர்") or just before an institution word ("Hospital", "Eye Hospital",
-"अस्पताल", "மருத்துவமனை") is not a patient's and is left in clear: the studio masks patients' identifiers, and a
-doctor's or hospital's name identifies no patient.
+"अस्पताल", "மருத்துவமனை"; "… Health", "… Eye Institute", "… Yojana") is not a patient's and is left in clear:
+the studio masks patients' identifiers, and a doctor's, hospital's or scheme's name identifies no patient.
 """
 
 from __future__ import annotations
