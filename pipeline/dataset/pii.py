@@ -5,9 +5,10 @@ pipeline (tokenizer, no trained model, nothing downloaded), so names come from `
 than from NER. Recognizers: Presidio's phone (``phonenumbers``, region IN), e-mail (its public-suffix check
 offline, from tldextract's bundled snapshot), its Indian ones (PAN, Aadhaar with its checksum, passport, voter id,
 vehicle registration), plus the patterns Indian patients send: mobile numbers with or without +91 and spaces,
-12-digit Aadhaar-like numbers in groups of four (no checksum: patients mistype), and ``pii_india``'s names in every
-script, addresses with PIN codes, ABHA numbers and addresses and hospital record numbers. Digits of any script are
-read as ASCII first (``pii_india.ascii_digits``, offsets unchanged), so ``९८७६५४३२१०`` is a phone number.
+and ``pii_india``'s 12-digit Aadhaar-like numbers in groups of four with any separator or spelled out in words (no
+checksum: patients mistype), names in every script (its rules and the learned recognizer of ``pii_model``),
+addresses with PIN codes, ABHA numbers and addresses and hospital record numbers. Digits of any script are read
+as ASCII first (``pii_india.ascii_digits``, offsets unchanged), so ``९८७६५४३२१०`` is a phone number.
 """
 
 from __future__ import annotations
@@ -42,10 +43,12 @@ def _india_recognizer():
     from pipeline.dataset import pii_india
 
     finders = {"PERSON": (pii_india.find_names, 0.7), "IN_ADDRESS": (pii_india.find_addresses, 0.8),
-               "IN_ABHA": (pii_india.find_abha, 1.0), "IN_MRN": (pii_india.find_record_numbers, 0.9)}
+               "IN_ABHA": (pii_india.find_abha, 1.0), "IN_MRN": (pii_india.find_record_numbers, 0.9),
+               "AADHAAR_LIKE": (pii_india.find_aadhaar, 0.6)}
 
     class IndiaRecognizer(EntityRecognizer):
-        """Names in every script, addresses with PIN codes, ABHA numbers/addresses, hospital record numbers."""
+        """Names in every script, addresses with PIN codes, ABHA numbers/addresses, hospital record numbers,
+        Aadhaar-like numbers with any separator or spelled out in words."""
 
         def load(self) -> None:
             pass
@@ -112,9 +115,6 @@ def analyzer():
         Pattern("mobile, +91 optional", rf"{alone}(?:(?:\+|00)?91[\s-]?|0)?[6-9]\d{{4}}[\s-]?\d{{5}}(?!\d)", 0.6),
         Pattern("mobile in 3-3-4", rf"{alone}(?:(?:\+|00)?91[\s-]?)?[6-9]\d{{2}}[\s-]\d{{3}}[\s-]\d{{4}}(?!\d)", 0.6),
     ]))
-    registry.add_recognizer(PatternRecognizer("AADHAAR_LIKE", name="AadhaarLikeRecognizer", patterns=[
-        Pattern("12 digits in groups of four", r"(?<![\d+])(?<!\d[\s-])[2-9]\d{3}[\s-]?\d{4}[\s-]?\d{4}(?!\d)", 0.6),
-    ]))
     registry.add_recognizer(_india_recognizer())
     return AnalyzerEngine(registry=registry, nlp_engine=engine, supported_languages=["en"])
 
@@ -140,17 +140,25 @@ def find_pii(text: str) -> list[Found]:
     return merged
 
 
+@cache
+def anonymizer():
+    """presidio-anonymizer's engine and its replace operators (``<KIND>``), built once per process."""
+    from presidio_anonymizer import AnonymizerEngine
+    from presidio_anonymizer.entities import OperatorConfig
+
+    return AnonymizerEngine(), {kind: OperatorConfig("replace", {"new_value": f"<{kind}>"}) for kind in PII_KINDS}
+
+
 def mask(text: str, found: list[Found] | None = None) -> str:
     """``text`` with each identifier replaced by ``<KIND>`` (presidio-anonymizer's replace operator)."""
-    from presidio_anonymizer import AnonymizerEngine
-    from presidio_anonymizer.entities import OperatorConfig, RecognizerResult
+    from presidio_anonymizer.entities import RecognizerResult
 
     found = find_pii(text) if found is None else found
     if not found:
         return text
+    engine, operators = anonymizer()
     results = [RecognizerResult(f.kind, f.start, f.end, f.score) for f in found]
-    operators = {kind: OperatorConfig("replace", {"new_value": f"<{kind}>"}) for kind in PII_KINDS}
-    return AnonymizerEngine().anonymize(text=text, analyzer_results=results, operators=operators).text
+    return engine.anonymize(text=text, analyzer_results=results, operators=operators).text
 
 
 SCRIPT_OF_LANGUAGE = {"en": "latn", "hinglish": "latn", "hi": "deva", "ta": "taml", "te": "telu", "kn": "knda",

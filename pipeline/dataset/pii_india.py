@@ -14,11 +14,15 @@ share one; without a cue a narrower key (``strict_key``: vowels kept) must match
   word that is not a common word), or a word before "ji", "जी", "గారు", "ಅವರು";
 * without a cue, a listed first name followed by a listed last name, or one capitalised listed Latin first name.
 
+Beside these rules, names the learned recognizer (``pii_model``, a CRF) proposes are taken when a word of them is
+a listed name. Every find is then grown to the whole name (initials, given name, surname, ``name_parts``, a word
+with a case ending of ``case_endings``), so no mask leaves half a name.
+
 Common words are never names without a strong cue: spaCy's stop words for the scripts' languages, the tagger's
 lexicons and ``pii_words.json`` ``not_names``; so "I am Type 2 diabetic" holds no name. A name right after a
 doctor's title ("Dr.", "डॉ.", "டாக்டர்") or just before an institution word ("Hospital", "Eye Hospital",
-"अस्पताल", "மருத்துவமனை") is not a patient's and is left in clear: the studio masks patients' identifiers, and a
-doctor's or hospital's name identifies no patient.
+"अस्पताल", "மருத்துவமனை"; "… Health", "… Eye Institute", "… Yojana") is not a patient's and is left in clear:
+the studio masks patients' identifiers, and a doctor's, hospital's or scheme's name identifies no patient.
 """
 
 from __future__ import annotations
@@ -81,13 +85,19 @@ _KEY_RULES = (("ee", "i"), ("oo", "u"), ("ao", "av"), ("x", "ks"), ("q", "k"), (
 _VOICED = str.maketrans({"g": "k", "d": "t", "b": "p", "j": "c", "v": "p"})
 
 
+def _anusvara(iast: str) -> str:
+    """The anusvara (ṃ, ṁ) as the nasal it is written for in Latin letters: "n" ("ಮಂಜುನಾಥ್" and "Manjunath" meet)."""
+    return iast.replace("ṃ", "n").replace("ṁ", "n").replace("Ṃ", "n")
+
+
 @lru_cache(maxsize=200_000)
 def phonetic_key(word: str, script: str) -> str:
     """A key two spellings of one name share across scripts and romanizations (see the module's doc)."""
     from indic_transliteration import sanscript
 
-    latin = word if script == "latn" else sanscript.transliterate(word, SANSCRIPT[script], sanscript.IAST)
+    latin = word if script == "latn" else _anusvara(sanscript.transliterate(word, SANSCRIPT[script], sanscript.IAST))
     s = "".join(c for c in unicodedata.normalize("NFKD", latin.lower()) if c.isascii() and c.isalpha())
+    s = re.sub(r"m(?=[pb])", "n", s)
     for old, new in _KEY_RULES:
         s = s.replace(old, new)
     s = re.sub(r"([bcdgjkpstr])h", r"\1", s).translate(_VOICED).replace("tc", "ks")
@@ -103,8 +113,9 @@ def strict_key(word: str, script: str) -> str:
     the final inherent ``a`` merged (in Tamil also voicing, which its letters do not write)."""
     from indic_transliteration import sanscript
 
-    latin = word if script == "latn" else sanscript.transliterate(word, SANSCRIPT[script], sanscript.IAST)
+    latin = word if script == "latn" else _anusvara(sanscript.transliterate(word, SANSCRIPT[script], sanscript.IAST))
     s = "".join(c for c in unicodedata.normalize("NFKD", latin.lower()) if c.isascii() and c.isalpha())
+    s = re.sub(r"m(?=[pb])", "n", s)
     s = re.sub(r"([bcdgjkpt])h", r"\1", s.replace("ee", "i").replace("oo", "u"))
     if script == "taml":
         s = s.translate(_VOICED).replace("c", "s")
@@ -230,7 +241,10 @@ FIRST, LAST = 0, 1  # the parts of pii_names.json
 
 
 def find_names(text: str) -> list[tuple[int, int]]:
-    """Spans of patients' names in ``text`` (see the module's doc for the rules)."""
+    """Spans of patients' names in ``text``: the rules (see the module's doc) and the learned recognizer
+    (``pii_model``), each name completed to its whole and a doctor's or an institution's left out."""
+    from pipeline.dataset import pii_model
+
     toks = tokens(text)
     if not toks:
         return []
@@ -243,15 +257,55 @@ def find_names(text: str) -> list[tuple[int, int]]:
         if t.script == "latn":
             return listed(t, part)
         lists = keys.get(t.script, (frozenset(), frozenset()))
-        return t.lower not in function and len(t.text) >= 3 and len(t.key) >= shortest and any(
-            t.key in names for n, names in enumerate(lists) if part in (None, n))
+        return t.lower not in function and len(t.text) >= 3 and any(
+            len(key) >= shortest and key in names for key in stem_keys(t.text, t.script)
+            for n, names in enumerate(lists) if part in (None, n))
 
     def listed(t: Token, part: int | None = None, *, common_too: bool = False) -> bool:  # as listed, or strict key
         if (t.lower in common and not common_too) or len(t.text) < 3 or (t.script == "latn" and t.text.isupper()):
             return False
         names = keys["exact"] if t.script == "latn" else keys[f"{t.script}-strict"]
-        word = t.lower if t.script == "latn" else strict_key(t.text, t.script)
-        return any(word in names[n] for n in (0, 1) if part in (None, n))
+        found = ((t.lower,) if t.script == "latn" else
+                 tuple(strict_key(stem, t.script) for stem in stems(t.text, t.script)))
+        return any(word in names[n] for word in found for n in (0, 1) if part in (None, n))
+
+    in_cue = {j for at, (n, _) in cue_at.items() for j in range(at, at + n)}
+    raw_latin = _latin_names()
+    name_parts = frozenset(words()["name_parts"].split())
+
+    def part_of_name(k: int) -> bool:  # a word beside a found name that belongs to it: initials, given name, surname
+        t = toks[k]
+        if k not in in_cue and t.script == "latn" and len(t.text) == 1 and t.text.isupper() and t.text not in "AI":
+            return True  # an initial ("S. K. Sharma", "R Lakshmi")
+        if k in in_cue or t.lower in function:
+            return False
+        if t.script == "latn":
+            return (len(t.text) <= 2 and t.text.isupper()) or (t.text[0].isupper() and not t.text.isupper() and (
+                t.lower not in common or t.lower in raw_latin or t.lower in name_parts))
+        return (len(t.text) <= 3 and text.startswith(".", t.end)) or t.lower in name_parts or (
+            t.lower not in common and listed(t))
+
+    def evidence(t: Token) -> bool:  # the word is a listed name by any key
+        if t.script == "latn":
+            return listed(t, common_too=True) or any(t.key in names for names in keys["latn"])
+        return name_like(t)
+
+    def learned_end(i: int) -> int | None:
+        """The end of the learned name at ``i``: cut before a function word or a cue ("… Hospital"); none when it is
+        only common words ("Ganga water") or has no listed name in it by any key (a capitalised drug, a sentence's
+        first word, "মাসের গর্ভবতী": the model picks names in context, the lists vouch that a word is one)."""
+        end = next((k for k in range(i, learned[i]) if k in in_cue or toks[k].lower in function), learned[i])
+        span = toks[i:end]
+        if not span or all(u.lower in common for u in span) or not any(evidence(u) for u in span):
+            return None
+        return end
+
+    def whole(i: int, end: int, floor: int) -> tuple[int, int]:  # the name's words on either side, never half
+        while i - 1 >= floor and end - i < 5 and _joined(text, toks[i - 1], toks[i]) and part_of_name(i - 1):
+            i -= 1
+        while end < len(toks) and end - i < 5 and _joined(text, toks[end - 1], toks[end]) and part_of_name(end):
+            end += 1
+        return i, end
 
     def extend(i: int, more) -> int:
         j = i + 1
@@ -263,8 +317,9 @@ def find_names(text: str) -> list[tuple[int, int]]:
         return t.lower not in function and ((name_like(t, shortest=2) and t.lower not in common)
                                             or (t.script == "latn" and (t.text[0].isupper() or "'" in t.text)))
 
+    learned = dict(pii_model.spans(pii_model.tag(toks, text)))
     spans: list[tuple[int, int]] = []
-    i = 0
+    i = floor = 0
     while i < len(toks):
         t = toks[i]
         role = cue_after.get(i)
@@ -291,13 +346,55 @@ def find_names(text: str) -> list[tuple[int, int]]:
             single = t.script == "latn" and len(t.text) >= 4 and t.text[0].isupper()
             if end - i < 2 and not single:
                 end = None
+        if end is None and i in learned:
+            end = learned_end(i)  # the learned recognizer's name (pii_model), held to the checks below
         if end is None:
             i += 1
             continue
-        if not _not_a_patient(toks, i, end, cue_after, cue_at):
-            spans.append((toks[i].start, toks[end - 1].end))
-        i = end
+        start, end = whole(i, end, floor)
+        if not _not_a_patient(toks, start, end, cue_after, cue_at):
+            spans.append((toks[start].start, toks[end - 1].end))
+        i = floor = end
     return spans
+
+
+@cache
+def case_endings() -> dict[str, tuple[str, ...]]:
+    """``pii_words.json`` ``case_endings`` per script, longest first."""
+    return {script: tuple(sorted(endings, key=len, reverse=True))
+            for script, endings in words()["case_endings"].items() if not script.startswith("_")}
+
+
+_TAMIL_OBLIQUE = ("த்தின்", "த்துக்கு", "த்தை", "த்திடம்", "த்துடன்", "த்தோடு")
+_TAMIL_CONSONANT = re.compile("[\u0B95-\u0BB9]$")
+
+
+@lru_cache(maxsize=200_000)
+def stems(word: str, script: str) -> tuple[str, ...]:
+    """``word`` and ``word`` less each case ending it ends in ("குமாருக்கு" -> "குமார்", "বসুর" -> "বসু",
+    "ಗೌಡರಿಗೆ" -> "ಗೌಡ"); in Tamil a stem left on a bare consonant gets its virama back."""
+    out = [word]
+    if script == "taml":  # a name in -am takes -att- before its ending: "செல்வத்தின்" -> "செல்வம்"
+        out += [word[:-len(e)] + "ம்" for e in _TAMIL_OBLIQUE if word.endswith(e) and len(word) - len(e) >= 2]
+    for ending in case_endings().get(script, ()):
+        if word.endswith(ending) and len(word) - len(ending) >= 2:
+            stem = word[:-len(ending)].rstrip("\u200c\u200d")
+            out.append(stem)
+            if script == "taml" and _TAMIL_CONSONANT.search(stem):
+                out.append(stem + "\u0bcd")
+    return tuple(dict.fromkeys(out))
+
+
+@lru_cache(maxsize=200_000)
+def stem_keys(word: str, script: str) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(phonetic_key(stem, script) for stem in stems(word, script)))
+
+
+@cache
+def _latin_names() -> frozenset[str]:
+    """Every listed Latin name in lower case, common words too ("Pooja" is a name beside "Yadav")."""
+    data = json.loads((HERE / "pii_names.json").read_text(encoding="utf-8"))
+    return frozenset(n.lower() for part in ("first", "last") for n in data[part]["latn"])
 
 
 def _bare(toks: list[Token], i: int, cue_at: dict[int, tuple[int, str]]) -> bool:
@@ -318,15 +415,16 @@ def _not_a_patient(toks: list[Token], start: int, end: int, cue_after: dict[int,
     while j < len(toks) and j - end < 4:
         length, role = cue_at.get(j, (1, ""))
         if role != "institution_words":
-            return any(toks[j].lower.startswith(w) for w in _INSTITUTION_STEMS)
+            return j - end >= 2 or any(toks[j].lower.startswith(w) for w in _INSTITUTION_STEMS)
         if toks[j].lower not in _WEAK_INSTITUTION:
             return True
         j += length
-    return False
+    return j - end >= 2  # two weak institution words in a row: "… Eye Institute", "… Medical College"
 
 
 _WEAK_INSTITUTION = frozenset({"eye", "centre", "center", "medical", "memorial", "charitable", "trust", "mission",
-                               "foundation", "institute", "college", "आई", "கண்", "కంటి", "ಕಣ್ಣಿನ", "চক্ষু"})
+                               "foundation", "institute", "college", "care", "आई", "கண்", "కంటి", "ಕಣ್ಣಿನ", "চক্ষু",
+                               "मेडिकल", "केयर", "கேர்", "కేర్", "ಕೇರ್", "কেয়ার"})
 _INSTITUTION_STEMS = ("hospital", "अस्पताल", "हॉस्पिटल", "நேத்ரால", "மருத்துவமனை", "ఆసుపత్రి", "హాస్పిటల్", "నేత్రాలయ",
                       "ಆಸ್ಪತ್ರೆ", "ನೇತ್ರಾಲಯ", "হাসপাতাল", "হসপিটাল", "নেত্রালয়", "नेत्रालय", "netralaya", "nethralaya")
 
@@ -351,6 +449,49 @@ def find_record_numbers(text: str) -> list[tuple[int, int]]:
         if m and not re.search(r"[\d?!।\n]", text[cue.end():m.start()]) and len(re.sub(r"\D", "", m.group())) >= 3:
             spans.append((m.start(), m.end()))
     return spans
+
+
+SEPARATOR = "[\\s\\-/.\u2010-\u2015\u2212\u200b-\u200d\u2060\ufeff]"  # spaces, dashes, slashes, zero-width
+AADHAAR = re.compile(
+    rf"(?<![\d+])(?<!\d{SEPARATOR})[2-9]\d{{3}}{SEPARATOR}{{0,3}}\d{{4}}{SEPARATOR}{{0,3}}\d{{4}}(?!\d)")
+_DIGIT_RUN = re.compile(rf"[\w{_INDIC}]+(?:[\s,\-]+[\w{_INDIC}]+)*")
+
+
+def find_aadhaar(text: str) -> list[tuple[int, int]]:
+    """12-digit Aadhaar-like numbers in groups of four with any separator between the groups (spaces, dashes, en
+    dashes, slashes, dots, zero-width characters), no checksum; and 12 digits spelled out in words, English, Hindi or
+    romanized Hindi ("four eight two one …", "चार आठ दो एक …", "double seven")."""
+    spans = [m.span() for m in AADHAAR.finditer(text)]
+    digit_of, repeat = _digit_words()
+    for run in _DIGIT_RUN.finditer(text):
+        count, first, last, times = 0, None, 0, 1
+        for word in re.finditer(rf"[\w{_INDIC}]+", run.group()):
+            w = word.group().lower()
+            if w in repeat:
+                times = repeat[w]
+                first = run.start() + word.start() if first is None else first
+                continue
+            n = times if w in digit_of else 0  # numerals are the pattern's: "91-9123456780" is a phone number
+            if n == 0:  # a word that is no digit ends the run: a number spelled out is 12 digits
+                if count == 12:
+                    spans.append((first, last))
+                count, first, times = 0, None, 1
+                continue
+            first = run.start() + word.start() if first is None else first
+            last = run.start() + word.end()
+            count, times = count + n, 1
+        if count == 12:
+            spans.append((first, last))
+    return spans
+
+
+@cache
+def _digit_words() -> tuple[dict[str, str], dict[str, int]]:
+    """``pii_words.json`` ``digit_words``: word -> digit, and the repeat words ("double" -> 2)."""
+    table = words()["digit_words"]
+    digits = {w: d for d, ws in table.items() if d.isdigit() for w in ws.split()}
+    repeat = {w: n for key, n in (("double", 2), ("triple", 3)) for w in table[key].split()}
+    return digits, repeat
 
 
 def find_abha(text: str) -> list[tuple[int, int]]:
