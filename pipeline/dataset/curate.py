@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from pipeline.dataset.format import Query, derived_script
+from pipeline.dataset.format import Query, derived_script, message_ref
 from pipeline.dataset.ingest import truthy
 from pipeline.dataset.records import read_records
 from pipeline.dataset.writing import refuse_foreign, validated, write_dataset
@@ -242,7 +242,8 @@ def _curate(log: Path, out_dir: Path, *, bar: Progress | None, text_col: str = "
         first_seen[key] = query_id
         tagging = tagger.tag(masked)
         record: dict[str, Any] = {"query_id": query_id, "language": tagging.language, "query": masked,
-                                  "script": derived_script(masked, tagging.language), "themes": tagging.themes}
+                                  "script": derived_script(masked, tagging.language), "themes": tagging.themes,
+                                  "source_message": message_ref(log.name, line)}
         if asked_on:
             record["asked_on"] = asked_on.isoformat()
         answer = str(rec.get(answer_col) or "").strip()

@@ -32,7 +32,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from pipeline.dataset.bounds import check_archive, check_size
-from pipeline.dataset.format import Chunk
+from pipeline.dataset.format import Chunk, message_ref
 from pipeline.dataset.loader import _pydantic_issues, link_outside
 from pipeline.dataset.records import find_file, read_records
 from pipeline.dataset.writing import write_dataset
@@ -183,7 +183,8 @@ def _qa_chunks(path: Path, name: str, cols: tuple[str, str, str], updated: date 
         digest = hashlib.sha256(f"{question}\n{answer}".encode()).hexdigest()[:10]
         chunks.append({"chunk_id": f"update-{digest}", "kind": "update", "title": f"Q&A: {question}"[:200],
                        "text": f"{question}\n{answer}", "source": name, "updated": str(day)[:10],
-                       "provenance": {"source_file": name, "row": line, "sha256": _sha256(path)}})
+                       "provenance": {"source_file": name, "row": line, "sha256": _sha256(path),
+                                      "source_message": message_ref(name, line)}})
     return chunks
 
 

@@ -32,6 +32,7 @@ from pipeline.dataset.format import (
     _parse_date,
     _Record,
     _split_list,
+    chunk_source_message,
     dominant_script,
     script_letters,
 )
@@ -110,12 +111,19 @@ class Dataset:
     @cached_property
     def kb_hash(self) -> str | None:
         """The knowledge base's identity, what results from retrieval onward record: the first 16 hex digits of a
-        sha256 over its chunks (ids, kinds, titles, texts, sources, dates; in id order, so the same KB in another
-        file order or format has the same hash). None for a closed-book dataset."""
+        sha256 over its chunks (ids, kinds, titles, texts, sources, dates, and the log message an update was made
+        from where known, which decides who may see it; in id order, so the same KB in another file order or format
+        has the same hash). None for a closed-book dataset."""
         if not self.chunks:
             return None
-        chunks = sorted((c.model_dump(mode="json") for c in self.chunks), key=lambda c: c["chunk_id"])
+        chunks = sorted(({**c.model_dump(mode="json"), **({"source_message": m} if (m := chunk_source_message(c))
+                                                            else {})} for c in self.chunks),
+                        key=lambda c: c["chunk_id"])
         return hashlib.sha256(json.dumps(chunks, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()[:16]
+
+    def hidden_for(self, query: Query) -> frozenset[str]:
+        """The chunks ``query`` cannot see (``unseen_by``): the KB as it stood before the patient asked."""
+        return frozenset(c.chunk_id for c in self.chunks if unseen_by(query, c))
 
     def summary(self) -> str:
         """One line: queries per language and chunks raw/update (or closed-book)."""
@@ -130,6 +138,42 @@ class Dataset:
         ) if n]
         more = f" [{', '.join(extras)}]" if extras else ""
         return f"{self.name}: {len(self.queries)} queries ({per_lang}){more}; {kb}"
+
+
+def unseen_by(query: Query, chunk: Chunk) -> str | None:
+    """Why ``query`` cannot see ``chunk``, else None. Health-Pariksha's rule is the KB as it stood when the question
+    was asked: an update approved on or after the query's ``asked_on`` day (dates carry no time, so a same-day update
+    may be the answer to this very message) is unseen, and so is an update made from the query's own message (its
+    provenance's ``source_message`` is the query's), whatever its date."""
+    if chunk.kind != "update":
+        return None
+    own = query.source_message
+    if own is not None and chunk_source_message(chunk) == own:
+        return f"made from the query's own message {own}"
+    if query.asked_on is not None and chunk.updated is not None and chunk.updated >= query.asked_on:
+        return f"approved {chunk.updated}, not before the query was asked ({query.asked_on})"
+    return None
+
+
+def _normal_text(text: str) -> str:
+    return " ".join(text.casefold().split())
+
+
+MIN_OWN_ANSWER_CHARS = 20  # a ground truth shorter than this ("Yes.") is too common to tell a chunk was made from it
+
+
+def own_answer_leaks(dataset: Dataset) -> list[tuple[str, str]]:
+    """``(query id, chunk id)`` for every update chunk a query can see (``unseen_by``) whose text holds the query's
+    own ground truth (case and spacing aside): an update made from the query's own approved answer, which retrieval
+    would put in the models' prompts. Raw chunks are the documents the answers are written from, not answers."""
+    chunks = [(c, _normal_text(c.text)) for c in dataset.chunks if c.kind == "update"]
+    leaks = []
+    for q in dataset.queries:
+        answer = _normal_text(q.gt_response)
+        if len(answer) < MIN_OWN_ANSWER_CHARS:
+            continue
+        leaks += [(q.query_id, c.chunk_id) for c, text in chunks if answer in text and not unseen_by(q, c)]
+    return leaks
 
 
 # -- record checks -----------------------------------------------------------------------------
@@ -292,9 +336,9 @@ def _check_query(file: Path, line: int, q: Query, rec: dict, kb_file: Path | Non
             issues.append(Issue(f, line, "kb_refs", "update_sensitive is true but no kb_ref is an update chunk",
                                 "warning"))
         if q.asked_on is not None:
-            later = [(r, d) for r in q.kb_refs if (d := _updated(chunk_recs.get(r))) and d > q.asked_on]
+            later = [(r, d) for r in q.kb_refs if (d := _updated(chunk_recs.get(r))) and d >= q.asked_on]
             for ref, when in later:
-                issues.append(Issue(f, line, "kb_refs", f"names update {ref!r} of {when}, after asked_on "
+                issues.append(Issue(f, line, "kb_refs", f"names update {ref!r} of {when}, on or after asked_on "
                                     f"{q.asked_on}: the query cannot see it (cite the chunk it could see)"))
     if q.messages is not None and q.messages[-1].content.strip() != q.query.strip():
         issues.append(Issue(f, line, "query", "differs from the last user message: the model answers the "
@@ -425,7 +469,15 @@ def validate(path: str | Path) -> tuple[Dataset | None, list[Issue]]:
     _check_prompts(folder, issues)
     if any(i.severity == "error" for i in issues):
         return None, issues
-    return Dataset(name=name, path=path, chunks=[c for _, c in chunks], queries=[q for _, q in queries]), issues
+    dataset = Dataset(name=name, path=path, chunks=[c for _, c in chunks], queries=[q for _, q in queries])
+    lines = {q.query_id: line for line, q in queries}
+    for query_id, chunk_id in own_answer_leaks(dataset):
+        issues.append(Issue(str(queries_file), lines[query_id], "gt_response", f"query {query_id!r} can retrieve "
+                            f"chunk {chunk_id!r}, which holds its own ground truth: date the update after the "
+                            "question or name the message in its provenance (source_message)"))
+    if any(i.severity == "error" for i in issues):
+        return None, issues
+    return dataset, issues
 
 
 def load_dataset(path: str | Path) -> Dataset:
