@@ -70,7 +70,8 @@ def test_validate_refuses_a_query_that_can_retrieve_its_own_ground_truth(tmp_pat
     assert (issue.line, issue.field) == (1, "gt_response") and "'upd-1'" in issue.message
     # the update linked to the query's own message is hidden: valid (a raw document holding the answer is fine)
     linked = {**update, "provenance": {"source_message": "log.csv:2"}}
-    dataset, issues = validate(write_dataset(tmp_path / "linked", [raw, linked], [{**q, "source_message": "log.csv:2"}]))
+    own = {**q, "source_message": "log.csv:2"}
+    dataset, issues = validate(write_dataset(tmp_path / "linked", [raw, linked], [own]))
     assert dataset is not None, issues
     assert dataset.hidden_for(dataset.queries[0]) == {"upd-1"}
     # dated the day of the question: hidden as well
