@@ -351,7 +351,8 @@ def next_pair(db: str | Path, dataset: str, language: str | None, annotator: str
     """The next comparison for ``annotator``: ``query_id``, ``model_a`` < ``model_b``, and the texts shown (query,
     ground truth, both responses and their hashes, the retrieved chunks; with the reference answer in the pair, no
     ground truth and no chunk holding the reference's text, counted in ``withheld_chunks``: ``_blind``); None when
-    every pair of every query has been voted on by them. ``table`` is the current doctors' leaderboard (adaptive choice)."""
+    every pair of every query has been voted on by them. ``table`` is the current doctors' leaderboard (adaptive
+    choice)."""
     voted = has_arena(db)
     counts = _pair_counts(db, dataset, language) if voted else {}
     with SHARED_READERS.cursor(db) as con:
