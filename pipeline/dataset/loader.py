@@ -37,6 +37,7 @@ from pipeline.dataset.format import (
     script_letters,
 )
 from pipeline.dataset.records import Issue, Record, dataset_folder, find_dataset_files, find_file, read_records
+from pipeline.dataset.writing import JOURNAL, pending_journal
 from pipeline.errors import UserError
 from pipeline.prompts import PROMPTS_DIR, load_text
 
@@ -165,14 +166,23 @@ MIN_OWN_ANSWER_CHARS = 20  # a ground truth shorter than this ("Yes.") is too co
 def own_answer_leaks(dataset: Dataset) -> list[tuple[str, str]]:
     """``(query id, chunk id)`` for every update chunk a query can see (``unseen_by``) whose text holds the query's
     own ground truth (case and spacing aside): an update made from the query's own approved answer, which retrieval
-    would put in the models' prompts. Raw chunks are the documents the answers are written from, not answers."""
-    chunks = [(c, _normal_text(c.text)) for c in dataset.chunks if c.kind == "update"]
+    would put in the models' prompts. Raw chunks are the documents the answers are written from, not answers.
+    Chunks are found by the answer's first ``MIN_OWN_ANSWER_CHARS`` characters (an index of every such stretch of
+    every update), so 200k queries against thousands of updates stay linear."""
+    n = MIN_OWN_ANSWER_CHARS
+    texts = {c.chunk_id: _normal_text(c.text) for c in dataset.update_chunks}
+    holding: dict[str, list[Chunk]] = {}
+    for c in dataset.update_chunks:
+        text = texts[c.chunk_id]
+        for piece in {text[i:i + n] for i in range(len(text) - n + 1)}:
+            holding.setdefault(piece, []).append(c)
     leaks = []
     for q in dataset.queries:
         answer = _normal_text(q.gt_response)
-        if len(answer) < MIN_OWN_ANSWER_CHARS:
+        if len(answer) < n:
             continue
-        leaks += [(q.query_id, c.chunk_id) for c, text in chunks if answer in text and not unseen_by(q, c)]
+        leaks += [(q.query_id, c.chunk_id) for c in holding.get(answer[:n], ())
+                  if answer in texts[c.chunk_id] and not unseen_by(q, c)]
     return leaks
 
 
@@ -439,6 +449,11 @@ def validate(path: str | Path) -> tuple[Dataset | None, list[Issue]]:
     issues: list[Issue] = []
     queries_file, kb_file, name = find_dataset_files(path, issues)
     folder = dataset_folder(path) if path.exists() else None
+    if folder is not None and (journal := pending_journal(folder)) is not None:
+        issues.append(Issue(str(folder / JOURNAL), None, None, f"a write by {journal.get('command')} was interrupted "
+                            "between its renames: run ingest-kb or curate-queries on this folder again to complete "
+                            "it (or remove the folder's files and rebuild)"))
+        return None, issues
     if not _check_links(folder, [queries_file, kb_file], issues):
         return None, issues
     chunks: list[tuple[int, Chunk]] = []
@@ -490,17 +505,32 @@ def load_dataset(path: str | Path) -> Dataset:
     return dataset
 
 
+SHOWN_PER_KIND = 3  # validate's console: issues shown per file, field and severity before they are counted
+
+
 def validate_command(path: str | Path) -> int:
-    """CLI: print every error and warning (one per line) and a summary; 1 if any error, else 0."""
+    """CLI: print the errors and warnings (one per line; past ``SHOWN_PER_KIND`` of one file, field and severity, a
+    count with the lines they span) and a summary; 1 if any error, else 0."""
     from rich.text import Text as RichText
 
     from pipeline.console import make_console
 
     console = make_console(highlight=False, soft_wrap=True)
     dataset, issues = validate(path)
-    for issue in sorted(issues, key=lambda i: (i.severity != "error", i.file, i.line if i.line is not None else -1)):
-        style = "bold red" if issue.severity == "error" else "yellow"
-        console.print(RichText.assemble((f"{issue.severity}: ", style), str(issue)))
+    ordered = sorted(issues, key=lambda i: (i.severity != "error", i.file, i.line if i.line is not None else -1))
+    groups: dict[tuple[str, str, str | None], list[Issue]] = {}
+    for issue in ordered:
+        groups.setdefault((issue.severity, issue.file, issue.field), []).append(issue)
+    for (severity, file, fld), group in groups.items():
+        style = "bold red" if severity == "error" else "yellow"
+        for issue in group[:SHOWN_PER_KIND]:
+            console.print(RichText.assemble((f"{severity}: ", style), str(issue)))
+        if len(group) > SHOWN_PER_KIND:  # a 200k-message log: counts and a few examples, not a line a message
+            more = len(group) - SHOWN_PER_KIND
+            lines = [i.line for i in group[SHOWN_PER_KIND:] if i.line is not None]
+            where = f" (lines {lines[0]}-{lines[-1]})" if lines else ""
+            console.print(RichText.assemble((f"{severity}: ", style), f"{file}: field {fld}: {more:,} more like "
+                                            f"these{where}"))
     n_err = sum(i.severity == "error" for i in issues)
     n_warn = len(issues) - n_err
     warn = f"; {n_warn} warning{'s' * (n_warn != 1)}" if n_warn else ""
