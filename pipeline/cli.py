@@ -202,6 +202,8 @@ def ingest_kb(
                                              )] = InputLimits.max_ratio,
     keep_referenced: Annotated[bool, typer.Option("--keep-referenced", help="keep a changed file's old chunks that "
                                                   "queries cite in kb_refs (else: refuse)")] = False,
+    keep_missing: Annotated[bool, typer.Option("--keep-missing", help="keep the chunks of files no longer in a "
+                                               "re-ingested folder (else: retired)")] = False,
     ocr_langs: Annotated[str | None, typer.Option(help="Tesseract languages for image-only PDF pages, e.g. hin+eng "
                                                        "(default: the script Tesseract detects on each page)")] = None,
     skip_unreadable: Annotated[bool, typer.Option(help="list unreadable files and ingest the rest (exit code 1)")]
@@ -221,7 +223,7 @@ def ingest_kb(
     raise typer.Exit(ingest_command(paths, out, max_tokens=max_tokens, overlap=overlap, kind=kind, updated=day,
                                     qa_cols=(question_col, answer_col, date_col), keep_referenced=keep_referenced,
                                     limits=InputLimits(max_file_mb, max_inflated_mb, max_ratio), ocr_langs=ocr_langs,
-                                    skip_unreadable=skip_unreadable, force=force))
+                                    skip_unreadable=skip_unreadable, force=force, keep_missing=keep_missing))
 
 
 @app.command("curate-queries")
@@ -446,3 +448,11 @@ def main() -> None:
     except KeyboardInterrupt:
         console.print("[yellow]interrupted[/]; finished batches are saved, rerun to resume")
         sys.exit(130)
+    except OSError as exc:  # a read-only or full disk: one line, not a traceback
+        from pipeline.dataset.writing import disk_error
+
+        line = disk_error(exc, Path(exc.filename or "."))
+        if line is None:
+            raise
+        console.print(f"[bold red]error:[/] {line}", highlight=False, soft_wrap=True)
+        sys.exit(1)
