@@ -42,6 +42,8 @@ from pipeline.errors import UserError
 from pipeline.prompts import PROMPTS_DIR, load_text
 
 PROMPTS_SUBDIR = "prompts"  # data/<name>/prompts/<file>: a dataset's own version of a studio prompt file
+# who sees which update (``unseen_by``), in ``kb_hash``: retrievals made under an older rule are made again
+VISIBILITY_RULE = "updates approved before asked_on, never one from the query's own message"
 
 
 # -- dataset -----------------------------------------------------------------------------------
@@ -114,12 +116,17 @@ class Dataset:
         """The knowledge base's identity, what results from retrieval onward record: the first 16 hex digits of a
         sha256 over its chunks (ids, kinds, titles, texts, sources, dates, and the log message an update was made
         from where known, which decides who may see it; in id order, so the same KB in another file order or format
-        has the same hash). None for a closed-book dataset."""
+        has the same hash) and, with updates, the rule of who sees them (``VISIBILITY_RULE``: retrievals made under
+        an older rule are made again). None for a closed-book dataset."""
         if not self.chunks:
             return None
-        chunks = sorted(({**c.model_dump(mode="json"), **({"source_message": m} if (m := chunk_source_message(c))
-                                                            else {})} for c in self.chunks),
-                        key=lambda c: c["chunk_id"])
+        def record(c: Chunk) -> dict[str, Any]:
+            message = chunk_source_message(c)
+            return {**c.model_dump(mode="json"), **({"source_message": message} if message else {})}
+
+        chunks: list[Any] = sorted((record(c) for c in self.chunks), key=lambda c: c["chunk_id"])
+        if self.update_chunks:
+            chunks.append({"visibility": VISIBILITY_RULE})
         return hashlib.sha256(json.dumps(chunks, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()[:16]
 
     def hidden_for(self, query: Query) -> frozenset[str]:
