@@ -145,3 +145,35 @@ def test_the_arena_never_shows_the_references_text_beside_a_pair_that_holds_it(t
                                                winner="tie", annotator="dr", shown_left=pair[0], tags=[],
                                                text_a=item["text_a"], text_b=item["text_b"], source="app")])
     assert len(seen) == 3
+
+
+def test_the_retrieve_step_never_stores_a_querys_own_update(tmp_path: Path):
+    """End to end through LanceDB: the query's own update (linked, and dated the day it was asked) and a same-day
+    update are not retrieved, though they match the query best; an earlier update is."""
+    import io
+
+    from rich.console import Console
+
+    from pipeline.config import RunConfig
+    from pipeline.runner import run
+
+    question = "Can I take my blood pressure tablet on the morning of cataract surgery?"
+    chunks = [
+        {"chunk_id": "raw-1", "kind": "raw", "title": "Fasting", "text": "Do not eat for six hours before surgery.",
+         "source": "sop"},
+        {"chunk_id": "own", "kind": "update", "title": f"Q&A: {question}", "text": f"{question}\n{ANSWER}",
+         "source": "log.csv", "updated": "2024-01-01", "provenance": {"source_message": "log.csv:2"}},
+        {"chunk_id": "same-day", "kind": "update", "title": f"Q&A: {question}", "text": f"{question} Yes, usually.",
+         "source": "log.csv", "updated": "2024-01-08"},
+        {"chunk_id": "earlier", "kind": "update", "title": "BP tablets", "text": "Blood pressure tablets: take them "
+         "with a sip of water on the morning of surgery.", "source": "doctor", "updated": "2024-01-02"},
+    ]
+    q = {"query_id": "q1", "language": "en", "query": question, "gt_response": ANSWER, "asked_on": "2024-01-08",
+         "source_message": "log.csv:2"}
+    folder = write_dataset(tmp_path / "own", chunks, [q])
+    config = RunConfig.model_validate({"name": "own", "dataset": str(folder), "db": str(tmp_path / "r.duckdb"),
+                                       "retrieval": {"top_k": 4, "split": "by_kind"},
+                                       "models": [{"id": "extractive/top-sentences"}]})
+    run(config, stages="retrieve", console=Console(file=io.StringIO()))
+    [(raw, updates)] = Store(tmp_path / "r.duckdb").fetch("SELECT raw_ids, update_ids FROM retrievals")
+    assert "earlier" in updates and not {"own", "same-day"} & {*raw, *updates}
