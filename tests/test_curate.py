@@ -211,3 +211,12 @@ def test_validate_after_curating_counts_repeated_warnings_instead_of_a_line_a_me
     lines = [line for line in printed.splitlines() if "query_en" in line]
     assert len(lines) == 4, printed  # three examples and one count
     assert "37 more like these" in lines[-1] and "queries.jsonl" in lines[-1]
+
+
+def test_progress_written_to_a_log_is_a_line_per_stage(tmp_path, capsys):
+    """Not a terminal (a log, CI): no live bar, but one line as each stage ends, so a long curate shows where it is
+    (the 200k-message log printed nothing for 20 minutes)."""
+    curate(write_log(tmp_path / "log.csv"), tmp_path / "ds", progress=True)
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("curate-queries log.csv")]
+    assert [line.split(": ")[1].split(" done")[0] for line in lines] == ["read", "messages", "near_duplicates",
+                                                                         "write"]

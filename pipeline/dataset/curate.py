@@ -52,6 +52,7 @@ thanks thank thanku thankyou thx tq ty you so much very dhanyavad dhanyavaad shu
 ok okay okk k fine sure yes no great nice welcome sir madam mam maam doctor dr ji bye regards noted got it
 """.split())
 REPORT_FILE = "curate_report.json"
+LOG_EVERY = 20_000  # messages between two progress lines when the console is a log, not a terminal
 OUTPUT_FILES = ("queries.jsonl", "queries_without_gt.jsonl", "excluded.jsonl", REPORT_FILE)
 
 
@@ -203,10 +204,15 @@ def curate(log: Path, out_dir: Path, *, progress: bool = False, **options: Any) 
     """Curate ``log`` into ``out_dir`` (queries, queries without ground truth, excluded, report); returns the report,
     with each stage's seconds (``seconds``, not written). Files in ``out_dir`` that curate-queries did not write are
     refused unless ``force``; the folder is validated with the new files before any is replaced. ``progress``: a
-    rich progress bar on stderr (left on screen in a terminal, nothing in a log)."""
+    rich progress bar on stderr in a terminal; written to a log (not a terminal), one line as each stage ends, with
+    its seconds, so a long log shows where it is."""
     if not progress:
         return _curate(log, out_dir, bar=None, **options)
     from rich.console import Console
+
+    stderr = Console(stderr=True, highlight=False, soft_wrap=True)
+    if not stderr.is_terminal:
+        return _curate(log, out_dir, bar=None, say=stderr.print, **options)
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -221,7 +227,7 @@ def curate(log: Path, out_dir: Path, *, progress: bool = False, **options: Any) 
         return _curate(log, out_dir, bar=bar, **options)
 
 
-def _curate(log: Path, out_dir: Path, *, bar: Progress | None, text_col: str = "message",
+def _curate(log: Path, out_dir: Path, *, bar: Progress | None, say: Any = None, text_col: str = "message",
             time_col: str = "timestamp", answer_col: str = "answer", approved_col: str = "approved",
             pii: str = "exclude", force: bool = False) -> dict[str, Any]:
     clock, seconds = time.perf_counter(), {}
@@ -230,6 +236,8 @@ def _curate(log: Path, out_dir: Path, *, bar: Progress | None, text_col: str = "
         nonlocal clock
         seconds[stage] = round(time.perf_counter() - clock, 2)
         clock = time.perf_counter()
+        if say is not None:
+            say(f"curate-queries {log.name}: {stage} done in {seconds[stage]:.1f} s")
 
     from pipeline.dataset.pii import find_pii, mask
     from pipeline.dataset.themes import ThemeTagger
@@ -260,9 +268,11 @@ def _curate(log: Path, out_dir: Path, *, bar: Progress | None, text_col: str = "
     without_gt: list[dict[str, Any]] = []
     excluded: list[dict[str, Any]] = []
     first_seen: dict[str, str] = {}
-    for line, rec in records:
+    for done, (line, rec) in enumerate(records, 1):
         if bar:
             bar.advance(task)
+        elif say is not None and done % LOG_EVERY == 0:
+            say(f"curate-queries {log.name}: messages {done:,} of {len(records):,}")
         text = html.unescape("" if rec[text_col] is None else str(rec[text_col]))
         found = find_pii(text)
         masked = mask(text, found)
