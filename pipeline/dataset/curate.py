@@ -309,6 +309,8 @@ def _curate(log: Path, out_dir: Path, *, bar: Progress | None, say: Any = None, 
         else:
             without_gt.append(record)
 
+    rows = len(records)
+    del records, checked  # the log's rows are not needed again: the write's validation has their memory (200k rows)
     lap("messages")
     near = near_duplicates([normalise(r["query"]) for r in kept + without_gt],
                            [r["query_id"] for r in kept + without_gt], bar)
@@ -317,7 +319,7 @@ def _curate(log: Path, out_dir: Path, *, bar: Progress | None, say: Any = None, 
         raise UserError(f"{log}: no message is left with an approved answer (column {approved_col!r}); nothing "
                         f"to evaluate ({len(excluded)} excluded, {len(without_gt)} without ground truth)")
     reasons = Counter(e["reason"] for e in excluded)
-    report = {"log": log.name, "rows": len(records), "queries": len(kept), "without_ground_truth": len(without_gt),
+    report = {"log": log.name, "rows": rows, "queries": len(kept), "without_ground_truth": len(without_gt),
               "excluded": dict(sorted(reasons.items())),
               "excluded_detail": dict(sorted(Counter(e["detail"] for e in excluded).items())),
               "near_duplicates": near, "pii": pii,
