@@ -11,6 +11,11 @@ looked for) and estimate the messages stage from its seconds per message, timed 
 detection and theme tagging apart. Writes bench/results/curate.json and prints a table.
 
     .venv/bin/python bench/bench_curate.py [--sizes 5000,20000,200000]
+    .venv/bin/python bench/bench_curate.py --templated --sizes 200000 --full-up-to 200000
+
+``--templated``: the log is ``generate_templated_log`` (four message texts with numbers filled in, all approved:
+the near-duplicate buckets are huge), written to bench/results/curate_templated.json. Each row also gives the
+process's peak resident memory so far (``peak_rss_mb``, getrusage) and the 1-minute load before and after.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import csv
 import json
 import os
 import random
+import resource
 import sys
 import tempfile
 import time
@@ -175,6 +181,28 @@ def generate_log(n: int, seed: int = SEED) -> list[dict[str, str]]:
     return rows
 
 
+TEMPLATED = [  # a bot's menu-driven or copy-pasted messages: a few texts with numbers filled in (huge LSH buckets)
+    "My sugar reading today is {sugar} fasting and BP is {bp}, can my cataract surgery go ahead on {date}?",
+    "{who} is {age} years old with sugar {sugar}, is surgery safe? Hospital is {km} km away.",
+    "Token number {km} for review on {date}, what time should we come for {who}?",
+    "Sugar {sugar}, BP {bp}, age {age}: please confirm the surgery date {date}.",
+]
+
+
+def generate_templated_log(n: int, seed: int = SEED) -> list[dict[str, str]]:
+    """``n`` rows of heavily templated messages (``TEMPLATED`` with numbers and a few words filled in, exact
+    repeats among them), each with an approved answer: the log whose near-duplicate buckets are huge."""
+    rng = random.Random(seed)
+    rows = []
+    for i in range(n):
+        message = rng.choice(TEMPLATED).format(**{k: rng.choice(v) for k, v in FILL.items()})
+        day, minute = divmod(i * 3, 24 * 60)
+        stamp = f"2024-{1 + day // 28 % 12:02d}-{1 + day % 28:02d} {minute // 60:02d}:{minute % 60:02d}"
+        rows.append({"timestamp": stamp, "message": message,
+                     "answer": "Please bring your reports; the doctor will confirm.", "approved": "yes"})
+    return rows
+
+
 def write_log(path: Path, rows: list[dict[str, str]]) -> Path:
     with path.open("w", encoding="utf-8", newline="") as fh:
         out = csv.DictWriter(fh, fieldnames=list(rows[0]))
@@ -183,8 +211,8 @@ def write_log(path: Path, rows: list[dict[str, str]]) -> Path:
     return path
 
 
-def pair_set(pairs: list[dict]) -> set[tuple[str, str]]:
-    return {(p["query_id"], p["similar_to"]) for p in pairs}
+def pair_set(pairs: list[dict]) -> set[str]:
+    return {p["query_id"] for p in pairs}  # the messages flagged (each with its representative)
 
 
 def per_message_seconds(rows: list[dict[str, str]], sample: int = 2000) -> dict[str, float]:
@@ -231,12 +259,14 @@ def main() -> None:
     parser.add_argument("--full-up-to", type=int, default=20000,
                         help="curate logs up to this size whole; larger ones: near-duplicates measured alone, the "
                              "messages stage estimated from its measured seconds per message")
+    parser.add_argument("--templated", action="store_true", help="the heavily templated log (generate_templated_log)")
     args = parser.parse_args()
+    results_file = RESULTS.with_name("curate_templated.json") if args.templated else RESULTS
     console = Console(highlight=False, width=130)
     results = []
     for n in [int(s) for s in args.sizes.split(",")]:
         with tempfile.TemporaryDirectory() as tmp:
-            rows = generate_log(n)
+            rows = generate_templated_log(n) if args.templated else generate_log(n)
             log = write_log(Path(tmp) / "log.csv", rows)
             load_before = os.getloadavg()[0]
             row: dict[str, object] = {"messages": n}
@@ -253,6 +283,7 @@ def main() -> None:
                            near_duplicate_pairs=only["near_duplicate_pairs"])
             row["per_message_s"] = per = per_message_seconds(rows)
             row["load_1min"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]
+            row["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
             if row["mode"] != "curate":
                 row["messages_stage_estimate_s"] = round(n * (per["identifiers"] + per["themes"]), 1)
             if n <= 5000 and row["mode"] == "curate":
@@ -271,7 +302,7 @@ def main() -> None:
 
     table = Table(title="curate-queries on a generated log (2 cores)")
     for col in ("messages", "seconds", "near-dup s", "messages s (identifiers+themes)", "identifiers ms/msg",
-                "themes ms/msg", "write s", "pairs", "recall vs exact", "precision", "load"):
+                "themes ms/msg", "write s", "near-dups", "recall vs exact", "precision", "peak MB", "load"):
         table.add_column(col, justify="right")
     for r in results:
         stages = r["stage_seconds"]
@@ -282,12 +313,13 @@ def main() -> None:
                       f"{1000 * r['per_message_s']['identifiers']:.2f}", f"{1000 * r['per_message_s']['themes']:.2f}",
                       f"{stages['write']:.1f}" if "write" in stages else "—",
                       f"{r['near_duplicate_pairs']:,}",
-                      str(r.get("recall", "")), str(r.get("precision", "")), f"{r['load_1min'][1]:.2f}")
+                      str(r.get("recall", "")), str(r.get("precision", "")), f"{r['peak_rss_mb']:,}",
+                      f"{r['load_1min'][0]:.1f}-{r['load_1min'][1]:.1f}")
     console.print(table)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps({"cpus": os.cpu_count(), "seed": SEED, "results": results}, indent=1) + "\n",
-                       encoding="utf-8")
-    console.print(f"wrote {RESULTS.relative_to(ROOT)}")
+    results_file.parent.mkdir(parents=True, exist_ok=True)
+    results_file.write_text(json.dumps({"cpus": os.cpu_count(), "seed": SEED, "templated": args.templated,
+                                        "results": results}, indent=1) + "\n", encoding="utf-8")
+    console.print(f"wrote {results_file.relative_to(ROOT)}")
 
 
 if __name__ == "__main__":

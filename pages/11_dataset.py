@@ -45,7 +45,8 @@ if sources.empty:
     st.info("No chunks: a closed-book dataset, or no kb.jsonl.")
 else:
     shown = sources.drop(columns=["engine"]) if sources.engine.isna().all() else sources
-    st.table(shown.rename(columns={"max_tokens": "largest chunk"}).set_index("file"))
+    # a grid, not st.table: a table's cells are Markdown, and a file's name is the team's text (a link, an image)
+    st.dataframe(shown.rename(columns={"max_tokens": "largest chunk"}), hide_index=True)
     ui.downloads(sources, f"sources-{name}")
     flagged = sources[sources["flags"].astype(bool)]
     for row in flagged.itertuples():
@@ -74,7 +75,8 @@ else:
     st.altair_chart(alt.Chart(growth).mark_line(point=True, interpolate="step-after").encode(
         x=alt.X("date:T", title="update date"), y=alt.Y("kb_chunks:Q", title="KB chunks"),
         tooltip=[alt.Tooltip("date:T"), "updates", "kb_chunks"]).properties(height=200), width="stretch")
-    st.caption("A query asked on a date sees the KB as it stood that day (updates after asked_on are invisible).")
+    st.caption("A query sees the KB as it stood when it was asked: updates approved strictly before its asked_on, "
+               "never the update made from its own message.")
 
 st.subheader("Excluded messages")
 excluded = view["excluded"]
@@ -83,14 +85,15 @@ if curate_report:
     st.caption(ui.md_escape(
         f"{curate_report.get('rows', 0)} log rows: {curate_report.get('queries', 0)} queries with an approved "
         f"ground truth, {curate_report.get('without_ground_truth', 0)} kept without one, {len(excluded)} excluded; "
-        f"{len(curate_report.get('near_duplicates', []))} near-duplicate pairs flagged; identifiers: "
+        f"{len(curate_report.get('near_duplicates', []))} near-duplicates flagged (each with the earlier message it "
+        f"repeats); identifiers: "
         f"{curate_report.get('pii')}."))
 if excluded.empty:
     st.caption("No excluded messages recorded (excluded.jsonl).")
 else:
     counts = excluded.groupby(["reason", "detail"], dropna=False).size().reset_index(name="messages")
     c1, c2 = st.columns([1, 2])
-    c1.table(counts.set_index(["reason", "detail"]))
+    c1.dataframe(counts, hide_index=True)
     reasons = sorted(excluded.reason.dropna().unique())
     chosen = c2.segmented_control("Reason", reasons, key="ds_reason", bind="query-params",
                                  default=reasons[0]) or reasons[0]

@@ -91,7 +91,7 @@ def vote_view() -> None:
         ui.show_text("Patient query", item["query"])
         if isinstance(item["query_en"], str) and item["query_en"]:
             ui.show_text("English rendering", item["query_en"])
-        if with_reference:
+        if with_reference or item["gt_response"] is None:
             st.caption("The doctor-approved answer is not shown here: in this study it is compared as an answer "
                        "itself, shown blind like the models'.")
         else:
@@ -100,7 +100,10 @@ def vote_view() -> None:
         with st.expander(f"Retrieved knowledge-base chunks ({len(item['chunks'])})"):
             for chunk in item["chunks"]:
                 ui.show_text(f"{chunk['kind']}: {chunk['title']}", chunk["text"])
-            if not item["chunks"]:
+            if item["withheld_chunks"]:
+                st.caption(f"{item['withheld_chunks']} retrieved chunk(s) not shown: they hold the doctor-approved "
+                           "answer, which is one of this pair.")
+            elif not item["chunks"]:
                 st.caption("None (closed-book dataset, or no retrieval stored).")
         col_a, col_b = st.columns(2)
         with col_a:

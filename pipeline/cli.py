@@ -210,6 +210,8 @@ def ingest_kb(
                                                            "(the others are listed in the report)")] = None,
     keep_referenced: Annotated[bool, typer.Option("--keep-referenced", help="keep a changed file's old chunks that "
                                                   "queries cite in kb_refs (else: refuse)")] = False,
+    keep_missing: Annotated[bool, typer.Option("--keep-missing", help="keep the chunks of files no longer in a "
+                                               "re-ingested folder (else: retired)")] = False,
     ocr_langs: Annotated[str | None, typer.Option(help="Tesseract languages for image-only PDF pages, e.g. hin+eng "
                                                        "(default: the script Tesseract detects on each page)")] = None,
     skip_unreadable: Annotated[bool, typer.Option(help="list unreadable files and ingest the rest (exit code 1)")]
@@ -230,7 +232,8 @@ def ingest_kb(
                                     qa_cols=(question_col, answer_col, date_col), keep_referenced=keep_referenced,
                                     limits=InputLimits(max_file_mb, max_inflated_mb, max_ratio, max_page_content_mb,
                                                        max_page_mpx, max_ocr_pages),
-                                    ocr_langs=ocr_langs, skip_unreadable=skip_unreadable, force=force))
+                                    ocr_langs=ocr_langs, skip_unreadable=skip_unreadable, force=force,
+                                    keep_missing=keep_missing))
 
 
 @app.command("curate-queries")
@@ -536,3 +539,11 @@ def main() -> None:
     except KeyboardInterrupt:
         console.print("[yellow]interrupted[/]; finished batches are saved, rerun to resume")
         sys.exit(130)
+    except OSError as exc:  # a read-only or full disk: one line, not a traceback
+        from pipeline.dataset.writing import disk_error
+
+        line = disk_error(exc, Path(exc.filename or "."))
+        if line is None:
+            raise
+        console.print(f"[bold red]error:[/] {line}", highlight=False, soft_wrap=True)
+        sys.exit(1)

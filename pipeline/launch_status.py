@@ -6,6 +6,7 @@ read of it (``pipeline.read.setup``) sits below the launcher: one JSON file besi
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import tempfile
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import psutil
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 
 class PhaseInfo(NamedTuple):
@@ -122,13 +124,58 @@ def write_atomically(path: Path, text: str) -> None:
         raise
 
 
+class _PhaseRecord(BaseModel):
+    """One phase as the status file holds it (:class:`Phase`); checked before any page reads it."""
+
+    model_config = ConfigDict(extra="allow")
+    name: str
+    label: str
+    command: str = ""
+    expected_s: float | None = None
+    started_at: float | None = None
+    ended_at: float | None = None
+    exit_code: int | None = None
+
+
+class _StatusRecord(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    pid: int
+    pid_started: float
+    url: str | None = None
+    state: str
+    updated_at: float | None = None
+    phases: list[_PhaseRecord] = []
+
+
 def read_status(db: str | Path) -> dict[str, Any] | None:
-    """The status file of ``db``'s launcher as written (None when there is none or it cannot be read)."""
+    """The status file of ``db``'s launcher (None when there is none or it cannot be read). A file whose fields are
+    not what :class:`LaunchStatus` writes (hand-edited, truncated, another version) is ignored with a one-line
+    warning naming the file and the field, so no page breaks on it."""
+    path = status_path(db)
     try:
-        record = json.loads(status_path(db).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
         return None
-    return record if isinstance(record, dict) else None
+    except (OSError, ValueError) as exc:
+        _note(path, f"unreadable ({exc})")
+        return None
+    try:
+        return _StatusRecord.model_validate(record).model_dump()
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        field = ".".join(str(part) for part in error["loc"]) or "the file"
+        _note(path, f"field {field}: {error['msg']}")
+        return None
+
+
+def _note(path: Path, problem: str) -> None:
+    """One warning line per status file and problem (a page reads the file on every render)."""
+    if (path, problem) not in _NOTED:
+        _NOTED.add((path, problem))
+        logging.getLogger(__name__).warning("%s: %s; the launch status is ignored", path, problem)
+
+
+_NOTED: set[tuple[Path, str]] = set()
 
 
 def launcher_alive(record: dict[str, Any]) -> bool:

@@ -22,6 +22,7 @@ from rich.table import Table
 from pipeline.config import ModelConfig, RunConfig, load_config
 from pipeline.console import make_console
 from pipeline.dataset import Dataset, Query, load_dataset
+from pipeline.dataset.records import dataset_folder
 from pipeline.errors import UserError
 from pipeline.models import UsageStats, backend_class, unavailable_reason
 from pipeline.steps import STEPS, translate
@@ -247,6 +248,7 @@ def execute(config: RunConfig, *, models: list[str] | None = None, stages: str |
 def _execute_locked(config: RunConfig, dataset: Dataset, queries: list[Query], wanted_stages: list[str],
                     runnable: list[ModelConfig], console: Console, lock: RunLock) -> RunResult:
     store = Store(config.db)
+    check_identity(store, dataset)  # before the run row: a refused run leaves nothing behind
     run_id = store.start_run(name=config.name, kind="pipeline", dataset=dataset.name, config_json=config.to_json(),
                              config_hash=config.config_hash(), code_revision=code_revision(), model_files={})
     lock.claim(run_id)
@@ -285,6 +287,28 @@ def _execute_locked(config: RunConfig, dataset: Dataset, queries: list[Query], w
     if line := result.closing_line():
         console.print(f"[bold red]{line}[/]", highlight=False, soft_wrap=True)
     return result
+
+
+def check_identity(store: Store, dataset: Dataset) -> None:
+    """Refuse in one line a dataset whose name is already in the database for another dataset. A results database
+    keys a dataset by its folder's name, so two folders of one name would share one row and their answers; the
+    stored one is this dataset when its content is the same (a folder moved or copied) or its stored path resolves
+    to this folder (a dataset that changed: the KB's change is then followed, running.md)."""
+    from pipeline.read.provenance import find_folder
+
+    stored = store.fetch("SELECT path, content_hash FROM datasets WHERE name = ?", [dataset.name])
+    if not stored:
+        return
+    path, content_hash = stored[0]
+    if content_hash == dataset.content_hash():
+        return
+    here = dataset_folder(dataset.path)
+    there = find_folder(path)
+    if here is not None and there is not None and there == here.resolve():
+        return
+    raise UserError(f"{store.path}: dataset {dataset.name!r} in this database is another folder ({path}, other "
+                    f"content) than {dataset.path}; their results would be mixed under one name: rename this folder "
+                    "or use another --db")
 
 
 def save_dataset(store: Store, dataset: Dataset) -> None:

@@ -192,3 +192,30 @@ def test_dataset_page_shows_sources_and_masked_exclusions(built_example, page):
             assert value not in text
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "dataset.png"), full_page=True)
+
+
+def test_validate_after_curating_counts_repeated_warnings_instead_of_a_line_a_message(tmp_path, capsys):
+    """A log of Hindi questions has no English renderings: validate's console gives a few examples and a count
+    (the 200k-message log printed 33,816 `query_en` lines), and still every error."""
+    from pipeline.dataset.curate import curate_command
+
+    questions = [f"ऑपरेशन के {n} दिन बाद क्या मैं सिर धो सकता हूं?" for n in range(2, 42)]
+    log = tmp_path / "log.csv"
+    with log.open("w", encoding="utf-8", newline="") as fh:
+        out = csv.writer(fh)
+        out.writerow(["timestamp", "message", "answer", "approved"])
+        out.writerows([f"2024-02-{1 + n % 28:02d} 10:00", q, "दस दिन बाद।", "yes"] for n, q in enumerate(questions))
+    assert curate_command(log, tmp_path / "ds") == 0
+    printed = capsys.readouterr().out
+    lines = [line for line in printed.splitlines() if "query_en" in line]
+    assert len(lines) == 4, printed  # three examples and one count
+    assert "37 more like these" in lines[-1] and "queries.jsonl" in lines[-1]
+
+
+def test_progress_written_to_a_log_is_a_line_per_stage(tmp_path, capsys):
+    """Not a terminal (a log, CI): no live bar, but one line as each stage ends, so a long curate shows where it is
+    (the 200k-message log printed nothing for 20 minutes)."""
+    curate(write_log(tmp_path / "log.csv"), tmp_path / "ds", progress=True)
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("curate-queries log.csv")]
+    assert [line.split(": ")[1].split(" done")[0] for line in lines] == ["read", "messages", "near_duplicates",
+                                                                         "write"]

@@ -1,8 +1,8 @@
 """``curate-queries``: a chatbot log (CSV or JSONL, one message a row) becomes a dataset's queries with
 Health-Pariksha's exclusion criteria (§3.2): exact duplicates, messages with personal identifiers and messages
 that are not health questions are removed, and each removed message is kept in ``excluded.jsonl`` with its row
-and reason (identifiers masked there too). Near-duplicates are flagged (datasketch MinHash LSH for candidates,
-the rapidfuzz ratio to decide), not removed.
+and reason (identifiers masked there too). Near-duplicates are flagged, each with the earlier message it repeats
+(clustered by representative: datasketch MinHash LSH for candidates, the rapidfuzz ratio to decide), not removed.
 
 Kept messages get ``asked_on`` from the timestamp, language (script, or matrix language for romanized text)
 and themes from ``pipeline.dataset.themes``. A message keeps the bot's answer as ground truth only where the
@@ -29,10 +29,10 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from pipeline.dataset.format import Query, derived_script
+from pipeline.dataset.format import Query, derived_script, message_ref
 from pipeline.dataset.ingest import truthy
 from pipeline.dataset.records import read_records
-from pipeline.dataset.writing import refuse_foreign, validated, write_dataset
+from pipeline.dataset.writing import recover, refuse_foreign, validated, write_dataset
 from pipeline.errors import UserError
 
 if TYPE_CHECKING:
@@ -42,6 +42,8 @@ NEAR_DUPLICATE_SCORE = 90.0  # rapidfuzz ratio (0-100) at or above which two kep
 SHINGLE_CHARS = 3  # near-duplicate candidates: MinHash of the normalised text's character 3-grams ...
 MINHASH_PERMUTATIONS = 128
 LSH_THRESHOLD = 0.5  # ... banded for this Jaccard (datasketch); recall against the exact method in docs/ingest.md
+BUCKET_CAP = 32  # representatives a bucket keeps (its latest): templated messages fill buckets, the work stays linear
+MAX_CANDIDATES = 48  # representatives a message is compared with at most (those sharing the most bands with it)
 MEDIA_RE = re.compile(r"^\s*(?:<\s*media omitted\s*>|<\s*attached:[^>]*>|(?:image|video|audio|sticker|document|gif)"
                       r" omitted|this message was deleted|you deleted this message|null)\s*$", re.IGNORECASE)
 GREETING_WORDS = frozenset("""
@@ -50,6 +52,7 @@ thanks thank thanku thankyou thx tq ty you so much very dhanyavad dhanyavaad shu
 ok okay okk k fine sure yes no great nice welcome sir madam mam maam doctor dr ji bye regards noted got it
 """.split())
 REPORT_FILE = "curate_report.json"
+LOG_EVERY = 20_000  # messages between two progress lines when the console is a log, not a terminal
 OUTPUT_FILES = ("queries.jsonl", "queries_without_gt.jsonl", "excluded.jsonl", REPORT_FILE)
 
 
@@ -73,19 +76,20 @@ def not_health(text: str) -> str | None:
     return None
 
 
-def near_duplicates_exact(texts: list[str], ids: list[str], block: int = 1000) -> list[dict[str, Any]]:
-    """The reference: every pair of texts with a rapidfuzz ratio of at least ``NEAR_DUPLICATE_SCORE``, each later one
-    against the earlier ones, all pairs compared (quadratic: for tests and the bench, not for large logs)."""
-    import numpy as np
+def near_duplicates_exact(texts: list[str], ids: list[str]) -> list[dict[str, Any]]:
+    """The reference of ``near_duplicates``: the same clustering by representative with every earlier representative
+    compared (quadratic in the representatives: for tests and the bench, not for large logs)."""
     from rapidfuzz import fuzz, process
 
+    leaders: list[int] = []
     pairs = []
-    for start in range(0, len(texts), block):
-        scores = process.cdist(texts[start:start + block], texts, scorer=fuzz.ratio, dtype=np.uint8,
-                               score_cutoff=NEAR_DUPLICATE_SCORE)
-        for i, j in zip(*np.nonzero(scores), strict=True):
-            if j < start + i:
-                pairs.append({"query_id": ids[start + i], "similar_to": ids[j], "score": int(scores[i, j])})
+    for i, text in enumerate(texts):
+        best = process.extractOne(text, [texts[j] for j in leaders], scorer=fuzz.ratio,
+                                  score_cutoff=NEAR_DUPLICATE_SCORE)
+        if best is None:
+            leaders.append(i)
+        else:
+            pairs.append({"query_id": ids[i], "similar_to": ids[leaders[best[2]]], "score": int(best[1])})
     return pairs
 
 
@@ -94,61 +98,99 @@ def _shingles(text: str) -> set[bytes]:
     return {text[i:i + n].encode("utf-8") for i in range(max(1, len(text) - n + 1))}
 
 
-def near_duplicates(texts: list[str], ids: list[str], progress: Progress | None = None) -> list[dict[str, Any]]:
-    """The pairs ``near_duplicates_exact`` gives (same scores, same order), found in near-linear time: datasketch's
-    MinHash LSH over character 3-grams puts texts that may be similar in the same bucket of some band; within each
-    bucket every pair is scored with the same rapidfuzz ratio, so no reported pair is wrong and a missed one is a
-    pair whose 3-gram sets the LSH did not bring together (recall measured against the exact method)."""
+def _band_keys(texts: list[str], progress: Progress | None, task: Any) -> Any:
+    """An ``(n, bands)`` array: each text's LSH bucket key in each band (datasketch's MinHash of its character
+    3-grams, cut into the bands datasketch's ``MinHashLSH`` chooses for ``LSH_THRESHOLD``), hashed to one integer."""
     import numpy as np
+    import xxhash
     from datasketch import MinHash, MinHashLSH
+
+    lsh = MinHashLSH(threshold=LSH_THRESHOLD, num_perm=MINHASH_PERMUTATIONS)
+    bands, rows = lsh.b, lsh.r
+    mix = np.random.default_rng(0).integers(1, 2**63, size=rows, dtype=np.uint64) | np.uint64(1)
+    keys = np.empty((len(texts), bands), dtype=np.uint64)
+    for start in range(0, len(texts), 5000):
+        block = MinHash.bulk([_shingles(t) for t in texts[start:start + 5000]], num_perm=MINHASH_PERMUTATIONS,
+                             hashfunc=xxhash.xxh32_intdigest)  # datasketch's sha1 default: 3x the time
+        values = np.stack([m.hashvalues for m in block]).astype(np.uint64)[:, :bands * rows]
+        with np.errstate(over="ignore"):  # a polynomial hash, wrapping modulo 2**64 on purpose
+            keys[start:start + len(block)] = (values.reshape(len(block), bands, rows) * mix).sum(axis=2)
+        if progress:
+            progress.update(task, completed=min(start + 5000, len(texts)))
+    return keys
+
+
+def near_duplicates(texts: list[str], ids: list[str], progress: Progress | None = None,
+                    stats: dict[str, int] | None = None) -> list[dict[str, Any]]:
+    """Near-duplicates clustered by representative, in log order: each message is compared with the earlier
+    representatives it shares an LSH bucket with (datasketch MinHash over character 3-grams) and joins the one with
+    the best rapidfuzz ratio at or above ``NEAR_DUPLICATE_SCORE`` (``{"query_id", "similar_to", "score"}``), or
+    becomes a representative itself. A bucket keeps its latest ``BUCKET_CAP`` representatives and a message is
+    compared with at most ``MAX_CANDIDATES`` of them (those sharing the most bands), so the work is linear in the
+    log even when templated messages fill a bucket (the all-pairs form was quadratic there). Every reported pair
+    scores at least the threshold; a message is missed only when its representative never shared a kept bucket
+    with it (recall against ``near_duplicates_exact`` in docs/ingest.md). ``stats``: filled with ``compared``
+    (ratios computed) and ``representatives``."""
+    from collections import deque
+
     from rapidfuzz import fuzz, process
 
     if len(texts) < 2:
         return []
     task = progress.add_task("near-duplicates: signatures", total=len(texts)) if progress else None
-    signatures = []
-    for start in range(0, len(texts), 5000):
-        signatures += MinHash.bulk([_shingles(t) for t in texts[start:start + 5000]], num_perm=MINHASH_PERMUTATIONS)
-        if progress:
-            progress.update(task, completed=min(start + 5000, len(texts)))
-    lsh = MinHashLSH(threshold=LSH_THRESHOLD, num_perm=MINHASH_PERMUTATIONS)
-    with lsh.insertion_session() as session:
-        for i, signature in enumerate(signatures):
-            session.insert(i, signature, check_duplication=False)
+    keys = _band_keys(texts, progress, task)
     if progress:
-        progress.update(task, description="near-duplicates: buckets", completed=0, total=len(lsh.hashtables))
-    found: dict[tuple[int, int], int] = {}
-    for table in lsh.hashtables:
-        for key in table.keys():
-            members = sorted(table.get(key))
-            if len(members) < 2:
-                continue
-            group = [texts[i] for i in members]
-            scores = process.cdist(group, group, scorer=fuzz.ratio, dtype=np.uint8,
-                                   score_cutoff=NEAR_DUPLICATE_SCORE, workers=-1)
-            for a, b in zip(*np.nonzero(np.triu(scores, 1)), strict=True):
-                found[members[b], members[a]] = int(scores[a, b])
-        if progress:
-            progress.advance(task)
-    return [{"query_id": ids[i], "similar_to": ids[j], "score": score} for (i, j), score in sorted(found.items())]
+        progress.update(task, description="near-duplicates: clusters", completed=0)
+    buckets: list[dict[int, deque[int]]] = [{} for _ in range(keys.shape[1])]
+    pairs, compared, leaders = [], 0, 0
+    for i, text in enumerate(texts):
+        row = keys[i].tolist()
+        counts: Counter[int] = Counter()
+        for band, key in enumerate(row):
+            if (bucket := buckets[band].get(key)) is not None:
+                counts.update(bucket)
+        candidates = [j for j, _ in counts.most_common(MAX_CANDIDATES)]
+        compared += len(candidates)
+        best = process.extractOne(text, [texts[j] for j in candidates], scorer=fuzz.ratio,
+                                  score_cutoff=NEAR_DUPLICATE_SCORE) if candidates else None
+        if best is not None:
+            pairs.append((i, candidates[best[2]], int(best[1])))
+        else:
+            leaders += 1
+            for band, key in enumerate(row):
+                buckets[band].setdefault(key, deque(maxlen=BUCKET_CAP)).append(i)
+        if progress and i % 2000 == 1999:
+            progress.update(task, completed=i + 1)
+    if progress:
+        progress.update(task, completed=len(texts))
+    if stats is not None:
+        stats.update(compared=compared, representatives=leaders)
+    return [{"query_id": ids[i], "similar_to": ids[j], "score": score} for i, j, score in pairs]
 
 
 def _asked_on(value: Any, where: str) -> date | None:
-    import pandas as pd
-
     if value is None or not str(value).strip():
         return None
     value = str(value).strip()
-    if not any(ch.isdigit() for ch in value):  # pandas reads "now", "today" as the current time: not a log date
+    if not any(ch.isdigit() for ch in value):  # a parser reads "now", "today" as the current time: not a log date
         raise UserError(f"{where}: {value!r} is not a date or timestamp (use e.g. 2024-01-21 10:15)")
     try:  # ISO first (2024-01-08 09:12); then day-first, as Indian exports write dates (08/01/2024, 09:12)
         return datetime.fromisoformat(value).date()
     except ValueError:
         pass
-    try:
-        return pd.to_datetime(value, dayfirst=True, format="mixed").date()
+    from dateutil import parser
+
+    try:  # parsed against two defaults: a part the value lacks (12:00 has no date, Jan 8 no year) would differ
+        first, second = (parser.parse(value, dayfirst=True, default=datetime(y, y - 1900, y - 1900))
+                         for y in (1901, 1902))
     except (ValueError, OverflowError):
         raise UserError(f"{where}: {value!r} is not a date or timestamp (use e.g. 2024-01-21 10:15)") from None
+    if first.date() != second.date():
+        missing = [part for part, a, b in (("year", first.year, second.year), ("month", first.month, second.month),
+                                           ("day", first.day, second.day)) if a != b]
+        raise UserError(f"{where}: {value!r} has no {' or '.join(missing)}; give the full date (e.g. 2024-01-21 "
+                        "10:15)")
+    return first.date()
 
 
 def _kb_texts(out_dir: Path) -> list[str]:
@@ -162,10 +204,15 @@ def curate(log: Path, out_dir: Path, *, progress: bool = False, **options: Any) 
     """Curate ``log`` into ``out_dir`` (queries, queries without ground truth, excluded, report); returns the report,
     with each stage's seconds (``seconds``, not written). Files in ``out_dir`` that curate-queries did not write are
     refused unless ``force``; the folder is validated with the new files before any is replaced. ``progress``: a
-    rich progress bar on stderr (left on screen in a terminal, nothing in a log)."""
+    rich progress bar on stderr in a terminal; written to a log (not a terminal), one line as each stage ends, with
+    its seconds, so a long log shows where it is."""
     if not progress:
         return _curate(log, out_dir, bar=None, **options)
     from rich.console import Console
+
+    stderr = Console(stderr=True, highlight=False, soft_wrap=True)
+    if not stderr.is_terminal:
+        return _curate(log, out_dir, bar=None, say=stderr.print, **options)
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -180,7 +227,7 @@ def curate(log: Path, out_dir: Path, *, progress: bool = False, **options: Any) 
         return _curate(log, out_dir, bar=bar, **options)
 
 
-def _curate(log: Path, out_dir: Path, *, bar: Progress | None, text_col: str = "message",
+def _curate(log: Path, out_dir: Path, *, bar: Progress | None, say: Any = None, text_col: str = "message",
             time_col: str = "timestamp", answer_col: str = "answer", approved_col: str = "approved",
             pii: str = "exclude", force: bool = False) -> dict[str, Any]:
     clock, seconds = time.perf_counter(), {}
@@ -189,6 +236,8 @@ def _curate(log: Path, out_dir: Path, *, bar: Progress | None, text_col: str = "
         nonlocal clock
         seconds[stage] = round(time.perf_counter() - clock, 2)
         clock = time.perf_counter()
+        if say is not None:
+            say(f"curate-queries {log.name}: {stage} done in {seconds[stage]:.1f} s")
 
     from pipeline.dataset.pii import find_pii, mask
     from pipeline.dataset.themes import ThemeTagger
@@ -197,6 +246,7 @@ def _curate(log: Path, out_dir: Path, *, bar: Progress | None, text_col: str = "
         raise UserError(f"--pii {pii!r}: use exclude or mask")
     if not log.is_file():
         raise UserError(f"{log}: not found; give the chatbot log (CSV or JSONL)")
+    recover(out_dir)  # a write killed between its renames is completed first (pipeline.dataset.writing)
     if not force:  # before any work: a long log is not read only to be refused
         refuse_foreign(out_dir, list(OUTPUT_FILES[:-1]), REPORT_FILE, "curate-queries")
     records, issues = read_records(log)
@@ -218,9 +268,11 @@ def _curate(log: Path, out_dir: Path, *, bar: Progress | None, text_col: str = "
     without_gt: list[dict[str, Any]] = []
     excluded: list[dict[str, Any]] = []
     first_seen: dict[str, str] = {}
-    for line, rec in records:
+    for done, (line, rec) in enumerate(records, 1):
         if bar:
             bar.advance(task)
+        elif say is not None and done % LOG_EVERY == 0:
+            say(f"curate-queries {log.name}: messages {done:,} of {len(records):,}")
         text = html.unescape("" if rec[text_col] is None else str(rec[text_col]))
         found = find_pii(text)
         masked = mask(text, found)
@@ -242,7 +294,8 @@ def _curate(log: Path, out_dir: Path, *, bar: Progress | None, text_col: str = "
         first_seen[key] = query_id
         tagging = tagger.tag(masked)
         record: dict[str, Any] = {"query_id": query_id, "language": tagging.language, "query": masked,
-                                  "script": derived_script(masked, tagging.language), "themes": tagging.themes}
+                                  "script": derived_script(masked, tagging.language), "themes": tagging.themes,
+                                  "source_message": message_ref(log.name, line)}
         if asked_on:
             record["asked_on"] = asked_on.isoformat()
         answer = str(rec.get(answer_col) or "").strip()
@@ -256,6 +309,8 @@ def _curate(log: Path, out_dir: Path, *, bar: Progress | None, text_col: str = "
         else:
             without_gt.append(record)
 
+    rows = len(records)
+    del records, checked  # the log's rows are not needed again: the write's validation has their memory (200k rows)
     lap("messages")
     near = near_duplicates([normalise(r["query"]) for r in kept + without_gt],
                            [r["query_id"] for r in kept + without_gt], bar)
@@ -264,7 +319,7 @@ def _curate(log: Path, out_dir: Path, *, bar: Progress | None, text_col: str = "
         raise UserError(f"{log}: no message is left with an approved answer (column {approved_col!r}); nothing "
                         f"to evaluate ({len(excluded)} excluded, {len(without_gt)} without ground truth)")
     reasons = Counter(e["reason"] for e in excluded)
-    report = {"log": log.name, "rows": len(records), "queries": len(kept), "without_ground_truth": len(without_gt),
+    report = {"log": log.name, "rows": rows, "queries": len(kept), "without_ground_truth": len(without_gt),
               "excluded": dict(sorted(reasons.items())),
               "excluded_detail": dict(sorted(Counter(e["detail"] for e in excluded).items())),
               "near_duplicates": near, "pii": pii,

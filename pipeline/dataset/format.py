@@ -298,6 +298,9 @@ class Query(_Record):
     messages: list[Turn] | None = None
     query_en_source: Literal["human", "machine"] | None = Field(None, validate_default=True)
     variant: VariantMade | None = None
+    # the chatbot-log message the query was curated from (``message_ref``); an update chunk made from the same
+    # message carries it in its provenance, and the query never sees that chunk (retrieval's KB as it stood)
+    source_message: str | None = Field(None, max_length=MAX_TEXT_CHARS)
 
     @field_validator("language", mode="before")
     @classmethod
@@ -483,4 +486,17 @@ class Query(_Record):
 
 OPTIONAL_FIELDS: tuple[str, ...] = (
     "asked_on", "script", "variant_of", "options", "answer", "rubric", "messages", "query_en_source", "variant",
+    "source_message",
 )
+
+
+def message_ref(log_name: str, row: int) -> str:
+    """The id of one chatbot-log message, ``<log file name>:<row>``: a curated query's ``source_message`` and the
+    ``source_message`` in the provenance of an update chunk made from the same message's approved answer."""
+    return f"{log_name}:{row}"
+
+
+def chunk_source_message(chunk: Chunk) -> str | None:
+    """The chatbot-log message an update chunk was made from (its provenance's ``source_message``), if known."""
+    value = (chunk.provenance or {}).get("source_message")
+    return value if isinstance(value, str) else None

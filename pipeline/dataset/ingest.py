@@ -32,10 +32,10 @@ from typing import Any
 from pydantic import ValidationError
 
 from pipeline.dataset.bounds import check_archive, check_size
-from pipeline.dataset.format import Chunk
+from pipeline.dataset.format import Chunk, message_ref
 from pipeline.dataset.loader import _pydantic_issues, link_outside
 from pipeline.dataset.records import find_file, read_records
-from pipeline.dataset.writing import write_dataset
+from pipeline.dataset.writing import recover, write_dataset
 from pipeline.errors import UserError
 from pipeline.formats import FORMATS, QA_TABLES, InputLimits, format_of, formats_described
 
@@ -183,7 +183,8 @@ def _qa_chunks(path: Path, name: str, cols: tuple[str, str, str], updated: date 
         digest = hashlib.sha256(f"{question}\n{answer}".encode()).hexdigest()[:10]
         chunks.append({"chunk_id": f"update-{digest}", "kind": "update", "title": f"Q&A: {question}"[:200],
                        "text": f"{question}\n{answer}", "source": name, "updated": str(day)[:10],
-                       "provenance": {"source_file": name, "row": line, "sha256": _sha256(path)}})
+                       "provenance": {"source_file": name, "row": line, "sha256": _sha256(path),
+                                      "source_message": message_ref(name, line)}})
     return chunks
 
 
@@ -259,13 +260,17 @@ def _read_kb(out_dir: Path) -> list[dict[str, Any]]:
 def ingest(paths: list[Path], out_dir: Path, *, max_tokens: int = 1000, overlap: int = 0, kind: str = "raw",
            updated: date | None = None, qa_cols: tuple[str, str, str] = ("question", "answer", "approved_on"),
            limits: InputLimits = InputLimits(), keep_referenced: bool = False, ocr_langs: str | None = None,
-           skip_unreadable: bool = False, force: bool = False) -> dict[str, Any]:
+           skip_unreadable: bool = False, force: bool = False, keep_missing: bool = False) -> dict[str, Any]:
     """Ingest ``paths`` into ``out_dir/kb.jsonl`` and write ``ingest_report.json``; returns the report.
 
     A changed file's old chunks are retired; one that the folder's queries still cite in ``kb_refs`` is a
     ``UserError`` naming the ids and queries, or, with ``keep_referenced``, is kept (listed in the report).
     ``skip_unreadable``: a file that cannot be read is listed under ``skipped`` instead of stopping the batch.
-    ``force``: replace a kb.jsonl/ingest_report.json that ingest-kb did not write."""
+    ``force``: replace a kb.jsonl/ingest_report.json that ingest-kb did not write.
+
+    A folder's chunks carry its name (``provenance.folder``); re-ingesting the folder retires the chunks of files no
+    longer in it (withdrawn documents, listed as ``withdrawn_files``), as a changed file's, unless ``keep_missing``
+    (then listed as ``missing_files``)."""
     if max_tokens < 16:
         raise UserError(f"--max-tokens {max_tokens}: use at least 16")
     if not 0 <= overlap < max_tokens:
@@ -277,10 +282,12 @@ def ingest(paths: list[Path], out_dir: Path, *, max_tokens: int = 1000, overlap:
 
         check_languages(ocr_langs)
     files = source_files(paths)
+    from_folder = {f.relative_to(p).as_posix(): p.name for p in paths if p.is_dir() for f in _folder_files(p)}
     for path in files.values():
         check_size(path, limits)
     if kind == "update" and updated is None and any(format_of(p) for p in files.values()):
         raise UserError("--kind update needs --updated DATE (the day the document was added to the KB)")
+    recover(out_dir)  # a write killed between its renames is completed first (pipeline.dataset.writing)
     existing = _read_kb(out_dir)
     reports: list[FileReport] = []
     new_chunks: list[dict[str, Any]] = []
@@ -315,6 +322,8 @@ def ingest(paths: list[Path], out_dir: Path, *, max_tokens: int = 1000, overlap:
                          "title": " > ".join(headings) if headings else title, "text": text, "source": name,
                          "provenance": {"source_file": name, "sha256": sha, "pages": pages or None,
                                         "heading_path": headings, "tokens": count_tokens(text)}}
+                if name in from_folder:
+                    chunk["provenance"]["folder"] = from_folder[name]
                 chunk["provenance"].update(_ocr_provenance(report, pages))
                 if kind == "update":
                     chunk["updated"] = updated.isoformat()
@@ -331,6 +340,9 @@ def ingest(paths: list[Path], out_dir: Path, *, max_tokens: int = 1000, overlap:
 
     ingested = {r.file for r in reports}
     kept = [c for c in existing if (c.get("provenance") or {}).get("source_file", c.get("source")) not in ingested]
+    missing = _withdrawn(kept, set(from_folder.values()), set(files))
+    if not keep_missing:
+        kept = [c for c in kept if (c.get("provenance") or {}).get("source_file") not in missing]
     new_ids = {c["chunk_id"] for c in new_chunks}
     retired = sorted({c["chunk_id"] for c in existing} - {c["chunk_id"] for c in kept} - new_ids)
     cited = _cited_chunks(out_dir, retired)
@@ -360,12 +372,22 @@ def ingest(paths: list[Path], out_dir: Path, *, max_tokens: int = 1000, overlap:
         report["kept_referenced_chunks"] = cited
     if skipped:
         report["skipped"] = skipped
+    if missing:
+        report["missing_files" if keep_missing else "withdrawn_files"] = missing
     previous = _previous_report(out_dir)
-    report["files"] = _merge_file_reports(previous.get("files", []), report["files"])
+    gone = set() if keep_missing else set(missing)
+    report["files"] = _merge_file_reports([r for r in previous.get("files", []) if r.get("file") not in gone],
+                                          report["files"])
     write_dataset(out_dir, {"kb.jsonl": "".join(json.dumps(c, ensure_ascii=False) + "\n" for c in kb)},
                   command="ingest-kb", report_name=REPORT_FILE, report=report, force=force)
     report["ingested"] = sorted(ingested)
     return report
+
+
+def _withdrawn(kept: list[dict[str, Any]], folders: set[str], present: set[str]) -> list[str]:
+    """The files whose chunks came from one of ``folders`` (``provenance.folder``) and are no longer in it."""
+    return sorted({prov["source_file"] for c in kept if (prov := c.get("provenance") or {}).get("folder") in folders
+                   and prov.get("source_file") not in present})
 
 
 def _cited_chunks(out_dir: Path, chunk_ids: list[str]) -> dict[str, list[str]]:
@@ -443,6 +465,11 @@ def ingest_command(paths: list[Path], out_dir: Path, **options: Any) -> int:
                     "(kept_referenced_chunks in the report)")
     console.print(f"kb.jsonl holds {report['kb_chunks']} chunks; tokens counted by {report['tokenizer']}{retired}; "
                   f"report in {out_dir / REPORT_FILE}")
+    if report.get("withdrawn_files"):
+        console.print(f"withdrawn (no longer in the folder; their chunks retired): "
+                      f"{', '.join(report['withdrawn_files'])}")
+    if report.get("missing_files"):
+        console.print(f"kept (--keep-missing) though no longer in the folder: {', '.join(report['missing_files'])}")
     for skip in report.get("skipped", []):
         console.print(f"skipped (unreadable): {skip['reason']}")
     return 1 if report.get("skipped") else 0

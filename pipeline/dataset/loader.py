@@ -32,14 +32,18 @@ from pipeline.dataset.format import (
     _parse_date,
     _Record,
     _split_list,
+    chunk_source_message,
     dominant_script,
     script_letters,
 )
 from pipeline.dataset.records import Issue, Record, dataset_folder, find_dataset_files, find_file, read_records
+from pipeline.dataset.writing import JOURNAL, pending_journal
 from pipeline.errors import UserError
 from pipeline.prompts import PROMPTS_DIR, load_text
 
 PROMPTS_SUBDIR = "prompts"  # data/<name>/prompts/<file>: a dataset's own version of a studio prompt file
+# who sees which update (``unseen_by``), in ``kb_hash``: retrievals made under an older rule are made again
+VISIBILITY_RULE = "updates approved before asked_on, never one from the query's own message"
 
 
 # -- dataset -----------------------------------------------------------------------------------
@@ -110,12 +114,24 @@ class Dataset:
     @cached_property
     def kb_hash(self) -> str | None:
         """The knowledge base's identity, what results from retrieval onward record: the first 16 hex digits of a
-        sha256 over its chunks (ids, kinds, titles, texts, sources, dates; in id order, so the same KB in another
-        file order or format has the same hash). None for a closed-book dataset."""
+        sha256 over its chunks (ids, kinds, titles, texts, sources, dates, and the log message an update was made
+        from where known, which decides who may see it; in id order, so the same KB in another file order or format
+        has the same hash) and, with updates, the rule of who sees them (``VISIBILITY_RULE``: retrievals made under
+        an older rule are made again). None for a closed-book dataset."""
         if not self.chunks:
             return None
-        chunks = sorted((c.model_dump(mode="json") for c in self.chunks), key=lambda c: c["chunk_id"])
+        def record(c: Chunk) -> dict[str, Any]:
+            message = chunk_source_message(c)
+            return {**c.model_dump(mode="json"), **({"source_message": message} if message else {})}
+
+        chunks: list[Any] = sorted((record(c) for c in self.chunks), key=lambda c: c["chunk_id"])
+        if self.update_chunks:
+            chunks.append({"visibility": VISIBILITY_RULE})
         return hashlib.sha256(json.dumps(chunks, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()[:16]
+
+    def hidden_for(self, query: Query) -> frozenset[str]:
+        """The chunks ``query`` cannot see (``unseen_by``): the KB as it stood before the patient asked."""
+        return frozenset(c.chunk_id for c in self.chunks if unseen_by(query, c))
 
     def summary(self) -> str:
         """One line: queries per language and chunks raw/update (or closed-book)."""
@@ -130,6 +146,51 @@ class Dataset:
         ) if n]
         more = f" [{', '.join(extras)}]" if extras else ""
         return f"{self.name}: {len(self.queries)} queries ({per_lang}){more}; {kb}"
+
+
+def unseen_by(query: Query, chunk: Chunk) -> str | None:
+    """Why ``query`` cannot see ``chunk``, else None. Health-Pariksha's rule is the KB as it stood when the question
+    was asked: an update approved on or after the query's ``asked_on`` day (dates carry no time, so a same-day update
+    may be the answer to this very message) is unseen, and so is an update made from the query's own message (its
+    provenance's ``source_message`` is the query's), whatever its date."""
+    if chunk.kind != "update":
+        return None
+    own = query.source_message
+    if own is not None and chunk_source_message(chunk) == own:
+        return f"made from the query's own message {own}"
+    if query.asked_on is not None and chunk.updated is not None and chunk.updated >= query.asked_on:
+        return f"approved {chunk.updated}, not before the query was asked ({query.asked_on})"
+    return None
+
+
+def _normal_text(text: str) -> str:
+    return " ".join(text.casefold().split())
+
+
+MIN_OWN_ANSWER_CHARS = 20  # a ground truth shorter than this ("Yes.") is too common to tell a chunk was made from it
+
+
+def own_answer_leaks(dataset: Dataset) -> list[tuple[str, str]]:
+    """``(query id, chunk id)`` for every update chunk a query can see (``unseen_by``) whose text holds the query's
+    own ground truth (case and spacing aside): an update made from the query's own approved answer, which retrieval
+    would put in the models' prompts. Raw chunks are the documents the answers are written from, not answers.
+    Chunks are found by the answer's first ``MIN_OWN_ANSWER_CHARS`` characters (an index of every such stretch of
+    every update), so 200k queries against thousands of updates stay linear."""
+    n = MIN_OWN_ANSWER_CHARS
+    texts = {c.chunk_id: _normal_text(c.text) for c in dataset.update_chunks}
+    holding: dict[str, list[Chunk]] = {}
+    for c in dataset.update_chunks:
+        text = texts[c.chunk_id]
+        for piece in {text[i:i + n] for i in range(len(text) - n + 1)}:
+            holding.setdefault(piece, []).append(c)
+    leaks = []
+    for q in dataset.queries:
+        answer = _normal_text(q.gt_response)
+        if len(answer) < n:
+            continue
+        leaks += [(q.query_id, c.chunk_id) for c in holding.get(answer[:n], ())
+                  if answer in texts[c.chunk_id] and not unseen_by(q, c)]
+    return leaks
 
 
 # -- record checks -----------------------------------------------------------------------------
@@ -292,9 +353,9 @@ def _check_query(file: Path, line: int, q: Query, rec: dict, kb_file: Path | Non
             issues.append(Issue(f, line, "kb_refs", "update_sensitive is true but no kb_ref is an update chunk",
                                 "warning"))
         if q.asked_on is not None:
-            later = [(r, d) for r in q.kb_refs if (d := _updated(chunk_recs.get(r))) and d > q.asked_on]
+            later = [(r, d) for r in q.kb_refs if (d := _updated(chunk_recs.get(r))) and d >= q.asked_on]
             for ref, when in later:
-                issues.append(Issue(f, line, "kb_refs", f"names update {ref!r} of {when}, after asked_on "
+                issues.append(Issue(f, line, "kb_refs", f"names update {ref!r} of {when}, on or after asked_on "
                                     f"{q.asked_on}: the query cannot see it (cite the chunk it could see)"))
     if q.messages is not None and q.messages[-1].content.strip() != q.query.strip():
         issues.append(Issue(f, line, "query", "differs from the last user message: the model answers the "
@@ -395,6 +456,11 @@ def validate(path: str | Path) -> tuple[Dataset | None, list[Issue]]:
     issues: list[Issue] = []
     queries_file, kb_file, name = find_dataset_files(path, issues)
     folder = dataset_folder(path) if path.exists() else None
+    if folder is not None and (journal := pending_journal(folder)) is not None:
+        issues.append(Issue(str(folder / JOURNAL), None, None, f"a write by {journal.get('command')} was interrupted "
+                            "between its renames: run ingest-kb or curate-queries on this folder again to complete "
+                            "it (or remove the folder's files and rebuild)"))
+        return None, issues
     if not _check_links(folder, [queries_file, kb_file], issues):
         return None, issues
     chunks: list[tuple[int, Chunk]] = []
@@ -425,7 +491,15 @@ def validate(path: str | Path) -> tuple[Dataset | None, list[Issue]]:
     _check_prompts(folder, issues)
     if any(i.severity == "error" for i in issues):
         return None, issues
-    return Dataset(name=name, path=path, chunks=[c for _, c in chunks], queries=[q for _, q in queries]), issues
+    dataset = Dataset(name=name, path=path, chunks=[c for _, c in chunks], queries=[q for _, q in queries])
+    lines = {q.query_id: line for line, q in queries}
+    for query_id, chunk_id in own_answer_leaks(dataset):
+        issues.append(Issue(str(queries_file), lines[query_id], "gt_response", f"query {query_id!r} can retrieve "
+                            f"chunk {chunk_id!r}, which holds its own ground truth: date the update after the "
+                            "question or name the message in its provenance (source_message)"))
+    if any(i.severity == "error" for i in issues):
+        return None, issues
+    return dataset, issues
 
 
 def load_dataset(path: str | Path) -> Dataset:
@@ -438,17 +512,32 @@ def load_dataset(path: str | Path) -> Dataset:
     return dataset
 
 
+SHOWN_PER_KIND = 3  # validate's console: issues shown per file, field and severity before they are counted
+
+
 def validate_command(path: str | Path) -> int:
-    """CLI: print every error and warning (one per line) and a summary; 1 if any error, else 0."""
+    """CLI: print the errors and warnings (one per line; past ``SHOWN_PER_KIND`` of one file, field and severity, a
+    count with the lines they span) and a summary; 1 if any error, else 0."""
     from rich.text import Text as RichText
 
     from pipeline.console import make_console
 
     console = make_console(highlight=False, soft_wrap=True)
     dataset, issues = validate(path)
-    for issue in sorted(issues, key=lambda i: (i.severity != "error", i.file, i.line if i.line is not None else -1)):
-        style = "bold red" if issue.severity == "error" else "yellow"
-        console.print(RichText.assemble((f"{issue.severity}: ", style), str(issue)))
+    ordered = sorted(issues, key=lambda i: (i.severity != "error", i.file, i.line if i.line is not None else -1))
+    groups: dict[tuple[str, str, str | None], list[Issue]] = {}
+    for issue in ordered:
+        groups.setdefault((issue.severity, issue.file, issue.field), []).append(issue)
+    for (severity, file, fld), group in groups.items():
+        style = "bold red" if severity == "error" else "yellow"
+        for issue in group[:SHOWN_PER_KIND]:
+            console.print(RichText.assemble((f"{severity}: ", style), str(issue)))
+        if len(group) > SHOWN_PER_KIND:  # a 200k-message log: counts and a few examples, not a line a message
+            more = len(group) - SHOWN_PER_KIND
+            lines = [i.line for i in group[SHOWN_PER_KIND:] if i.line is not None]
+            where = f" (lines {lines[0]}-{lines[-1]})" if lines else ""
+            console.print(RichText.assemble((f"{severity}: ", style), f"{file}: field {fld}: {more:,} more like "
+                                            f"these{where}"))
     n_err = sum(i.severity == "error" for i in issues)
     n_warn = len(issues) - n_err
     warn = f"; {n_warn} warning{'s' * (n_warn != 1)}" if n_warn else ""

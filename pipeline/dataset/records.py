@@ -10,6 +10,7 @@ import codecs
 import csv
 import io
 import json
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -91,6 +92,11 @@ def _read_csv(path: Path, data: bytes, issues: list[Issue]) -> list[Record]:
     if not rows:
         return []
     header = [h.strip() for h in rows[0]]
+    twice = [h for h, n in Counter(header).items() if n > 1]
+    if twice:  # a dict would keep the last of them, silently
+        issues.append(Issue(str(path), 1, twice[0], f"column {twice[0]!r} appears {header.count(twice[0])} times in "
+                            "the header; rename or remove the extra one"))
+        return []
     records: list[Record] = []
     for lineno, row in enumerate(rows[1:], 2):
         if len(row) != len(header):

@@ -6,11 +6,20 @@ sha256 of every file it wrote (``outputs``). An existing target file is the comm
 it with its current hash (so a file edited by hand, or written by another command, is not); any other existing
 target is refused unless ``force``. The new files are first written to a staging folder beside the target folder
 and, with a ``check`` (e.g. the dataset's validation), checked there together with the folder's other files; only
-then is each renamed over its target, the report last. A failure at any step leaves the folder as it was.
+then is each renamed over its target, the report last. A failure at any step before the renames leaves the folder
+as it was; a disk that is read-only or full is one line (``UserError``), nothing written.
+
+The renames are journalled: before the first, ``.write-journal.json`` in the folder names the staging folder and
+the files to move. A process killed between two renames (kill -9, power loss) leaves the journal; the next command
+that writes or reads the folder for writing (``recover``: ingest-kb, curate-queries) completes the write from the
+staging folder, which holds exactly the files not yet moved and was checked before the journal was written, so
+the folder is never left mixed. ``validate`` reports a folder with a pending journal as an error until then.
+Staging folders start with a dot, so the Dataset page never lists one.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -23,6 +32,54 @@ from typing import Any
 from pipeline.errors import UserError
 
 OUTPUTS = "outputs"  # the report's key: {file name: sha256 of the file as written}
+JOURNAL = ".write-journal.json"  # {"command", "staging" (a folder beside the dataset's), "files"}: renames pending
+DISK_ERRORS = {errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM}
+
+
+def disk_error(exc: OSError, where: Path) -> UserError | None:
+    """One line for a disk that refuses the write (read-only, full, over quota, no permission), else None."""
+    if exc.errno not in DISK_ERRORS:
+        return None
+    return UserError(f"{where}: cannot write ({exc.strerror or exc}: {exc.filename or where}); nothing written")
+
+
+def pending_journal(folder: Path) -> dict[str, Any] | None:
+    """The journal of an interrupted write into ``folder`` (None when there is none or it is unreadable)."""
+    try:
+        journal = json.loads((folder / JOURNAL).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return journal if isinstance(journal, dict) and isinstance(journal.get("files"), list) else None
+
+
+def recover(folder: Path) -> list[str]:
+    """Complete an interrupted write into ``folder`` (see the module): move the staged files still waiting, in the
+    journal's order, then drop the journal and the staging folder. Returns the files moved now."""
+    journal = pending_journal(folder)
+    if journal is None:
+        if (folder / JOURNAL).exists():
+            (folder / JOURNAL).unlink()  # written only once complete: an unreadable one was never acted on
+        return []
+    staging = folder.parent / str(journal.get("staging", ""))
+    moved = []
+    for name in map(str, journal["files"]):
+        if Path(name).name == name and (staging / name).is_file():
+            os.replace(staging / name, folder / name)
+            moved.append(name)
+    (folder / JOURNAL).unlink()
+    if staging.parent == folder.parent and staging.name.startswith("."):
+        shutil.rmtree(staging, ignore_errors=True)
+    return moved
+
+
+def _write_journal(folder: Path, staging: Path, command: str, names: list[str]) -> None:
+    """The journal, complete on disk (written beside, flushed, then renamed into place) before any rename."""
+    temp = folder / (JOURNAL + ".tmp")
+    with open(temp, "w", encoding="utf-8") as fh:
+        json.dump({"command": command, "staging": staging.name, "files": names}, fh)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(temp, folder / JOURNAL)
 
 
 def sha256_of(data: bytes) -> str:
@@ -89,6 +146,17 @@ def write_dataset(folder: Path, files: dict[str, str], *, command: str, report_n
     """Write ``files`` (``{name: text}``) and ``report`` (as ``report_name``, with the files' hashes) into
     ``folder``. UserError, with nothing written, when a target exists that ``command`` did not write (unless
     ``force``) or when ``check(staged folder)`` raises one."""
+    try:
+        _write(folder, files, command=command, report_name=report_name, report=report, force=force, check=check)
+    except OSError as exc:
+        if (line := disk_error(exc, folder)) is None:
+            raise
+        raise line from None
+
+
+def _write(folder: Path, files: dict[str, str], *, command: str, report_name: str | None,
+           report: dict[str, Any] | None, force: bool, check: Callable[[Path], None] | None) -> None:
+    recover(folder)
     if not force:
         refuse_foreign(folder, list(files), report_name, command)
     contents = dict(files)
@@ -97,6 +165,7 @@ def write_dataset(folder: Path, files: dict[str, str], *, command: str, report_n
         contents[report_name] = json.dumps({**(report or {}), OUTPUTS: outputs}, ensure_ascii=False, indent=1) + "\n"
     folder.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.{command}-", dir=folder.parent))
+    journalled = False
     try:
         if check is not None:  # only a check needs the folder's other files beside the new ones
             _stage_existing(folder, staging, set(contents))
@@ -110,11 +179,16 @@ def write_dataset(folder: Path, files: dict[str, str], *, command: str, report_n
             except UserError as exc:
                 raise UserError(f"{folder}: nothing written: {str(exc).replace(str(staging), str(folder))}") from None
         folder.mkdir(exist_ok=True)
+        _write_journal(folder, staging, command, list(contents))
+        journalled = True
         for name in contents:  # the report last: it vouches for the files renamed before it
             (folder / name).parent.mkdir(parents=True, exist_ok=True)
             os.replace(staging / name, folder / name)
+        (folder / JOURNAL).unlink()
+        journalled = False
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        if not journalled:  # a failure between renames keeps what the journal needs to complete the write
+            shutil.rmtree(staging, ignore_errors=True)
 
 
 def validated(staging: Path) -> None:

@@ -349,8 +349,10 @@ def pair_order(table: pd.DataFrame, models: list[str], counts: dict[tuple[str, s
 def next_pair(db: str | Path, dataset: str, language: str | None, annotator: str, *, adaptive: bool = True,
               table: pd.DataFrame | None = None, seed: str = "") -> dict[str, Any] | None:
     """The next comparison for ``annotator``: ``query_id``, ``model_a`` < ``model_b``, and the texts shown (query,
-    ground truth, both responses and their hashes, the retrieved chunks); None when every pair of every query has
-    been voted on by them. ``table`` is the current doctors' leaderboard (adaptive choice)."""
+    ground truth, both responses and their hashes, the retrieved chunks; with the reference answer in the pair, no
+    ground truth and no chunk holding the reference's text, counted in ``withheld_chunks``: ``_blind``); None when
+    every pair of every query has been voted on by them. ``table`` is the current doctors' leaderboard (adaptive
+    choice)."""
     voted = has_arena(db)
     counts = _pair_counts(db, dataset, language) if voted else {}
     with SHARED_READERS.cursor(db) as con:
@@ -378,10 +380,27 @@ def _item(con: Any, dataset: str, query_id: str, a: str, b: str) -> dict[str, An
         "SELECT k.kind, k.title, k.text FROM retrievals r, unnest(list_concat(r.raw_ids, r.update_ids)) AS u(id) "
         "JOIN kb_chunks k ON k.dataset = r.dataset AND k.chunk_id = u.id WHERE r.dataset = ? AND r.query_id = ?",
         [dataset, query_id]).fetchall()
-    return {"dataset": dataset, "query_id": query_id, "query": q[0], "query_en": q[1], "gt_response": q[2],
+    shown, gt, withheld = _blind([{"kind": k, "title": t, "text": x} for k, t, x in chunks], q[2],
+                                 [texts[m][0] for m in (a, b) if is_reference(m)])
+    return {"dataset": dataset, "query_id": query_id, "query": q[0], "query_en": q[1], "gt_response": gt,
             "language": q[3], "model_a": a, "model_b": b, "text_a": texts[a][0], "text_b": texts[b][0],
-            "hash_a": texts[a][1], "hash_b": texts[b][1],
-            "chunks": [{"kind": k, "title": t, "text": x} for k, t, x in chunks]}
+            "hash_a": texts[a][1], "hash_b": texts[b][1], "chunks": shown, "withheld_chunks": withheld}
+
+
+def _blind(chunks: list[dict[str, str]], gt: str | None, references: list[str]) -> tuple[list[dict], str | None, int]:
+    """What may be shown beside a blind pair: with the doctors' reference answer in the pair (``references``, its
+    texts) neither the ground truth nor a retrieved chunk holding the reference's text (an update made from that
+    answer) is shown, since either would tell which answer is the reference. Returns (chunks shown, ground truth
+    or None, chunks withheld)."""
+    if not references:
+        return chunks, gt, 0
+    needles = {n for n in (_folded(t) for t in [*references, gt or ""]) if len(n) >= 20}
+    shown = [c for c in chunks if not any(n in _folded(c["text"]) for n in needles)]
+    return shown, None, len(chunks) - len(shown)
+
+
+def _folded(text: str | None) -> str:
+    return " ".join((text or "").casefold().split())
 
 
 def separation(db: str | Path, dataset: str | None, language: str | None, table: pd.DataFrame) -> pd.DataFrame:

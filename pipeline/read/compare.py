@@ -58,12 +58,26 @@ def results_dir(db: str | Path) -> Path:
     return Path(env).expanduser().resolve() if env else Path(db).resolve().parent
 
 
+DUCKDB_MAGIC = (8, b"DUCK")  # a DuckDB file's header: 8 bytes of checksum, then these four
+
+
 def result_files(db: str | Path) -> list[str]:
     """The names of the other result databases (``*.duckdb``) in :func:`results_dir`: the only files the page may
-    open as B (a link leading out of the folder is not one of them). Nothing else of the server's is reachable."""
+    open as B (a link leading out of the folder is not one of them). Nothing else of the server's is reachable, and
+    a file this process cannot read or that is not a DuckDB file (an empty or truncated one, a text file named
+    ``.duckdb``) is not offered."""
     folder, here = results_dir(db), Path(db).resolve()
     return sorted(p.name for p in folder.glob("*.duckdb")
-                  if p.is_file() and p.resolve().parent == folder and p.resolve() != here)
+                  if p.is_file() and p.resolve().parent == folder and p.resolve() != here and _readable_duckdb(p))
+
+
+def _readable_duckdb(path: Path) -> bool:
+    offset, magic = DUCKDB_MAGIC
+    try:
+        with path.open("rb") as fh:
+            return fh.read(offset + len(magic))[offset:] == magic
+    except OSError:
+        return False
 
 
 @dataclass(frozen=True)

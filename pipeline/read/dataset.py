@@ -57,8 +57,8 @@ def dataset_folders(root: str | Path | None = None) -> list[str]:
     base = Path(root) if root is not None else REPO_ROOT / "data"
     if not base.is_dir():
         return []
-    return sorted(str(d.resolve()) for d in base.iterdir()
-                  if d.is_dir() and any((d / f).is_file() for f in FOLDER_FILES))
+    return sorted(str(d.resolve()) for d in base.iterdir()  # hidden: a command's staging folder, never a dataset
+                  if d.is_dir() and not d.name.startswith(".") and any((d / f).is_file() for f in FOLDER_FILES))
 
 
 def folder_view(folder: str | Path | None) -> dict[str, Any]:

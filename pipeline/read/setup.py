@@ -35,7 +35,7 @@ def setup_status(db: str | Path, *, now: float | None = None) -> dict[str, Any] 
         started, ended, expected = p.get("started_at"), p.get("ended_at"), p.get("expected_s")
         if ended is not None:
             state = "done" if p.get("exit_code") == 0 else "failed"
-            took = ended - started
+            took = ended - started if started is not None else None
             if state == "failed":
                 failed = f"{p['label']} (exit {p.get('exit_code')})"
         elif started is not None:

@@ -3,8 +3,9 @@
 Every query is retrieved once and the chunk ids are stored, so every model sees identical
 chunks (Health-Pariksha §3.4). Non-English queries search with their English rendering, as the
 HealthBot translated before RAG. As the paper (§3.2, §3.4): the top 3 chunks over the whole KB,
-then split into raw chunks and KB updates, updates latest first (``RetrievalConfig``); a query
-with ``asked_on`` sees the KB as it stood that day (later updates are invisible to it).
+then split into raw chunks and KB updates, updates latest first (``RetrievalConfig``); a query sees the KB as it
+stood when it was asked (``Dataset.hidden_for``: updates approved strictly before ``asked_on``, never one made from
+its own message).
 """
 
 from __future__ import annotations
@@ -96,18 +97,11 @@ class KBIndex:
             query = query.where(" AND ".join(preds), prefilter=True)
         return [r["chunk_id"] for r in query.limit(k).to_list()]
 
-    def hidden_for(self, query: Query) -> frozenset[str]:
-        """Chunks the query cannot see: KB updates written after the patient asked (``asked_on``)."""
-        asked_on = getattr(query, "asked_on", None)
-        if asked_on is None:
-            return frozenset()
-        return frozenset(c.chunk_id for c in self.chunks.values() if c.updated is not None and c.updated > asked_on)
-
     def retrieve(self, query: Query, settings: RetrievalConfig) -> Retrieval:
         """The query's chunks under ``settings`` (see RetrievalConfig), with the KB as of the query's date;
         raw chunks in rank order, updates latest first."""
         text = query.search_text
-        hidden = self.hidden_for(query)
+        hidden = self.dataset.hidden_for(query)
         if settings.split == "by_kind":
             ranked = self.search(text, k=settings.top_k, hidden=hidden, hybrid=settings.hybrid)
             raw = [c for c in ranked if self.chunks[c].kind == "raw"]
