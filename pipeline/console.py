@@ -12,6 +12,14 @@ import os
 from typing import Any
 
 from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 
 LOG_WIDTH = 10_000  # columns of a console that is not a terminal: wider than any line the CLI prints
 
@@ -22,3 +30,12 @@ def make_console(*, stderr: bool = False, **kwargs: Any) -> Console:
     if "width" not in kwargs and not console.is_terminal and not os.environ.get("COLUMNS", "").isdigit():
         console.width = LOG_WIDTH
     return console
+
+
+def progress_bar(console: Console, *, label: str = "{task.description}", eta: bool = True,
+                 transient: bool = False) -> Progress:
+    """The command line's one progress bar: label, bar, done of total, time elapsed and (``eta``) time left."""
+    columns = [TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
+    if eta:
+        columns += [TextColumn("eta"), TimeRemainingColumn()]
+    return Progress(*columns, console=console, transient=transient)

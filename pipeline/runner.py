@@ -16,11 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
 from pipeline.config import ModelConfig, RunConfig, load_config
-from pipeline.console import make_console
+from pipeline.console import make_console, progress_bar
 from pipeline.dataset import Dataset, Query, load_dataset
 from pipeline.dataset.records import dataset_folder
 from pipeline.errors import UserError
@@ -257,8 +256,7 @@ def _execute_locked(config: RunConfig, dataset: Dataset, queries: list[Query], w
                                 "AND run_id <> ?", [run_id]):
         store.update_run(stale, status="interrupted")
     save_dataset(store, dataset)
-    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                        TextColumn("eta"), TimeRemainingColumn(), console=console, transient=False)
+    progress = progress_bar(console)
     ctx = RunContext(config, store, dataset, queries, run_id, runnable, progress, console)
     status = "failed"
     try:

@@ -213,17 +213,9 @@ def curate(log: Path, out_dir: Path, *, progress: bool = False, **options: Any) 
     stderr = Console(stderr=True, highlight=False, soft_wrap=True)
     if not stderr.is_terminal:
         return _curate(log, out_dir, bar=None, say=stderr.print, **options)
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
+    from pipeline.console import progress_bar
 
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  TimeRemainingColumn(), console=Console(stderr=True), transient=True) as bar:
+    with progress_bar(stderr, transient=True) as bar:
         return _curate(log, out_dir, bar=bar, **options)
 
 

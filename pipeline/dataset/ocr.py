@@ -153,19 +153,11 @@ def read_page(image: Any, requested: str | None = None, *, dpi: float = OCR_DPI)
 @contextmanager
 def progress(name: str, total: int) -> Iterator[Callable[[], None]]:
     """A rich progress bar with the time left for OCR of ``total`` pages of ``name``; yields its step."""
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
+    from rich.markup import escape
 
     from pipeline import console
 
-    bar = Progress(TextColumn(f"OCR {name}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                   TextColumn("eta"), TimeRemainingColumn(), console=console.make_console())
+    bar = console.progress_bar(console.make_console(), label=f"OCR {escape(name)}")  # a file name is text, not markup
     with bar:
         task = bar.add_task("ocr", total=total)
         yield lambda: bar.advance(task)

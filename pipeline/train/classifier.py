@@ -248,9 +248,8 @@ def train_classifier(texts: list[str], labels: list[int], output: Path, settings
     numbers) for the card's list of test rows; without them the rows are named by their index. Returns the card.
     """
     import torch
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from pipeline.console import make_console
+    from pipeline.console import make_console, progress_bar
 
     settings = (settings or ClassifierSettings()).check()
     console = console or make_console(stderr=True)
@@ -275,9 +274,7 @@ def train_classifier(texts: list[str], labels: list[int], output: Path, settings
     val_tokens = _Tokenized(tokenizer, va_x, settings.max_length)
     val_batches = [val_tokens.batch(range(s, min(s + EVAL_BATCH, len(va_x)))) for s in range(0, len(va_x), EVAL_BATCH)]
     steps = -(-len(tr_x) // settings.batch_size)
-    columns = (TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
-               TimeElapsedColumn())
-    with Progress(*columns, console=console, transient=True) as progress:
+    with progress_bar(console, eta=False, transient=True) as progress:
         task = progress.add_task("train-classifier", total=settings.epochs * steps)
         for epoch in range(1, settings.epochs + 1):
             progress.update(task, description=f"epoch {epoch}/{settings.epochs}")

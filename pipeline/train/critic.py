@@ -225,9 +225,8 @@ def train_critic(rows: Sequence[dict], output: Path, settings: CriticSettings | 
     adapter and the card ``critic.json`` in ``output``. Returns the card."""
     import torch
     from peft import LoraConfig, get_peft_model
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from pipeline.console import make_console
+    from pipeline.console import make_console, progress_bar
 
     settings = (settings or CriticSettings()).check()
     console = console or make_console(stderr=True)
@@ -272,9 +271,7 @@ def train_critic(rows: Sequence[dict], output: Path, settings: CriticSettings | 
     planned = settings.epochs * steps_per_epoch
     total_steps = min(planned, settings.max_steps or planned)
     step_losses, epochs = [], []
-    columns = (TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
-               TimeElapsedColumn())
-    with Progress(*columns, console=console, transient=True) as progress:
+    with progress_bar(console, eta=False, transient=True) as progress:
         task = progress.add_task("train-critic", total=total_steps)
         for epoch in range(1, settings.epochs + 1):
             if len(step_losses) >= total_steps:
