@@ -332,3 +332,19 @@ def test_real_legacy_font_pdf_hindi_converted_and_latin_words_intact_on_every_pa
     assert all(f["legacy_fonts"] for f in figures)
     assert all(f["hindi"] is None or f["hindi"] >= 0.95 for f in figures), min(f["hindi"] or 1 for f in figures)
     assert all(f["english"] == 1.0 for f in figures)
+
+
+def test_a_pdf_with_a_text_layer_reads_without_pytesseract():
+    """OCR is the only part of PDF reading that needs pytesseract: with it missing, a text PDF still reads."""
+    code = ("import sys; sys.modules['pytesseract'] = None\n"  # `import pytesseract` now raises ImportError
+            "from pathlib import Path\n"
+            "from pipeline.dataset.ingest import FileReport\n"
+            "from pipeline.dataset.pdf import read_pdf\n"
+            "path = Path('data/raw-example/sources/preop-sop.pdf')\n"
+            "report = FileReport(path.name, '', 'pdf')\n"
+            "sections = read_pdf(path, report)\n"
+            "print(report.pages, sum(len(s.text) for s in sections))\n")
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    n_pages, n_chars = map(int, result.stdout.split())
+    assert n_pages == 3 and n_chars > 500

@@ -13,8 +13,6 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
-from pytesseract import TesseractError
-
 OCR_DPI = 300
 INK_LEVEL = 160  # a grey value below this is ink
 RULE_ROW_INK = 0.3  # a pixel row (or column) this inked is a ruled line or a frame, not writing
@@ -29,7 +27,9 @@ APT_PACKAGES = ("tesseract-ocr", "tesseract-ocr-osd", "tesseract-ocr-hin", "tess
 INSTALL_COMMAND = f"sudo apt-get install -y {' '.join(APT_PACKAGES)}"
 
 
-OCR_ERRORS = (TesseractError, OSError, RuntimeError)  # what Tesseract raises on a page it cannot read
+# what Tesseract raises on a page it cannot read: pytesseract's TesseractError is a RuntimeError and its
+# TesseractNotFoundError an OSError, so pytesseract is imported only where OCR runs (a PDF without scans needs none)
+OCR_ERRORS = (OSError, RuntimeError)
 
 
 class MissingPack(Exception):
