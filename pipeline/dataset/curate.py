@@ -55,8 +55,10 @@ ok okay okk k fine sure yes no great nice welcome sir madam mam maam doctor dr j
 REPORT_FILE = "curate_report.json"
 LOG_EVERY = 20_000  # messages between two progress lines when the console is a log, not a terminal
 OUTPUT_FILES = ("queries.jsonl", "queries_without_gt.jsonl", "excluded.jsonl", REPORT_FILE)
-IN_PROCESS_BELOW = 2_000  # logs with fewer messages are examined in this process: a worker's start (spawn, then
-# Presidio and spaCy loaded) takes seconds, more than spreading ~2,000 messages saves
+IN_PROCESS_BELOW = 2_000  # logs with fewer messages are examined in this process: starting the workers (a fork
+# server importing Presidio, then each worker building its recognizers) costs more than spreading them saves
+WORKER_PRELOAD = ("presidio_analyzer", "presidio_anonymizer", "spacy", "pipeline.dataset.pii",
+                  "pipeline.dataset.themes", "pipeline.dataset.curate")  # imported once by the workers' fork server
 CHUNK = 2_000  # messages sent to a worker at a time (and between two advances of the progress bar)
 
 
@@ -240,9 +242,16 @@ def _examined(items: list[tuple[Any, str | None]], pii: str, kb_texts: list[str]
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    # spawn, not fork: the parent runs rich's refresh thread (a fork copies its locks mid-use) and need not load
-    # Presidio itself; each worker imports and builds its recognizers once (_start_worker)
-    with ProcessPoolExecutor(max_workers=min(workers, len(chunks)), mp_context=multiprocessing.get_context("spawn"),
+    # forkserver: a clean single-threaded server imports Presidio (transformers and torch come with it: ~15 s of
+    # CPU) once and forks each worker from it, sharing those pages. Not fork (the parent runs rich's refresh
+    # thread: a fork copies its locks mid-use), not spawn (every worker would import it all again); spawn only where
+    # forkserver does not exist (Windows)
+    if "forkserver" in multiprocessing.get_all_start_methods():
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload(list(WORKER_PRELOAD))
+    else:
+        context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=min(workers, len(chunks)), mp_context=context,
                              initializer=_start_worker, initargs=(kb_texts,)) as pool:
         for chunk, result in zip(chunks, pool.map(_examine_chunk, chunks, [pii] * len(chunks)), strict=True):
             yield from result
