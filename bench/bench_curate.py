@@ -17,7 +17,7 @@ detection and theme tagging apart. Writes bench/results/curate.json and prints a
 the near-duplicate buckets are huge), written to bench/results/curate_templated.json. Each row also gives the
 process's peak resident memory so far (``peak_rss_mb``, getrusage), the peak of the whole process tree while
 curating (``tree_peak_rss_mb``: this process and its workers, summed, sampled with psutil every 0.25 s), the CPU
-seconds of the tree (``cpu_seconds``) and the 1-minute load before and after. ``--workers N``: curate's workers
+seconds of the tree (``cpu_seconds``, sampled) and the 1-minute load before and after. ``--workers N``: curate's workers
 (default: the CPUs; 1 is the one-process path).
 """
 
@@ -256,12 +256,15 @@ def near_duplicates_only(rows: list[dict[str, str]]) -> dict[str, object]:
 
 @contextmanager
 def tree_sampler(every: float = 0.25):
-    """Yields a dict filled with ``peak_rss_mb`` (the largest sum of RSS over this process and its children seen)
-    and, on exit, ``cpu_seconds`` (user + system of this process and its children, psutil)."""
+    """Yields a dict filled with ``peak_rss_mb`` (the largest sum of RSS over this process and its descendants seen;
+    pages a fork shares are counted in each, so an upper bound) and, on exit, ``cpu_seconds`` (user + system of this
+    process and of each descendant as last sampled, psutil)."""
     import psutil
 
     me, stats, stop = psutil.Process(), {"peak_rss_mb": 0}, threading.Event()
-    cpu_before = sum(me.cpu_times()[:4])  # user, system, and those of the children waited for (the workers)
+    own_before = sum(me.cpu_times()[:2])
+    seen: dict[int, float] = {}  # descendant pid -> its CPU seconds when last sampled (the workers are the fork
+    # server's children, not this process's: their times never reach this process's children times)
 
     def sample() -> None:
         while not stop.is_set():
@@ -269,6 +272,7 @@ def tree_sampler(every: float = 0.25):
             for child in me.children(recursive=True):
                 try:
                     total += child.memory_info().rss
+                    seen[child.pid] = sum(child.cpu_times()[:2])
                 except psutil.Error:
                     pass
             stats["peak_rss_mb"] = max(stats["peak_rss_mb"], round(total / 2**20))
@@ -281,7 +285,7 @@ def tree_sampler(every: float = 0.25):
     finally:
         stop.set()
         thread.join()
-        stats["cpu_seconds"] = round(sum(me.cpu_times()[:4]) - cpu_before, 1)
+        stats["cpu_seconds"] = round(sum(me.cpu_times()[:2]) - own_before + sum(seen.values()), 1)
 
 
 def main() -> None:
