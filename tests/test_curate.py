@@ -244,6 +244,7 @@ def test_workers_write_the_same_files_as_one_process(tmp_path, monkeypatch):
     monkeypatch.setattr(curate_module, "CHUNK", 7)  # 12 chunks
     one = curate(log, tmp_path / "one", workers=1)
     two = curate(log, tmp_path / "two", workers=2)
+    assert two["near_duplicates"] == one["near_duplicates"]
     assert pools == [2]
     assert one["excluded"]["duplicate"] > 10 and one["queries"] > 10
     for name in curate_module.OUTPUT_FILES:
