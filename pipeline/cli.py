@@ -248,12 +248,14 @@ def curate_queries(
     pii: Annotated[str, typer.Option(help="exclude (the paper's rule) or mask messages with identifiers")] = "exclude",
     force: Annotated[bool, typer.Option("--force", help="replace files in --out that curate-queries did not "
                                                         "write")] = False,
+    workers: Annotated[int | None, typer.Option(help="processes examining the messages (identifiers, themes); "
+                                                     "default: the CPUs; 1: in this process")] = None,
 ):
     """Turn a chatbot log into queries with the paper's exclusions (duplicates, identifiers, not health)."""
     from pipeline.dataset.curate import curate_command
 
     raise typer.Exit(curate_command(log, out, text_col=text_col, time_col=time_col, answer_col=answer_col,
-                                    approved_col=approved_col, pii=pii, force=force))
+                                    approved_col=approved_col, pii=pii, force=force, workers=workers))
 
 
 @app.command()

@@ -57,7 +57,7 @@ def write_log(path: Path, rows=ROWS) -> Path:
         out = csv.writer(fh)
         out.writerow(["timestamp", "message", "answer", "approved"])
         for i, (message, answer, approved, _) in enumerate(rows):
-            out.writerow([f"2024-01-{i + 1:02d} 09:{i:02d}", message, answer, approved])
+            out.writerow([f"2024-01-{i % 31 + 1:02d} 09:{i % 60:02d}", message, answer, approved])
     return path
 
 
@@ -219,3 +219,34 @@ def test_progress_written_to_a_log_is_a_line_per_stage(tmp_path, capsys):
     lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("curate-queries log.csv")]
     assert [line.split(": ")[1].split(" done")[0] for line in lines] == ["read", "messages", "near_duplicates",
                                                                          "write"]
+
+
+def test_workers_write_the_same_files_as_one_process(tmp_path, monkeypatch):
+    """The messages spread over worker processes (in chunks, recognizers built once a worker) give byte-identical
+    files, in the same order, as the in-process path; a log under the threshold never starts a worker."""
+    import concurrent.futures
+
+    from pipeline.dataset import curate as curate_module
+
+    pools = []
+
+    class CountedPool(concurrent.futures.ProcessPoolExecutor):
+        def __init__(self, *args, **kwargs):
+            pools.append(kwargs["max_workers"])
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", CountedPool)
+    rows = [(f"{m} ({k % 4})" if m and k % 2 else m, a, ok, e) for k in range(4) for m, a, ok, e in ROWS]
+    log = write_log(tmp_path / "log.csv", rows)  # 80 messages: repeats within and across chunks
+    curate(log, tmp_path / "small", workers=2)
+    assert pools == []  # under IN_PROCESS_BELOW: in this process
+    monkeypatch.setattr(curate_module, "IN_PROCESS_BELOW", 10)
+    monkeypatch.setattr(curate_module, "CHUNK", 7)  # 12 chunks
+    one = curate(log, tmp_path / "one", workers=1)
+    two = curate(log, tmp_path / "two", workers=2)
+    assert two["near_duplicates"] == one["near_duplicates"]
+    assert pools == [2]
+    assert one["excluded"]["duplicate"] > 10 and one["queries"] > 10
+    for name in curate_module.OUTPUT_FILES:
+        assert (tmp_path / "one" / name).read_bytes() == (tmp_path / "two" / name).read_bytes(), name
+    assert (tmp_path / "small" / "queries.jsonl").read_bytes() == (tmp_path / "one" / "queries.jsonl").read_bytes()

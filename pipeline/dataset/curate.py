@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import html
 import json
+import os
 import re
 import time
 import unicodedata
@@ -54,6 +55,11 @@ ok okay okk k fine sure yes no great nice welcome sir madam mam maam doctor dr j
 REPORT_FILE = "curate_report.json"
 LOG_EVERY = 20_000  # messages between two progress lines when the console is a log, not a terminal
 OUTPUT_FILES = ("queries.jsonl", "queries_without_gt.jsonl", "excluded.jsonl", REPORT_FILE)
+IN_PROCESS_BELOW = 2_000  # logs with fewer messages are examined in this process: starting the workers (a fork
+# server importing Presidio, then each worker building its recognizers) costs more than spreading them saves
+WORKER_PRELOAD = ("presidio_analyzer", "presidio_anonymizer", "spacy", "pipeline.dataset.pii",
+                  "pipeline.dataset.themes", "pipeline.dataset.curate")  # imported once by the workers' fork server
+CHUNK = 2_000  # messages sent to a worker at a time (and between two advances of the progress bar)
 
 
 def normalise(text: str) -> str:
@@ -168,6 +174,90 @@ def near_duplicates(texts: list[str], ids: list[str], progress: Progress | None 
     return [{"query_id": ids[i], "similar_to": ids[j], "score": score} for i, j, score in pairs]
 
 
+def default_workers() -> int:
+    """The CPUs this process may run on (``--workers`` default)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+Examined = tuple[str, str | None, str, tuple[str, list[str], str] | None, str | None]
+"""One message examined: its masked text (HTML entities decoded), exclusion (``not_health``'s reason, or
+``pii:KIND, KIND``), normalised key, tagging (language, themes, script; None when excluded or a repeat of an
+earlier message of the same chunk) and the masked answer (None when it is not wanted)."""
+
+_worker_tagger: Any = None  # a worker's ThemeTagger, built once by _start_worker
+
+
+def _start_worker(kb_texts: list[str]) -> None:
+    """A worker's initializer: the theme tagger and Presidio's analyzer built once, not once a chunk."""
+    global _worker_tagger
+    from pipeline.dataset.pii import find_pii
+    from pipeline.dataset.themes import ThemeTagger
+
+    _worker_tagger = ThemeTagger(kb_texts)
+    find_pii("warm up 9876543210")
+
+
+def _examine_chunk(items: list[tuple[Any, str | None]], pii: str) -> list[Examined]:
+    """A worker's job: ``_examine`` over one chunk with the worker's tagger."""
+    return _examine(items, pii, _worker_tagger, set())
+
+
+def _examine(items: list[tuple[Any, str | None]], pii: str, tagger: Any, seen: set[str]) -> list[Examined]:
+    """Identifiers, the exclusion rules and themes of each ``(message, answer wanted or None)``, in order. ``seen``:
+    the keys already examined (a repeat is neither tagged nor its answer masked: it is excluded as a duplicate)."""
+    from pipeline.dataset.pii import find_pii, mask
+
+    out: list[Examined] = []
+    for value, answer in items:
+        text = html.unescape("" if value is None else str(value))
+        found = find_pii(text)
+        masked = mask(text, found)
+        reason = not_health(text)
+        if reason is None and found and pii == "exclude":
+            reason = "pii:" + ", ".join(sorted({f.kind for f in found}))
+        key = normalise(text)
+        if reason is not None or key in seen:
+            out.append((masked, reason, key, None, None))
+            continue
+        seen.add(key)
+        tagging = tagger.tag(masked)
+        script = derived_script(masked, tagging.language)
+        out.append((masked, None, key, (tagging.language, tagging.themes, script), mask(answer) if answer else None))
+    return out
+
+
+def _examined(items: list[tuple[Any, str | None]], pii: str, kb_texts: list[str], workers: int,
+              advance: Any) -> Any:
+    """``_examine`` over every message, in log order: in this process, or in chunks of ``CHUNK`` spread over
+    ``workers`` processes when there are at least ``IN_PROCESS_BELOW`` messages. ``advance(n)`` after each chunk."""
+    chunks = [items[i:i + CHUNK] for i in range(0, len(items), CHUNK)]
+    if workers <= 1 or len(items) < IN_PROCESS_BELOW:
+        from pipeline.dataset.themes import ThemeTagger
+
+        tagger, seen = ThemeTagger(kb_texts), set()
+        for chunk in chunks:
+            yield from _examine(chunk, pii, tagger, seen)
+            advance(len(chunk))
+        return
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    # forkserver: a clean single-threaded server imports Presidio (transformers and torch come with it: ~15 s of
+    # CPU) once and forks each worker from it, sharing those pages. Not fork (the parent runs rich's refresh
+    # thread: a fork copies its locks mid-use), not spawn (every worker would import it all again); spawn only where
+    # forkserver does not exist (Windows)
+    if "forkserver" in multiprocessing.get_all_start_methods():
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload(list(WORKER_PRELOAD))
+    else:
+        context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=min(workers, len(chunks)), mp_context=context,
+                             initializer=_start_worker, initargs=(kb_texts,)) as pool:
+        for chunk, result in zip(chunks, pool.map(_examine_chunk, chunks, [pii] * len(chunks)), strict=True):
+            yield from result
+            advance(len(chunk))
+
+
 def _asked_on(value: Any, where: str) -> date | None:
     if value is None or not str(value).strip():
         return None
@@ -202,7 +292,9 @@ def _kb_texts(out_dir: Path) -> list[str]:
 
 def curate(log: Path, out_dir: Path, *, progress: bool = False, **options: Any) -> dict[str, Any]:
     """Curate ``log`` into ``out_dir`` (queries, queries without ground truth, excluded, report); returns the report,
-    with each stage's seconds (``seconds``, not written). Files in ``out_dir`` that curate-queries did not write are
+    with each stage's seconds (``seconds``, not written). ``workers``: processes examining the messages (default
+    ``default_workers()``; 1, or a log under ``IN_PROCESS_BELOW`` messages: this process); the files are the same
+    for any number. Files in ``out_dir`` that curate-queries did not write are
     refused unless ``force``; the folder is validated with the new files before any is replaced. ``progress``: a
     rich progress bar on stderr in a terminal; written to a log (not a terminal), one line as each stage ends, with
     its seconds, so a long log shows where it is."""
@@ -221,7 +313,7 @@ def curate(log: Path, out_dir: Path, *, progress: bool = False, **options: Any) 
 
 def _curate(log: Path, out_dir: Path, *, bar: Progress | None, say: Any = None, text_col: str = "message",
             time_col: str = "timestamp", answer_col: str = "answer", approved_col: str = "approved",
-            pii: str = "exclude", force: bool = False) -> dict[str, Any]:
+            pii: str = "exclude", force: bool = False, workers: int | None = None) -> dict[str, Any]:
     clock, seconds = time.perf_counter(), {}
 
     def lap(stage: str) -> None:
@@ -231,11 +323,11 @@ def _curate(log: Path, out_dir: Path, *, bar: Progress | None, say: Any = None, 
         if say is not None:
             say(f"curate-queries {log.name}: {stage} done in {seconds[stage]:.1f} s")
 
-    from pipeline.dataset.pii import find_pii, mask
-    from pipeline.dataset.themes import ThemeTagger
-
     if pii not in ("exclude", "mask"):
         raise UserError(f"--pii {pii!r}: use exclude or mask")
+    workers = default_workers() if workers is None else workers
+    if workers < 1:
+        raise UserError(f"--workers {workers}: give 1 or more (1: examine the messages in this process)")
     if not log.is_file():
         raise UserError(f"{log}: not found; give the chatbot log (CSV or JSONL)")
     recover(out_dir)  # a write killed between its renames is completed first (pipeline.dataset.writing)
@@ -254,45 +346,46 @@ def _curate(log: Path, out_dir: Path, *, bar: Progress | None, say: Any = None, 
                       approved_col in rec and truthy(rec[approved_col], f"{log}:{line}: field {approved_col}"))
                for line, rec in records}  # every row's date and approval read before any work
     lap("read")
-    task = bar.add_task("messages: identifiers, themes", total=len(records)) if bar else None
-    tagger = ThemeTagger(_kb_texts(out_dir))
+    total, done = len(records), 0
+    task = bar.add_task("messages: identifiers, themes", total=total) if bar else None
+
+    def advance(n: int) -> None:
+        nonlocal done
+        if bar:
+            bar.advance(task, n)
+        elif say is not None and (done + n) // LOG_EVERY > done // LOG_EVERY:
+            say(f"curate-queries {log.name}: messages {(done + n) // LOG_EVERY * LOG_EVERY:,} of {total:,}")
+        done += n
+
+    items = [(rec[text_col], str(rec.get(answer_col) or "").strip() if checked[line][1] else None)
+             for line, rec in records]
     kept: list[dict[str, Any]] = []
     without_gt: list[dict[str, Any]] = []
     excluded: list[dict[str, Any]] = []
     first_seen: dict[str, str] = {}
-    for done, (line, rec) in enumerate(records, 1):
-        if bar:
-            bar.advance(task)
-        elif say is not None and done % LOG_EVERY == 0:
-            say(f"curate-queries {log.name}: messages {done:,} of {len(records):,}")
-        text = html.unescape("" if rec[text_col] is None else str(rec[text_col]))
-        found = find_pii(text)
-        masked = mask(text, found)
-        asked_on, approved = checked[line]
+    examined = _examined(items, pii, _kb_texts(out_dir), workers, advance)
+    for (line, _), (masked, reason, key, tagging, answer) in zip(records, examined, strict=True):
+        asked_on = checked[line][0]
         base = {"row": line, "asked_on": asked_on.isoformat() if asked_on else None, "text": masked}
-        reason = not_health(text)
-        if reason is None and found and pii == "exclude":
-            reason = "pii"
         if reason is not None:
-            detail = ", ".join(sorted({f.kind for f in found})) if reason == "pii" else None
-            excluded.append({**base, "reason": "pii" if reason == "pii" else "not_health",
-                             "detail": detail or reason})
+            pii_found = reason.startswith("pii:")
+            excluded.append({**base, "reason": "pii" if pii_found else "not_health",
+                             "detail": reason[4:] if pii_found else reason})
             continue
-        key = normalise(text)
         query_id = f"log-{line:05d}"
         if key in first_seen:
             excluded.append({**base, "reason": "duplicate", "detail": "duplicate", "duplicate_of": first_seen[key]})
             continue
         first_seen[key] = query_id
-        tagging = tagger.tag(masked)
-        record: dict[str, Any] = {"query_id": query_id, "language": tagging.language, "query": masked,
-                                  "script": derived_script(masked, tagging.language), "themes": tagging.themes,
+        assert tagging is not None  # a message's first occurrence is always tagged (_examine)
+        language, themes, script = tagging
+        record: dict[str, Any] = {"query_id": query_id, "language": language, "query": masked,
+                                  "script": script, "themes": themes,
                                   "source_message": message_ref(log.name, line)}
         if asked_on:
             record["asked_on"] = asked_on.isoformat()
-        answer = str(rec.get(answer_col) or "").strip()
-        if answer and approved:
-            record["gt_response"] = mask(answer)
+        if answer:
+            record["gt_response"] = answer
             try:
                 record = Query.model_validate(record).model_dump(mode="json", exclude_none=True)
             except ValidationError as exc:
@@ -301,8 +394,8 @@ def _curate(log: Path, out_dir: Path, *, bar: Progress | None, say: Any = None, 
         else:
             without_gt.append(record)
 
-    rows = len(records)
-    del records, checked  # the log's rows are not needed again: the write's validation has their memory (200k rows)
+    rows = total
+    del records, checked, items  # the log's rows are not needed again: the write's validation needs the memory
     lap("messages")
     near = near_duplicates([normalise(r["query"]) for r in kept + without_gt],
                            [r["query_id"] for r in kept + without_gt], bar)
