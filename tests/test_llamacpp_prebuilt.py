@@ -69,6 +69,7 @@ def prebuilt(monkeypatch):
         pytest.skip(f"xllamacpp: {unavailable(ModelConfig(id=SMOLLM2))}")
 
 
+@pytest.mark.own_process  # xllamacpp and the PDF tests' uharfbuzz cannot share a process (tests/conftest.py)
 @pytest.mark.parametrize("model_id", [SMOLLM2, GEMMA])
 def test_prebuilt_engine_answers_with_schema_and_logprobs(prebuilt, model_id):
     backend = create_backend(ModelConfig(id=model_id))
@@ -88,6 +89,7 @@ def test_prebuilt_engine_answers_with_schema_and_logprobs(prebuilt, model_id):
     assert all(v <= 0 for v in first.top_logprobs.values())
 
 
+@pytest.mark.own_process
 @pytest.mark.parametrize("model_id", [SMOLLM2, GEMMA])
 def test_both_engines_send_the_same_prompt_tokens(prebuilt, monkeypatch, model_id):
     pytest.importorskip("llama_cpp")
@@ -111,6 +113,7 @@ def _calls(db: Path, run_id: str) -> int:
         return con.execute("SELECT backend_calls FROM runs WHERE run_id = ?", [run_id]).fetchone()[0]
 
 
+@pytest.mark.own_process
 def test_answers_record_their_engine_and_llama_cpp_python_answers_again(prebuilt, monkeypatch, tmp_path):
     config_path = tmp_path / "config.yaml"
     config_path.write_text(yaml.safe_dump({

@@ -27,7 +27,7 @@ QUERIES = [
     {"query_id": "dm-1", "language": "en", "query": "What sugar level should I aim for in the morning?",
      "gt_response": "Aim for 80 to 130 mg/dL fasting.", "kb_refs": ["dm-01"]},
     {"query_id": "dm-2", "language": "hi", "query": "शुगर 60 हो तो क्या करूँ?", "query_en": "What if my sugar is 60?",
-     "gt_response": "Take 15 g of fast sugar and recheck in 15 minutes.", "kb_refs": ["dm-02"]},
+     "gt_response": "Have 15 g of quick sugar, then check again after a quarter of an hour.", "kb_refs": ["dm-02"]},
     {"query_id": "dm-3", "language": "en", "query": "Which sugar reading counts as low?",
      "gt_response": "B. Below 70 mg/dL", "options": {"A": "Below 100 mg/dL", "B": "Below 70 mg/dL"}, "answer": "B"},
 ]
