@@ -177,6 +177,8 @@ def test_dataset_page_shows_sources_and_masked_exclusions(built_example, page):
         page.goto(f"{url}/dataset")
         settle(page)
         page.get_by_text("insurance-and-costs.md").first.wait_for(timeout=120_000)  # tables draw after the script
+        for reason in ("not_health", "pii", "duplicate"):  # the exclusions' table draws after the sources' (a race)
+            page.get_by_text(reason).first.wait_for(timeout=120_000)
         no_exception(page)
         text = main_text(page)
         for name in ("preop-sop.pdf", "postop-care.docx", "eye-drops-faq.html", "insurance-and-costs.md"):
