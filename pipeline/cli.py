@@ -208,6 +208,9 @@ def ingest_kb(
                                                 )] = InputLimits.max_page_mpx,
     max_ocr_pages: Annotated[int | None, typer.Option(help="OCR at most this many image-only pages of each PDF "
                                                            "(the others are listed in the report)")] = None,
+    max_memory_mb: Annotated[float, typer.Option(help="stop reading a file when the ingest holds more memory than "
+                                                      "this (MB), checked at each page and file"
+                                                 )] = InputLimits.max_memory_mb,
     keep_referenced: Annotated[bool, typer.Option("--keep-referenced", help="keep a changed file's old chunks that "
                                                   "queries cite in kb_refs (else: refuse)")] = False,
     keep_missing: Annotated[bool, typer.Option("--keep-missing", help="keep the chunks of files no longer in a "
@@ -231,7 +234,7 @@ def ingest_kb(
     raise typer.Exit(ingest_command(paths, out, max_tokens=max_tokens, overlap=overlap, kind=kind, updated=day,
                                     qa_cols=(question_col, answer_col, date_col), keep_referenced=keep_referenced,
                                     limits=InputLimits(max_file_mb, max_inflated_mb, max_ratio, max_page_content_mb,
-                                                       max_page_mpx, max_ocr_pages),
+                                                       max_page_mpx, max_ocr_pages, max_memory_mb),
                                     ocr_langs=ocr_langs, skip_unreadable=skip_unreadable, force=force,
                                     keep_missing=keep_missing))
 

@@ -49,9 +49,9 @@ FORMATS = Registry("document format", {
 @dataclass(frozen=True)
 class InputLimits:
     """The largest input ``ingest-kb`` reads (CLI: ``--max-file-mb``, ``--max-inflated-mb``, ``--max-ratio``,
-    ``--max-page-content-mb``, ``--max-page-mpx``, ``--max-ocr-pages``); enforced by ``pipeline.dataset.bounds``
-    before any reader opens a file, for a PDF's pages by ``pipeline.dataset.pdf_bounds`` before PDFium parses
-    them, and by the PDF reader's OCR."""
+    ``--max-page-content-mb``, ``--max-page-mpx``, ``--max-ocr-pages``, ``--max-memory-mb``); enforced by
+    ``pipeline.dataset.bounds`` before any reader opens a file, for a PDF's pages by ``pipeline.dataset.pdf_bounds``
+    before PDFium parses them, by the PDF reader's OCR, and (the memory) as each page and each file is read."""
 
     max_file_mb: float = 100
     max_inflated_mb: float = 100  # all members of an archive together
@@ -59,6 +59,7 @@ class InputLimits:
     max_page_content_mb: float = 20  # a PDF page's content streams, inflated (PDFium holds ~35 bytes for each byte)
     max_page_mpx: float = 50  # a PDF page rendered for OCR (larger: a lower resolution), an image a page draws
     max_ocr_pages: int | None = None  # image-only pages of one PDF OCR'd (the others noted); None: all
+    max_memory_mb: float = 1536  # the whole ingest's resident memory, checked as each page and each file is read
 
 
 def format_of(path: Path) -> str | None:

@@ -174,3 +174,23 @@ def test_pdf_page_drawing_an_image_beyond_the_pixel_budget_is_one_line(tmp_path)
     [skipped] = report["skipped"]
     assert "page 1: an image of 20,000 x 20,000 pixels" in skipped["reason"]
     assert "--max-page-mpx 50" in skipped["reason"]
+
+
+def test_the_ingest_memory_ceiling_stops_a_file_in_one_line_and_the_batch_goes_on(tmp_path):
+    """``--max-memory-mb``: the whole ingest's resident memory, checked at each PDF page and after each file; a
+    ceiling below what the process holds stops the file at its first page (PDF) or once read (others)."""
+    pdf = write_pdf(tmp_path / "batch" / "preop-sop.pdf")
+    docx = write_docx(tmp_path / "batch" / "discharge.docx")
+    report = ingest([tmp_path / "batch"], tmp_path / "ds", limits=InputLimits(max_memory_mb=1),
+                    skip_unreadable=True)
+    assert report["files"] == []
+    reasons = {s["file"]: s["reason"] for s in report["skipped"]}
+    assert reasons.keys() == {pdf.name, docx.name}
+    assert f"{pdf}: page 1: the ingest holds" in reasons[pdf.name]
+    assert f"{docx}: read: the ingest holds" in reasons[docx.name]
+    assert all("over the limit (--max-memory-mb 1)" in reason for reason in reasons.values())
+    # the CLI: the option, one line, nothing written; the default ceiling reads the same file
+    line = one_line(ingest_cli(str(pdf), "--out", str(tmp_path / "cli"), "--max-memory-mb", "1"))
+    assert str(pdf) in line and "page 1" in line and "--max-memory-mb 1)" in line
+    assert not (tmp_path / "cli").exists()
+    assert ingest([pdf], tmp_path / "default")["files"][0]["file"] == pdf.name

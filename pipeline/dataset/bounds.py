@@ -5,6 +5,10 @@ naming the file and the limit, before any parser reads them.
 The size is the file's ``stat`` (a sparse file is not read); an archive's members are checked on their declared
 sizes first (the zip directory), then streamed, counting what they really inflate to, through defusedxml's expat
 reader (no tree is built, no DTD or entity accepted).
+
+Memory is bounded twice: each PDF page before PDFium parses it (``pdf_bounds``), and the whole ingest's resident
+memory, read as each page and each file is done (``check_memory``), so that pages which each pass their own limits
+cannot together take the machine.
 """
 
 from __future__ import annotations
@@ -28,6 +32,17 @@ def check_size(path: Path, limits: InputLimits) -> None:
     if size > limits.max_file_mb * MB:
         raise UserError(f"{path}: {size / MB:,.1f} MB is over the size limit (--max-file-mb {limits.max_file_mb:g}); "
                         "split the file or raise the limit")
+
+
+def check_memory(path: Path, where: str, limits: InputLimits) -> None:
+    """``UserError`` naming the file and ``where`` (``"page 3"``, ``"read"``) when this process holds more resident
+    memory than ``--max-memory-mb``."""
+    import psutil
+
+    held = psutil.Process().memory_info().rss
+    if held > limits.max_memory_mb * MB:
+        raise UserError(f"{path}: {where}: the ingest holds {held / MB:,.0f} MB, over the limit (--max-memory-mb "
+                        f"{limits.max_memory_mb:g}); split the file, ingest it alone or raise the limit")
 
 
 def check_archive(path: Path, limits: InputLimits) -> None:

@@ -31,7 +31,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from pipeline.dataset.bounds import check_archive, check_size
+from pipeline.dataset.bounds import check_archive, check_memory, check_size
 from pipeline.dataset.format import Chunk, message_ref
 from pipeline.dataset.loader import _pydantic_issues, link_outside
 from pipeline.dataset.records import find_file, read_records
@@ -306,6 +306,7 @@ def ingest(paths: list[Path], out_dir: Path, *, max_tokens: int = 1000, overlap:
         else:
             try:
                 sections = read_document(path, report, limits, ocr_langs)
+                check_memory(path, "read", limits)
             except UserError as exc:
                 if not skip_unreadable:
                     raise

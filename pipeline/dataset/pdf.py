@@ -23,7 +23,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pipeline.dataset import legacy_fonts, ocr, pdf_bounds
+from pipeline.dataset import bounds, legacy_fonts, ocr, pdf_bounds
 from pipeline.dataset.text_check import INDIC_BLOCKS, is_indic_sign, page_problems
 from pipeline.errors import UserError
 from pipeline.formats import InputLimits
@@ -479,12 +479,14 @@ def _sections(pages: list[list[Line]], outline: dict[int, list[tuple[int, str]]]
 
 
 @contextmanager
-def _loaded(document: Any, index: int) -> Iterator[tuple[Any, Any]]:
-    """Page ``index`` and its text page, closed after use so that one page's parsed content is held at a time."""
+def _loaded(document: Any, index: int, path: Path, limits: InputLimits) -> Iterator[tuple[Any, Any]]:
+    """Page ``index`` and its text page, closed after use so that one page's parsed content is held at a time; the
+    ingest's memory checked while the page is still loaded (``--max-memory-mb``)."""
     page = document[index]
     textpage = page.get_textpage()
     try:
         yield page, textpage
+        bounds.check_memory(path, f"page {index + 1}", limits)
     finally:
         textpage.close()
         page.close()
@@ -506,7 +508,7 @@ def read_pdf(path: Path, report: FileReport, *, ocr_langs: str | None = None,
         # the choice of engine, the others now
         texts, found, unmapped = [], [], False
         for n in range(len(document)):
-            with _loaded(document, n) as (page, textpage):
+            with _loaded(document, n, path, limits) as (page, textpage):
                 # PDFium gives a hyphen ending a line as U+FFFE: it is the hyphen the PDF drew (DevLys "ia-": "पं.")
                 texts.append(textpage.get_text_range().replace("\ufffe", "-"))
                 indic = bool(_INDIC.search(texts[-1]))
@@ -522,7 +524,7 @@ def read_pdf(path: Path, report: FileReport, *, ocr_langs: str | None = None,
                 report.engine += f" + poppler pdftotext {poppler_version()}"
                 found = list(poppler)
         for n in (n for n, lines in enumerate(found) if lines is None):
-            with _loaded(document, n) as (page, textpage):
+            with _loaded(document, n, path, limits) as (page, textpage):
                 found[n] = _page_lines(textpage, texts[n], page)
         scans = [n for n, lines in enumerate(found, 1) if sum(len(line.text) for line in lines) < MIN_PAGE_CHARS]
         cap = limits.max_ocr_pages
@@ -533,7 +535,7 @@ def read_pdf(path: Path, report: FileReport, *, ocr_langs: str | None = None,
         with shown as step:
             for number, lines in enumerate(found, 1):
                 if number in read:
-                    with _loaded(document, number - 1) as (page, _):
+                    with _loaded(document, number - 1, path, limits) as (page, _):
                         lines = _image_page(page, number, report, ocr_langs, limits)
                     step()
                 elif number in scans:
