@@ -22,7 +22,6 @@ second ``make run`` after a stop resumes: the run skips what is already stored.
 
 from __future__ import annotations
 
-import ctypes
 import os
 import shlex
 import signal
@@ -37,12 +36,12 @@ from filelock import FileLock, Timeout
 
 from pipeline.console import make_console
 from pipeline.launch_status import PHASES, LaunchStatus, Phase, launch_lock_path, parse_step, read_status
+from pipeline.processes import die_with_parent
 
 STOP_WAIT_S = 20.0  # how long a child may take to stop after SIGINT, and again after SIGTERM
 HEALTH_WAIT_S = 120.0
 POLL_S = 0.2
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 class Stop(Exception):
     """Ctrl-C, SIGTERM or SIGHUP reached the launcher, or its parent died."""
@@ -55,10 +54,7 @@ def _raise_stop(signum: int, frame: FrameType | None) -> None:
 def _die_with_parent() -> None:
     """In a child before exec: a session of its own, and SIGTERM when the launcher dies (Linux)."""
     os.setsid()
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-    except (OSError, AttributeError):  # not Linux: the launcher's own stop still covers every normal end
-        pass
+    die_with_parent()
 
 
 def _start(command: str) -> subprocess.Popen:

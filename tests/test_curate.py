@@ -252,3 +252,32 @@ def test_workers_write_the_same_files_as_one_process(tmp_path, monkeypatch):
     for name in curate_module.OUTPUT_FILES:
         assert (tmp_path / "one" / name).read_bytes() == (tmp_path / "two" / name).read_bytes(), name
     assert (tmp_path / "small" / "queries.jsonl").read_bytes() == (tmp_path / "one" / "queries.jsonl").read_bytes()
+
+
+def test_killing_curate_ends_its_worker_processes(tmp_path):
+    """SIGTERM or SIGKILL to curate-queries (a stopped job, the OOM killer) ends its workers' fork server and the
+    workers too (they lived on, idle, with 400 MB each)."""
+    import os
+    import signal
+    import time
+
+    import psutil
+
+    rows = [(f"Is it normal to see halos at night, {n} days after cataract surgery?", "", "", "kept")
+            for n in range(4_000)]
+    log = write_log(tmp_path / "log.csv", rows)  # two chunks: the fork server and two workers start
+    for signum in (signal.SIGTERM, signal.SIGKILL):
+        cli = subprocess.Popen([sys.executable, "-m", "pipeline", "curate-queries", str(log), "--out",
+                                str(tmp_path / f"ds-{signum}"), "--workers", "2"], cwd=REPO,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        parent = psutil.Process(cli.pid)
+        deadline = time.monotonic() + 120
+        workers: list[psutil.Process] = []
+        while time.monotonic() < deadline and len(workers) < 2:  # the fork server and a worker at least
+            time.sleep(0.5)
+            workers = [p for p in parent.children(recursive=True) if "forkserver" in " ".join(p.cmdline())]
+        assert len(workers) >= 2, "the workers never started"
+        os.kill(cli.pid, signum)
+        cli.wait(timeout=30)
+        gone, alive = psutil.wait_procs(workers, timeout=20)
+        assert alive == [], f"{signal.Signals(signum).name}: {len(alive)} worker process(es) left running"

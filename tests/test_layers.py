@@ -19,7 +19,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("analysis",),
     ("dataset",),
     ("metrics", "prompts", "disagreement", "registry", "console", "errors", "style", "formats", "launch_status",
-     "cli_options"),
+     "cli_options", "processes"),
 )
 
 

@@ -57,8 +57,9 @@ LOG_EVERY = 20_000  # messages between two progress lines when the console is a 
 OUTPUT_FILES = ("queries.jsonl", "queries_without_gt.jsonl", "excluded.jsonl", REPORT_FILE)
 IN_PROCESS_BELOW = 2_000  # logs with fewer messages are examined in this process: starting the workers (a fork
 # server importing Presidio, then each worker building its recognizers) costs more than spreading them saves
-WORKER_PRELOAD = ("presidio_analyzer", "presidio_anonymizer", "spacy", "pipeline.dataset.pii",
-                  "pipeline.dataset.themes", "pipeline.dataset.curate")  # imported once by the workers' fork server
+# imported once by the workers' fork server; the guard first: the server ends with the curating process
+WORKER_PRELOAD = ("pipeline.dataset.forkserver_guard", "presidio_analyzer", "presidio_anonymizer", "spacy",
+                  "pipeline.dataset.pii", "pipeline.dataset.themes", "pipeline.dataset.curate")
 CHUNK = 2_000  # messages sent to a worker at a time (and between two advances of the progress bar)
 
 
@@ -192,6 +193,9 @@ def _start_worker(kb_texts: list[str]) -> None:
     global _worker_tagger
     from pipeline.dataset.pii import find_pii
     from pipeline.dataset.themes import ThemeTagger
+    from pipeline.processes import die_with_parent
+
+    die_with_parent()  # the fork server's child: gone with it (and it with the curating process)
 
     _worker_tagger = ThemeTagger(kb_texts)
     find_pii("warm up 9876543210")
