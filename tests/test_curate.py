@@ -279,5 +279,5 @@ def test_killing_curate_ends_its_worker_processes(tmp_path):
         assert len(workers) >= 2, "the workers never started"
         os.kill(cli.pid, signum)
         cli.wait(timeout=30)
-        gone, alive = psutil.wait_procs(workers, timeout=20)
+        _, alive = psutil.wait_procs(workers, timeout=20)
         assert alive == [], f"{signal.Signals(signum).name}: {len(alive)} worker process(es) left running"
