@@ -348,3 +348,52 @@ def test_a_pdf_with_a_text_layer_reads_without_pytesseract():
     assert result.returncode == 0, result.stderr
     n_pages, n_chars = map(int, result.stdout.split())
     assert n_pages == 3 and n_chars > 500
+
+
+class PlantedOcr:
+    """An OCR engine of known answers (``ocr.OcrEngine``): the page is on its side, in Devanagari; two paragraphs."""
+
+    name = "Planted OCR"
+    install_command = "install the planted engine"
+    errors = (ValueError,)
+
+    def __init__(self, fail: bool = False) -> None:
+        self.fail, self.seen = fail, []
+
+    def languages(self) -> frozenset[str]:
+        return frozenset({"hin", "eng", "osd"})
+
+    def orientation(self, image):
+        return 90, 9.5, "Devanagari"
+
+    def words(self, image, language):
+        self.seen.append((image.size, language))
+        if self.fail:
+            raise ValueError("planted failure")
+        return [ocr.OcrWord("मोतियाबिंद", (1, 1, 1), 40, 90.0), ocr.OcrWord("ऑपरेशन", (1, 1, 1), 44, 80.0),
+                ocr.OcrWord("के", (1, 1, 2), 40, None), ocr.OcrWord("बाद", (1, 1, 2), 36, 70.0),
+                ocr.OcrWord("आँख", (2, 1, 1), 60, 60.0), ocr.OcrWord("न", (2, 1, 1), 60, 50.0),
+                ocr.OcrWord("मलें", (2, 1, 1), 60, 40.0)]
+
+
+def test_the_ocr_engine_is_an_interface_the_reader_assembles_pages_from(tmp_path, monkeypatch):
+    """Tesseract is one ``OcrEngine``: another engine's words become the page's lines and paragraphs, its rotation
+    and script choose how the page is turned and read, and its name and errors are what the report says."""
+    from PIL import Image
+
+    engine = PlantedOcr()
+    page = ocr.read_page(Image.new("L", (100, 200), 255), engine=engine, dpi=144)
+    assert engine.seen == [((200, 100), "hin+eng")]  # turned 90 degrees first, read in the script OSD found
+    assert page.text == "मोतियाबिंद ऑपरेशन\nके बाद\n\nआँख न मलें"
+    assert (page.rotated, page.language, page.words, page.confidence) == (90, "hin+eng", 6, 65.0)
+    assert page.line_sizes == [21.0, 19.0, 30.0]  # median word height, pixels at 144 dpi -> points
+    monkeypatch.setattr(ocr, "ENGINE", engine)
+    monkeypatch.setattr(ocr, "installed_languages", engine.languages)
+    path = write_image_only_pdf(tmp_path / "scan.pdf", "hi", INDIC_LEAFLETS["hi"][:1], blank_pages=0)
+    report = FileReport(path.name, "", "pdf")
+    assert "आँख न मलें" in "\n".join(s.text for s in read_pdf(path, report))
+    assert report.page_notes[0]["detail"].startswith("OCR'd by Planted OCR (6 words; turned 90 degrees")
+    monkeypatch.setattr(ocr, "ENGINE", PlantedOcr(fail=True))
+    report = FileReport(path.name, "", "pdf")
+    assert read_pdf(path, report) == []
+    assert report.page_notes[0]["detail"] == "no text layer and Planted OCR failed on it (planted failure)"

@@ -1,7 +1,13 @@
-"""Image-only PDF pages: blank or ruled pages told apart by their pixels, the others read by Tesseract through
-pytesseract, turned upright and in the language its orientation and script detection (OSD) finds, or the one the
-user names (``--ocr-langs``); a script whose Tesseract pack is missing is named with its install command instead of
-being read as gibberish. ``progress`` shows OCR's progress and estimate (rich)."""
+"""Image-only PDF pages: blank or ruled pages told apart by their pixels, the others read by an OCR engine, turned
+upright and in the language its orientation and script detection (OSD) finds, or the one the user names
+(``--ocr-langs``); a script whose language pack is missing is named with its install command instead of being read
+as gibberish. ``progress`` shows OCR's progress and estimate (rich).
+
+The engine is an ``OcrEngine``: what the reader needs of one (its installed languages, a page's orientation and
+script, the words it reads with their line, height and confidence, its install command and its errors). Tesseract
+through pytesseract is the implementation (``ENGINE``); pytesseract is imported only where OCR runs (a PDF without
+scans needs none). What is the same whatever the engine — choosing the page's languages, turning it upright,
+assembling lines and paragraphs, the mean confidence — is done here, once."""
 
 from __future__ import annotations
 
@@ -11,7 +17,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Any
+from typing import Any, Protocol
 
 OCR_DPI = 300
 INK_LEVEL = 160  # a grey value below this is ink
@@ -27,10 +33,6 @@ APT_PACKAGES = ("tesseract-ocr", "tesseract-ocr-osd", "tesseract-ocr-hin", "tess
 INSTALL_COMMAND = f"sudo apt-get install -y {' '.join(APT_PACKAGES)}"
 
 
-# what Tesseract raises on a page it cannot read: pytesseract's TesseractError is a RuntimeError and its
-# TesseractNotFoundError an OSError, so pytesseract is imported only where OCR runs (a PDF without scans needs none)
-OCR_ERRORS = (OSError, RuntimeError)
-
 
 class MissingPack(Exception):
     """OSD found a script whose Tesseract language pack is not installed, or OSD's own pack is missing: the message
@@ -43,7 +45,7 @@ class MissingPack(Exception):
 
 @dataclass
 class OcrPage:
-    """What Tesseract read on one page."""
+    """What the engine read on one page."""
 
     text: str
     confidence: float | None  # mean word confidence, 0-100
@@ -53,15 +55,80 @@ class OcrPage:
     rotated: int = 0  # degrees the page image was turned (clockwise) to stand upright, by OSD
 
 
+@dataclass(frozen=True)
+class OcrWord:
+    """One word an engine read: its text, the (block, paragraph, line) it grouped it in, its height in pixels and
+    its confidence (0-100; None when the engine gives none)."""
+
+    text: str
+    line: tuple[int, int, int]
+    height: int
+    confidence: float | None
+
+
+class OcrEngine(Protocol):
+    """What the PDF reader needs of an OCR engine."""
+
+    name: str  # as the page notes say it ("Tesseract")
+    install_command: str  # shown when the engine is missing
+    errors: tuple[type[BaseException], ...]  # what it raises on a page it cannot read
+
+    def languages(self) -> frozenset[str]:
+        """Its installed language packs (``osd`` among them when it detects orientation); empty when missing."""
+
+    def orientation(self, image: Any) -> tuple[int, float, str | None]:
+        """Degrees to turn the page clockwise to stand upright, the confidence of that, and its script (OSD's
+        names: ``Devanagari``, ``Tamil``, ``Latin``…); ``(0, 0.0, None)`` when there is too little text to tell."""
+
+    def words(self, image: Any, language: str) -> list[OcrWord]:
+        """The words of an upright page image read in ``language`` (``hin+eng``), in reading order."""
+
+
+class Tesseract:
+    """Tesseract through pytesseract (Debian's ``tesseract-ocr`` and its language packs)."""
+
+    name = "Tesseract"
+    install_command = INSTALL_COMMAND
+    # pytesseract's TesseractError is a RuntimeError and its TesseractNotFoundError an OSError
+    errors: tuple[type[BaseException], ...] = (OSError, RuntimeError)
+
+    def languages(self) -> frozenset[str]:
+        import pytesseract
+
+        try:
+            return frozenset(pytesseract.get_languages(config=""))
+        except (pytesseract.TesseractNotFoundError, OSError, RuntimeError):
+            return frozenset()
+
+    def orientation(self, image: Any) -> tuple[int, float, str | None]:
+        import pytesseract
+
+        try:
+            osd = pytesseract.image_to_osd(image, config="--psm 0")
+        except pytesseract.TesseractError:  # too little text for orientation and script detection
+            return 0, 0.0, None
+        rotate = re.search(r"Rotate: (\d+)", osd)
+        confidence = re.search(r"Orientation confidence: ([\d.]+)", osd)
+        script = re.search(r"Script: (\w+)", osd)
+        return (int(rotate.group(1)) % 360 if rotate else 0, float(confidence.group(1)) if confidence else 0.0,
+                script.group(1) if script else None)
+
+    def words(self, image: Any, language: str) -> list[OcrWord]:
+        import pytesseract
+
+        data = pytesseract.image_to_data(image, lang=language, output_type=pytesseract.Output.DICT)
+        return [OcrWord(word.strip(), (data["block_num"][i], data["par_num"][i], data["line_num"][i]),
+                        data["height"][i], float(data["conf"][i]) if float(data["conf"][i]) >= 0 else None)
+                for i, word in enumerate(data["text"]) if word.strip()]
+
+
+ENGINE: OcrEngine = Tesseract()
+
+
 @cache
 def installed_languages() -> frozenset[str]:
-    """Tesseract's installed language packs; empty when Tesseract is missing."""
-    import pytesseract
-
-    try:
-        return frozenset(pytesseract.get_languages(config=""))
-    except (pytesseract.TesseractNotFoundError, OSError, RuntimeError):
-        return frozenset()
+    """The engine's installed language packs; empty when it is missing."""
+    return ENGINE.languages()
 
 
 def check_languages(requested: str) -> None:
@@ -91,20 +158,11 @@ def is_blank(image: Any) -> bool:
     return ink_share(image) < BLANK_INK_AT_MOST
 
 
-def orientation(image: Any) -> tuple[int, str | None]:
-    """Tesseract's OSD of a page: the degrees to turn it clockwise to stand upright (0 unless OSD is confident) and
-    the script it is written in (None when there is too little text to tell)."""
-    import pytesseract
-
-    try:
-        osd = pytesseract.image_to_osd(image, config="--psm 0")
-    except pytesseract.TesseractError:  # too little text for orientation and script detection
-        return 0, None
-    rotate = re.search(r"Rotate: (\d+)", osd)
-    confidence = re.search(r"Orientation confidence: ([\d.]+)", osd)
-    script = re.search(r"Script: (\w+)", osd)
-    upright = not rotate or not confidence or float(confidence.group(1)) < ROTATION_CONFIDENCE_AT_LEAST
-    return 0 if upright else int(rotate.group(1)) % 360, script.group(1) if script else None
+def orientation(image: Any, engine: OcrEngine | None = None) -> tuple[int, str | None]:
+    """The page's orientation and script (OSD): the degrees to turn it clockwise to stand upright (0 unless the
+    engine is confident) and the script it is written in (None when there is too little text to tell)."""
+    rotate, confidence, script = (engine or ENGINE).orientation(image)
+    return (rotate if confidence >= ROTATION_CONFIDENCE_AT_LEAST else 0), script
 
 
 def page_languages(script: str | None, requested: str | None) -> str:
@@ -120,32 +178,28 @@ def page_languages(script: str | None, requested: str | None) -> str:
     return language if language == "eng" else f"{language}+eng"
 
 
-def read_page(image: Any, requested: str | None = None, *, dpi: float = OCR_DPI) -> OcrPage:
-    """The page's text by Tesseract (lines and paragraphs as it found them) and its mean word confidence, the page
-    turned upright first; ``dpi``: the resolution the page image was rendered at (line heights are in points)."""
-    import pytesseract
-
-    rotated, script = orientation(image)
+def read_page(image: Any, requested: str | None = None, *, dpi: float = OCR_DPI,
+              engine: OcrEngine | None = None) -> OcrPage:
+    """The page's text (lines and paragraphs as the engine found them) and its mean word confidence, the page
+    turned upright first; ``dpi``: the resolution the page image was rendered at (line heights are in points);
+    ``engine``: ``ENGINE`` unless given."""
+    engine = engine or ENGINE
+    rotated, script = orientation(image, engine)
     if rotated:
         image = image.rotate(-rotated, expand=True)  # PIL turns counter-clockwise
     language = page_languages(script, requested)
-    data = pytesseract.image_to_data(image, lang=language, output_type=pytesseract.Output.DICT)
-    lines: dict[tuple[int, int, int], list[tuple[str, int]]] = {}
-    confidences = []
-    for i, word in enumerate(data["text"]):
-        if not word.strip():
-            continue
-        key = (data["block_num"][i], data["par_num"][i], data["line_num"][i])
-        lines.setdefault(key, []).append((word.strip(), data["height"][i]))
-        if float(data["conf"][i]) >= 0:
-            confidences.append(float(data["conf"][i]))
+    words = engine.words(image, language)
+    lines: dict[tuple[int, int, int], list[OcrWord]] = {}
+    for word in words:
+        lines.setdefault(word.line, []).append(word)
     text, previous, sizes = "", None, []
-    for (block, par, _), words in lines.items():
+    for (block, par, _), line in lines.items():
         if previous is not None:
             text += "\n\n" if (block, par) != previous else "\n"
-        text += " ".join(word for word, _ in words)
-        sizes.append(round(statistics.median(height for _, height in words) * 72 / dpi, 1))
+        text += " ".join(word.text for word in line)
+        sizes.append(round(statistics.median(word.height for word in line) * 72 / dpi, 1))
         previous = (block, par)
+    confidences = [w.confidence for w in words if w.confidence is not None]
     return OcrPage(text, round(sum(confidences) / len(confidences), 1) if confidences else None, language,
                    len(confidences), sizes, rotated)
 

@@ -322,7 +322,8 @@ def _image_page(page: Any, number: int, report: FileReport, ocr_langs: str | Non
         return []
     if not ocr.installed_languages():
         report.pages_without_text.append(number)
-        _note(report, number, "image_only", f"no text layer and no Tesseract to read it: {ocr.INSTALL_COMMAND}")
+        _note(report, number, "image_only", f"no text layer and no {ocr.ENGINE.name} to read it: "
+              f"{ocr.ENGINE.install_command}")
         return []
     try:
         result = ocr.read_page(image, ocr_langs, dpi=dpi)
@@ -330,16 +331,16 @@ def _image_page(page: Any, number: int, report: FileReport, ocr_langs: str | Non
         report.pages_without_text.append(number)
         _note(report, number, "image_only", f"no text layer: {exc}")
         return []
-    except ocr.OCR_ERRORS as exc:
+    except ocr.ENGINE.errors as exc:
         report.pages_without_text.append(number)
-        _note(report, number, "image_only", f"no text layer and Tesseract failed on it ({exc})")
+        _note(report, number, "image_only", f"no text layer and {ocr.ENGINE.name} failed on it ({exc})")
         return []
     if result.words < ocr.BLANK_WORDS_FEWER_THAN:
         _note(report, number, "blank", f"no writing but {result.text!r} (lined or notes page)",
               language=result.language, confidence=result.confidence)
         return []
     low = result.confidence is not None and result.confidence < ocr.LOW_CONFIDENCE
-    _note(report, number, "ocr", f"OCR'd by Tesseract ({result.words} words"
+    _note(report, number, "ocr", f"OCR'd by {ocr.ENGINE.name} ({result.words} words"
           f"{f'; turned {result.rotated} degrees clockwise to stand upright (OSD)' if result.rotated else ''}"
           f"{'; LOW CONFIDENCE: check the text' if low else ''})", confidence=result.confidence,
           language=result.language)
