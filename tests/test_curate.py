@@ -17,7 +17,7 @@ from pipeline.dataset import validate
 from pipeline.dataset.curate import curate
 from pipeline.dataset.ingest import ingest
 from pipeline.dataset.pii import PII_KINDS
-from tests.support.browser import ARTIFACTS, main_text, no_exception, serve_app, settle
+from tests.support.browser import ARTIFACTS, main_text, no_exception, serve_app, settle, wait_for_text
 
 REPO = Path(__file__).resolve().parent.parent
 PII = {  # planted identifier -> its kind
@@ -176,9 +176,10 @@ def test_dataset_page_shows_sources_and_masked_exclusions(built_example, page):
     with serve_app(db) as url:
         page.goto(f"{url}/dataset")
         settle(page)
-        page.get_by_text("insurance-and-costs.md").first.wait_for(timeout=120_000)  # tables draw after the script
-        for reason in ("not_health", "pii", "duplicate"):  # the exclusions' table draws after the sources' (a race)
-            page.get_by_text(reason).first.wait_for(timeout=120_000)
+        # tables draw after the script, the exclusions' after the sources' (a race); a grid's cells out of its view
+        # are in the page but hidden: wait for the visible text the assertions read
+        wait_for_text(page, "preop-sop.pdf", "postop-care.docx", "eye-drops-faq.html", "insurance-and-costs.md",
+                      "not_health", "pii", "duplicate")
         no_exception(page)
         text = main_text(page)
         for name in ("preop-sop.pdf", "postop-care.docx", "eye-drops-faq.html", "insurance-and-costs.md"):

@@ -258,3 +258,23 @@ def test_the_learned_weights_are_small_and_their_card_names_corpora_licences_and
         assert corpus["licence"] and corpus["source"].startswith("https://github.com/")
         assert {"train", "dev", "test"} <= set(corpus["splits"])
     assert {key.split("/")[1] for key in card["figures"]} == {"dev", "test"}
+
+
+def test_one_presidio_recognizer_per_indian_entity_with_its_context_words():
+    """Each Indian entity is a recognizer of its own; a context word near a find (in any case, in Indian scripts
+    too) raises its score and Presidio's decision process names the word; without one the score is the finder's."""
+    from pipeline.dataset.pii import INDIA_ENTITIES, analyzer
+
+    engine = analyzer()
+    own = [r.supported_entities for r in engine.registry.recognizers
+           if set(r.supported_entities) & INDIA_ENTITIES.keys()]
+    assert sorted(own) == [[entity] for entity in sorted(INDIA_ENTITIES)]  # one entity each, one recognizer each
+    for text, entity, word in [("my AADHAAR is 4821 7730 1296", "AADHAAR_LIKE", "aadhaar"),
+                               ("आधार 4821 7730 1296 है", "AADHAAR_LIKE", "आधार"),
+                               ("UHID 2024/41876 for my father", "IN_MRN", "uhid")]:
+        [result] = [r for r in engine.analyze(text, language="en", return_decision_process=True)
+                    if r.entity_type == entity]
+        assert result.analysis_explanation.supportive_context_word == word, text
+        assert result.score > INDIA_ENTITIES[entity][1], text
+    plain = engine.analyze("number 4821 7730 1296 here", language="en", entities=["AADHAAR_LIKE"])
+    assert [r.score for r in plain] == [INDIA_ENTITIES["AADHAAR_LIKE"][1]]

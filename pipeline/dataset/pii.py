@@ -37,27 +37,43 @@ class Found:
     score: float
 
 
-def _india_recognizer():
-    from presidio_analyzer import EntityRecognizer, RecognizerResult
+# Each Indian entity's finder (pii_india), its score, and the context words Presidio's context enhancer looks for
+# near a find (a find with one of them nearby scores higher, and the decision process says which word did it)
+INDIA_ENTITIES: dict[str, tuple[str, float, tuple[str, ...]]] = {
+    "PERSON": ("find_names", 0.7, ()),  # names carry their own cues (pii_india's cue phrases, in every script)
+    "IN_ADDRESS": ("find_addresses", 0.8, ("address", "pin", "pincode", "पता", "முகவரி", "చిరునామా", "ವಿಳಾಸ")),
+    "IN_ABHA": ("find_abha", 1.0, ("abha", "health id", "आभा")),
+    "IN_MRN": ("find_record_numbers", 0.9, ("mrn", "uhid", "ip", "op", "registration", "file", "पंजीकरण")),
+    "AADHAAR_LIKE": ("find_aadhaar", 0.6, ("aadhaar", "aadhar", "adhaar", "uid", "आधार", "ஆதார்", "ఆధార్", "ಆಧಾರ್")),
+}
+
+
+def _india_recognizers() -> list:
+    """One Presidio recognizer per Indian entity of ``INDIA_ENTITIES`` (names in every script, addresses with PIN
+    codes, ABHA numbers/addresses, hospital record numbers, Aadhaar-like numbers with any separator or spelled
+    out), each with its context words."""
+    from presidio_analyzer import AnalysisExplanation, EntityRecognizer, RecognizerResult
 
     from pipeline.dataset import pii_india
 
-    finders = {"PERSON": (pii_india.find_names, 0.7), "IN_ADDRESS": (pii_india.find_addresses, 0.8),
-               "IN_ABHA": (pii_india.find_abha, 1.0), "IN_MRN": (pii_india.find_record_numbers, 0.9),
-               "AADHAAR_LIKE": (pii_india.find_aadhaar, 0.6)}
+    class FinderRecognizer(EntityRecognizer):
+        """A ``pii_india`` finder as a Presidio recognizer of one entity."""
 
-    class IndiaRecognizer(EntityRecognizer):
-        """Names in every script, addresses with PIN codes, ABHA numbers/addresses, hospital record numbers,
-        Aadhaar-like numbers with any separator or spelled out in words."""
+        def __init__(self, entity: str, finder: str, score: float, context: tuple[str, ...]) -> None:
+            self.find, self.score = getattr(pii_india, finder), score
+            name = "India" + "".join(part.title() for part in entity.split("_")) + "Recognizer"
+            super().__init__(supported_entities=[entity], name=name, context=list(context))
 
         def load(self) -> None:
             pass
 
         def analyze(self, text, entities, nlp_artifacts=None):
-            return [RecognizerResult(entity, start, end, score) for entity, (find, score) in finders.items()
-                    if entity in entities for start, end in find(text)]
+            [entity] = self.supported_entities
+            return [RecognizerResult(entity, start, end, self.score, AnalysisExplanation(
+                self.name, self.score, textual_explanation=f"pii_india.{self.find.__name__}"))
+                for start, end in self.find(text)]
 
-    return IndiaRecognizer(supported_entities=list(finders), name="IndiaRecognizer")
+    return [FinderRecognizer(entity, *spec) for entity, spec in INDIA_ENTITIES.items()]
 
 
 def _offline_email_recognizer():
@@ -89,13 +105,23 @@ def analyzer():
     )
 
     class BlankSpacyEngine(SpacyNlpEngine):
-        """spaCy's tokenizer without a trained model: Presidio's pattern recognizers need no more."""
+        """spaCy's tokenizer without a trained model: Presidio's pattern recognizers need no more. Each token's
+        lemma is its lower case, so that Presidio's context words match ("Aadhaar", "UHID")."""
 
         def __init__(self) -> None:
             super().__init__(models=[{"lang_code": "en", "model_name": "blank:en"}])
 
         def load(self) -> None:
-            self.nlp = {"en": spacy.blank("en")}
+            nlp = spacy.blank("en")
+            nlp.add_pipe("pariksha_lower_lemmas")
+            self.nlp = {"en": nlp}
+
+    if "pariksha_lower_lemmas" not in spacy.registry.factories:
+        @spacy.Language.component("pariksha_lower_lemmas")
+        def lower_lemmas(doc):
+            for token in doc:
+                token.lemma_ = token.lower_
+            return doc
 
     engine = BlankSpacyEngine()
     engine.load()
@@ -115,7 +141,8 @@ def analyzer():
         Pattern("mobile, +91 optional", rf"{alone}(?:(?:\+|00)?91[\s-]?|0)?[6-9]\d{{4}}[\s-]?\d{{5}}(?!\d)", 0.6),
         Pattern("mobile in 3-3-4", rf"{alone}(?:(?:\+|00)?91[\s-]?)?[6-9]\d{{2}}[\s-]\d{{3}}[\s-]\d{{4}}(?!\d)", 0.6),
     ]))
-    registry.add_recognizer(_india_recognizer())
+    for recognizer in _india_recognizers():
+        registry.add_recognizer(recognizer)
     return AnalyzerEngine(registry=registry, nlp_engine=engine, supported_languages=["en"])
 
 

@@ -124,3 +124,11 @@ def no_exception(page) -> None:
 
 def main_text(page) -> str:
     return page.inner_text('[data-testid="stMain"]')
+
+
+def wait_for_text(page, *texts: str, timeout_s: float = 120) -> None:
+    """Wait until the page's main text (what ``main_text`` reads: the visible text) holds every one of ``texts``;
+    tables and charts draw after the script has finished, one after another."""
+    page.wait_for_function("texts => { const main = document.querySelector('[data-testid=\"stMain\"]');"
+                           " return !!main && texts.every(t => main.innerText.includes(t)); }",
+                           arg=list(texts), timeout=timeout_s * 1000)
