@@ -208,7 +208,8 @@ class WordList(Protocol):
 class Vocabulary:
     """Native-script words of one language keyed by their casual romanization, as an input method keeps its word
     list: ``native`` writes a romanized word known here as the word it most often stands for, and guesses the
-    others by rule. Built from native-script text (``add``), e.g. a dataset's other queries in that language."""
+    others by rule. Built from native-script text (``add``): bench/bench_variants.py's comparison with a dataset's
+    own queries; the ``native`` kind reads word lists that are not the dataset's (``lexicon.Lexicon``)."""
 
     def __init__(self, language: str, texts: list[str] = ()):
         self.language = language
