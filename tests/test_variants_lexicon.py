@@ -94,3 +94,12 @@ def test_the_index_romanizes_as_romanize_does():
     own = [w for w in words if lexicon._own([w], "kn")]
     assert len(own) > 300
     assert romanize_words(own, "kn") == [romanize(w, "kn") for w in own]
+
+
+def test_a_case_ending_in_the_code_mixing_lexicon_is_not_kept_as_english():
+    from pipeline.dataset.codemix import english_words
+
+    keep = english_words()
+    assert "eye" in keep and "lo" not in keep  # "eye-lo": Telugu's "in" after the English word
+    assert native("kannu lo noppi", "te", None, keep).split()[1] == "లొ"  # by rule: written in Telugu, not kept
+    assert native("eye lo", "te", None, keep).startswith("eye ")
