@@ -137,8 +137,7 @@ def lexicon_costs() -> dict:
         pack = lexicon.tessdata(lang)
         start = time.process_time()
         words_ = lexicon.tesseract_words(pack) if pack else []
-        freq = lexicon._frequencies(lang) if lang in lexicon.wordfreq.available_languages(lexicon.WORDFREQ_LIST) \
-            else {}
+        freq = lexicon.frequencies(lang)
         index = lexicon.build(lang, words_, freq)
         out[lang] = {"build_cpu_s": round(time.process_time() - start, 2), "list_words": len(words_),
                      "wordfreq_words": len(freq), "keys": len(index)}

@@ -10,12 +10,15 @@ language packs and wordfreq, never the dataset's own queries.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from pipeline.dataset import lexicon, load_dataset
 from pipeline.dataset.romanize import native, romanize, romanize_words
 from pipeline.dataset.variants import Settings, make_variants, variants_command
-from tests.test_variants import CATARACT
+
+CATARACT = Path(__file__).resolve().parent.parent / "data" / "cataract"
 
 NEEDS_PACKS = pytest.mark.skipif(not all(lexicon.tessdata(lang) for lang in ("te", "kn")),
                                  reason="Tesseract's Telugu and Kannada packs are not installed (Debian "
@@ -59,11 +62,14 @@ def test_of_several_words_the_frequent_one_then_the_productive_stem():
 
 
 def test_a_word_in_no_list_is_written_by_rule(no_packs):
+    lexicon.CACHE.mkdir(parents=True)
+    (stale := lexicon.CACHE / "hi-0000000000000000.json").write_text("{}", encoding="utf-8")
     lx = lexicon.lexicon("te")
     assert lx.source == "none (rules only)" and lx.words == {}
     assert "no Tesseract language pack for 'te'" in lx.missing and "tesseract-ocr-tel" in lx.missing
     assert native("kanti noppi", "te", lx) == native("kanti noppi", "te")
     assert lexicon.lexicon("hi").source.startswith("wordfreq ")  # Hindi keeps wordfreq's list
+    assert not stale.exists() and len(list(lexicon.CACHE.glob("hi-*.json"))) == 1  # the last index kept, alone
     roman = "zqvarpitanam"  # in no list
     assert lexicon.lexicon("ta").get(roman) is None
     assert native(roman, "ta", lexicon.lexicon("ta")) == native(roman, "ta")

@@ -17,7 +17,8 @@ letter sequence under a character trigram model of the lists (add-one smoothing)
 list is guessed by rule (``romanize.native``).
 
 The index is built once per process and cached in ``.cache/lexicons/`` (JSON, keyed by the lists' contents, the
-rules' source and wordfreq's version), so a rerun reads it rather than romanizing 250k words again.
+rules' source and wordfreq's version; one file per language, the last built), so a rerun reads it rather than
+romanizing 250k words again.
 """
 
 from __future__ import annotations
@@ -92,7 +93,15 @@ def tesseract_words(path: Path) -> list[str]:
     return [w for line in text.splitlines() if (w := unicodedata.normalize("NFC", line.strip().translate(table)))]
 
 
-def _frequencies(language: str) -> dict[str, float]:
+def ranked(language: str) -> bool:
+    """Whether wordfreq has ``language``'s own list (for another it answers with a "nearest" one: English)."""
+    return language in wordfreq.available_languages(WORDFREQ_LIST)
+
+
+def frequencies(language: str) -> dict[str, float]:
+    """wordfreq's words of ``language`` (NFC) and their frequencies; empty where it has no list of its own."""
+    if not ranked(language):
+        return {}
     return {unicodedata.normalize("NFC", w): f
             for w, f in wordfreq.get_frequency_dict(language, wordlist=WORDFREQ_LIST).items()}
 
@@ -130,7 +139,7 @@ def build(language: str, words: list[str], freq: dict[str, float]) -> dict[str, 
     by_key: dict[str, list[str]] = {}
     for key, w in zip(keys, every, strict=True):
         by_key.setdefault(key.lower(), []).append(w)
-    trigrams = _Trigrams(every) if any(len(v) > 1 for v in by_key.values()) else None
+    trigrams = _Trigrams(every)
 
     def stems(w: str) -> int:  # how many words of the lists begin with w
         return bisect.bisect_left(every, w + "\U0010ffff") - bisect.bisect_left(every, w)
@@ -155,8 +164,7 @@ def lexicon(language: str) -> Lexicon:
     readable, an empty one whose ``missing`` says why (``native`` then writes every word by rule)."""
     pack = tessdata(language)
     pack_bytes = pack.read_bytes() if pack is not None else b""
-    ranked = language in wordfreq.available_languages(WORDFREQ_LIST)  # else it would answer for a "nearest" one
-    wanted = f"wordfreq {version('wordfreq')} {WORDFREQ_LIST} {language}" if ranked else ""
+    wanted = f"wordfreq {version('wordfreq')} {WORDFREQ_LIST} {language}" if ranked(language) else ""
     rules = Path(romanize.__file__).read_bytes() + Path(__file__).read_bytes()
     path = CACHE / f"{language}-{_digest(pack_bytes, wanted.encode(), rules)}.json"
     if path.is_file():
@@ -173,11 +181,15 @@ def lexicon(language: str) -> Lexicon:
         except RuntimeError as why:
             missing = str(why)
     sources += [wanted] if wanted else []
-    freq = _frequencies(language) if ranked else {}
+    freq = frequencies(language)
     out = Lexicon(language, " + ".join(sources) or "none (rules only)", build(language, words, freq), missing)
-    if not missing:  # a list that could not be read is tried again next time
+    if pack is None or words:  # a pack its tools could not read is tried again next time
         CACHE.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=CACHE, suffix=".tmp", delete=False) as f:
-            json.dump({"source": out.source, "missing": "", "words": out.words}, f, ensure_ascii=False, sort_keys=True)
+            json.dump({"source": out.source, "missing": out.missing, "words": out.words}, f, ensure_ascii=False,
+                      sort_keys=True)
         os.replace(f.name, path)
+        for old in CACHE.glob(f"{language}-*.json"):  # earlier rules' or packs' indices
+            if old != path:
+                old.unlink(missing_ok=True)
     return out
