@@ -4,20 +4,26 @@ romanization round-trips and matches what people type.
 - **time**: the four kinds of issue 45 (romanized, misspelled, code-mixed, english) and ``native`` made for every
   query of data/cataract (``make_variants``, in-process), and the whole command writing a new folder (validation
   included); median of ``--repeats`` (3), each kind alone and all together. Target: under a minute.
-- **round trip** on data/cataract's native-script queries: the share of words that come back to their script after
-  ``romanize`` then ``native``, three ways: by rule only (no word list); with the words of the dataset's *other*
-  queries (leave-one-out: an input method's word list that has not seen the query); with the dataset's words, as
-  the command's ``native`` kind uses them (the query's own words included: what the variants report shows).
+- **round trip** on data/cataract's native-script queries, per language: the share of words that come back to their
+  script after ``romanize`` then ``native``, four ways: by rule only (no word list); with the word lists that are
+  not the dataset (``lexicon``: Tesseract's language packs, wordfreq), as the command's ``native`` kind and the
+  variants report use them; with the words of the dataset's *other* queries (leave-one-out); with the dataset's
+  words (the query's own included: circular, the figure before the lists). With the lists, also how many words
+  count as back only because chandrabindu and anusvara are counted alike (``round_trip``'s one fold).
+- **word lists**: per language, seconds (CPU) to build the index from the packs (romanizing every word), to read
+  it back from ``.cache/lexicons``, its size, and the memory the four indices hold (RSS grown, a fresh process).
 - **hand-written pairs**: the cataract set's romanized restatements of its native-script queries, written by the
   project, against ``romanize`` of the query they restate (character error rate): the generated kind beside the
   hand-written one.
-- **Dakshina** (``--dakshina FOLDER``, optional: a folder with ``hi.translit.sampled.dev.tsv`` and
-  ``…test.tsv`` of the Dakshina dataset, Roark et al. 2020, CC BY-SA 4.0, github.com/google-research-datasets/
-  dakshina; not in the repository): Hindi words from Wikipedia with the romanizations native speakers typed.
+- **Dakshina** (``--dakshina FOLDER``, optional: a folder with ``{hi,ta}.translit.sampled.{dev,test}.tsv`` of the
+  Dakshina dataset, Roark et al. 2020, CC BY-SA 4.0, github.com/google-research-datasets/dakshina; not in the
+  repository, e.g. git-ignored under bench/data/): Wikipedia words with the romanizations native speakers typed.
   Per word the character error rate of ``romanize`` against the most attested romanization and against the
-  nearest attested one, the share of words romanized exactly as someone did; and ``native`` (by rule, no word
-  list) against the native word from every attested romanization. Dev and test reported apart: the rules were
-  written on the cataract set and not changed after either was measured.
+  nearest attested one, the share of words romanized exactly as someone did; ``native`` against the native word
+  from every attested romanization, by rule and with the word lists; and the round trip of each native word
+  through the word lists (as on the cataract set, on words the project did not choose). Dev and test reported
+  apart: the rules were written on the cataract set and not changed after either was measured; the word lists'
+  tie-break was chosen on Tamil dev.
 
 Writes bench/results/variants.json and prints a table.
 
@@ -30,6 +36,7 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -41,14 +48,15 @@ sys.path.insert(0, str(ROOT))
 
 from rapidfuzz.distance import Levenshtein  # noqa: E402
 
-from pipeline.dataset import load_dataset  # noqa: E402
+from pipeline.dataset import lexicon, load_dataset  # noqa: E402
 from pipeline.dataset.codemix import english_words  # noqa: E402
-from pipeline.dataset.romanize import Vocabulary, native, romanize, round_trip  # noqa: E402
+from pipeline.dataset.romanize import Vocabulary, native, romanize, round_trip, words  # noqa: E402
 from pipeline.dataset.variants import KINDS, Settings, make_variants, variants_command  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "variants.json"
 CATARACT = ROOT / "data" / "cataract"
 ISSUE_KINDS = ["romanized", "misspelled", "code-mixed", "english"]
+LANGS = ("hi", "ta", "te", "kn")
 
 
 def _load() -> float:
@@ -78,31 +86,70 @@ def timings(repeats: int) -> dict:
     return out
 
 
+WAYS = ("rule", "lists", "leave_one_out", "dataset")
+
+
+def _raw_back(text: str, language: str, vocabulary) -> int:
+    """Words back exactly (no fold of chandrabindu and anusvara), as ``round_trip`` counts them otherwise."""
+    before = words(text)
+    after = words(native(romanize(text, language), language, vocabulary, english_words()))
+    return sum(a == b for a, b in zip(before, after, strict=False) if not a.isascii()) if len(before) == len(
+        after) else 0
+
+
 def cataract_round_trip() -> dict:
     dataset = load_dataset(CATARACT)
     keep = english_words()
-    natives = [q for q in dataset.queries if q.language in ("hi", "ta", "te", "kn") and q.script == "native"]
-    words: dict[str, dict[str, list[int]]] = {}
+    natives = [q for q in dataset.queries if q.language in LANGS and q.script == "native"]
+    counts: dict[str, dict[str, list[int]]] = {}
     vocab: dict[str, Vocabulary] = {}
     for q in natives:
         vocab.setdefault(q.language, Vocabulary(q.language)).add(q.query)
     for q in natives:
         v = vocab[q.language]
-        row = words.setdefault(q.language, {"rule": [0, 0], "leave_one_out": [0, 0], "dataset": [0, 0]})
-        for name, vocabulary in (("rule", None), ("dataset", v)):
+        row = counts.setdefault(q.language, {w: [0, 0] for w in (*WAYS, "lists_exact")})
+        lists = lexicon.lexicon(q.language)
+        for name, vocabulary in (("rule", None), ("lists", lists), ("dataset", v)):
             back, total = round_trip(q.query, q.language, vocabulary, keep)
             row[name][0] += back
             row[name][1] += total
+        row["lists_exact"][0] += _raw_back(q.query, q.language, lists)
         v.add(q.query, -1)
         back, total = round_trip(q.query, q.language, v, keep)
         v.add(q.query)
         row["leave_one_out"][0] += back
         row["leave_one_out"][1] += total
-    out = {lang: {k: round(b / t, 4) for k, (b, t) in ways.items()} | {"words": ways["rule"][1]}
-           for lang, ways in words.items()}
-    every = {k: round(sum(w[k][0] for w in words.values()) / sum(w[k][1] for w in words.values()), 4)
-             for k in ("rule", "leave_one_out", "dataset")}
-    out["all"] = every | {"words": sum(w["rule"][1] for w in words.values())}
+    out: dict = {}
+    for lang, ways in [*counts.items(), ("all", {w: [sum(c[w][i] for c in counts.values()) for i in (0, 1)]
+                                                 for w in (*WAYS, "lists_exact")})]:
+        total = ways["rule"][1]
+        out[lang] = {w: round(ways[w][0] / total, 4) for w in WAYS} | {
+            "words": total, "lists_back_only_by_nasal_fold": ways["lists"][0] - ways["lists_exact"][0]}
+    out["word_lists"] = {lang: lexicon.lexicon(lang).source for lang in counts}
+    return out
+
+
+def lexicon_costs() -> dict:
+    """Per language: CPU seconds to build the index from the lists (not from the cache), its keys; then, in a fresh
+    process, CPU seconds to read the four from .cache/lexicons and the memory they hold (RSS grown)."""
+    out: dict = {}
+    for lang in LANGS:
+        pack = lexicon.tessdata(lang)
+        start = time.process_time()
+        words_ = lexicon.tesseract_words(pack) if pack else []
+        freq = lexicon.frequencies(lang)
+        index = lexicon.build(lang, words_, freq)
+        out[lang] = {"build_cpu_s": round(time.process_time() - start, 2), "list_words": len(words_),
+                     "wordfreq_words": len(freq), "keys": len(index)}
+        lexicon.lexicon(lang)  # the cache the next step reads
+    probe = ("import time, psutil; from pipeline.dataset import lexicon; "
+             "before = psutil.Process().memory_info().rss; t = time.process_time(); "
+             f"[lexicon.lexicon(x) for x in {list(LANGS)!r}]; "
+             "print(time.process_time() - t, psutil.Process().memory_info().rss - before)")
+    cpu, grown = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True,
+                                check=True).stdout.split()
+    out["cached_read_cpu_s"] = round(float(cpu), 2)
+    out["rss_of_four_indices_mb"] = round(int(grown) / 2**20)
     return out
 
 
@@ -123,39 +170,59 @@ def hand_written_pairs() -> dict:
     return {"pairs": pairs, "cer": round(edits / chars, 4) if chars else None}
 
 
-def dakshina(folder: Path) -> dict:
-    out = {}
-    for split in ("dev", "test"):
-        path = folder / f"hi.translit.sampled.{split}.tsv"
-        if not path.is_file():
+def _attested(path: Path) -> dict[str, dict[str, int]]:
+    """native word -> {romanization: how many typists wrote it} (either column order: the Latin one is the
+    romanization)."""
+    attested: dict[str, dict[str, int]] = defaultdict(dict)
+    for line in path.read_text(encoding="utf-8").splitlines():
+        parts = line.split("\t")
+        if len(parts) < 2 or not parts[0] or not parts[1]:
             continue
-        attested: dict[str, dict[str, int]] = defaultdict(dict)
-        for line in path.read_text(encoding="utf-8").splitlines():
-            parts = line.split("\t")
-            if len(parts) >= 2 and parts[0] and parts[1]:
-                attested[parts[1]][parts[0].lower()] = int(parts[2]) if len(parts) > 2 and parts[2].isdigit() else 1
-        edits_top = edits_near = chars_top = chars_near = exact = 0
-        back_edits = back_chars = back_exact = back_n = 0
-        for word, romans in attested.items():
-            mine = romanize(word, "hi").lower()
-            top = max(sorted(romans), key=romans.__getitem__)
-            near = min(sorted(romans), key=lambda r: Levenshtein.distance(mine, r) / len(r))
-            edits_top += Levenshtein.distance(mine, top)
-            chars_top += len(top)
-            edits_near += Levenshtein.distance(mine, near)
-            chars_near += len(near)
-            exact += mine in romans
-            for roman in romans:
-                guess = native(roman, "hi")
-                back_edits += Levenshtein.distance(guess, word)
-                back_chars += len(word)
-                back_exact += guess == word
-                back_n += 1
-        out[split] = {"words": len(attested), "cer_vs_most_attested": round(edits_top / chars_top, 4),
-                      "cer_vs_nearest_attested": round(edits_near / chars_near, 4),
-                      "exact_as_someone_typed": round(exact / len(attested), 4),
-                      "native_by_rule_cer": round(back_edits / back_chars, 4),
-                      "native_by_rule_exact": round(back_exact / back_n, 4), "romanizations": back_n}
+        roman, word = (parts[0], parts[1]) if parts[0].isascii() else (parts[1], parts[0])
+        attested[word][roman.lower()] = int(parts[2]) if len(parts) > 2 and parts[2].isdigit() else 1
+    return attested
+
+
+def dakshina(folder: Path) -> dict:
+    out: dict = {}
+    for lang in LANGS:
+        lists = lexicon.lexicon(lang)
+        for split in ("dev", "test"):
+            path = folder / f"{lang}.translit.sampled.{split}.tsv"
+            if not path.is_file():
+                continue
+            attested = _attested(path)
+            edits_top = edits_near = chars_top = chars_near = exact = 0
+            back = {"rule": [0, 0], "lists": [0, 0]}  # native from what people typed: edits, exact
+            chars = n = trip_rule = trip_lists = 0
+            for word, romans in attested.items():
+                mine = romanize(word, lang).lower()
+                top = max(sorted(romans), key=romans.__getitem__)
+                near = min(sorted(romans), key=lambda r: Levenshtein.distance(mine, r) / len(r))
+                edits_top += Levenshtein.distance(mine, top)
+                chars_top += len(top)
+                edits_near += Levenshtein.distance(mine, near)
+                chars_near += len(near)
+                exact += mine in romans
+                trip_rule += native(mine, lang) == word
+                trip_lists += native(mine, lang, lists) == word
+                for roman in romans:
+                    for way, vocabulary in (("rule", None), ("lists", lists)):
+                        guess = native(roman, lang, vocabulary)
+                        back[way][0] += Levenshtein.distance(guess, word)
+                        back[way][1] += guess == word
+                    chars += len(word)
+                    n += 1
+            out.setdefault(lang, {})[split] = {
+                "words": len(attested), "cer_vs_most_attested": round(edits_top / chars_top, 4),
+                "cer_vs_nearest_attested": round(edits_near / chars_near, 4),
+                "exact_as_someone_typed": round(exact / len(attested), 4),
+                "native_by_rule_cer": round(back["rule"][0] / chars, 4),
+                "native_by_rule_exact": round(back["rule"][1] / n, 4),
+                "native_lists_cer": round(back["lists"][0] / chars, 4),
+                "native_lists_exact": round(back["lists"][1] / n, 4), "romanizations": n,
+                "round_trip_rule": round(trip_rule / len(attested), 4),
+                "round_trip_lists": round(trip_lists / len(attested), 4)}
     return out
 
 
@@ -168,11 +235,12 @@ def main() -> None:
     result = {"cpus": os.cpu_count(), "load_before": load_before, "time": timings(args.repeats),
               "round_trip_cataract": cataract_round_trip(), "hand_written_romanized": hand_written_pairs()}
     if args.dakshina:
-        result["dakshina_hi"] = dakshina(args.dakshina)
+        result["dakshina"] = dakshina(args.dakshina)
     elif RESULTS.exists():  # keep the last measured figures of the optional corpus
         previous = json.loads(RESULTS.read_text(encoding="utf-8"))
-        if "dakshina_hi" in previous:
-            result["dakshina_hi"] = previous["dakshina_hi"] | {"kept_from": previous.get("measured_at")}
+        if "dakshina" in previous:
+            result["dakshina"] = previous["dakshina"] | {"kept_from": previous.get("measured_at")}
+    result["word_lists"] = lexicon_costs()
     result["load_after"] = _load()
     result["measured_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
@@ -183,16 +251,24 @@ def main() -> None:
     for kind, s in t["per_kind_s"].items():
         print(f"  {kind:<11} {s:7.3f} s  ({t['made'][kind]} made)")
     print(f"  command, {', '.join(ISSUE_KINDS)}: {t['command_four_kinds_s']:.3f} s (written and validated)")
-    print("round trip (words back in their script): rule / leave-one-out / dataset's words")
+    print("round trip (words back in their script): rule / word lists / leave-one-out / dataset's words")
     for lang, r in result["round_trip_cataract"].items():
-        print(f"  {lang:<4} {r['rule']:.3f} / {r['leave_one_out']:.3f} / {r['dataset']:.3f}  ({r['words']} words)")
+        if lang != "word_lists":
+            print(f"  {lang:<4} {r['rule']:.3f} / {r['lists']:.3f} / {r['leave_one_out']:.3f} / {r['dataset']:.3f}  "
+                  f"({r['words']} words; {r['lists_back_only_by_nasal_fold']} back only by the nasal fold)")
     h = result["hand_written_romanized"]
     print(f"the set's hand-written romanized restatements ({h['pairs']}) vs romanize of their original: CER {h['cer']}")
-    for split, r in result.get("dakshina_hi", {}).items():
-        if isinstance(r, dict):
-            print(f"Dakshina hi {split} ({r['words']} words): CER vs most attested {r['cer_vs_most_attested']:.3f}, "
-                  f"vs nearest {r['cer_vs_nearest_attested']:.3f}, exact {r['exact_as_someone_typed']:.3f}; "
-                  f"native by rule CER {r['native_by_rule_cer']:.3f}")
+    w = result["word_lists"]
+    built = ", ".join(f"{x} {w[x]['build_cpu_s']} s" for x in LANGS)
+    print(f"word lists: built in {built} (CPU); read from the "
+          f"cache in {w['cached_read_cpu_s']} s; the four indices hold {w['rss_of_four_indices_mb']} MB (RSS)")
+    for lang, splits in result.get("dakshina", {}).items():
+        for split, r in (splits.items() if isinstance(splits, dict) else ()):
+            print(f"Dakshina {lang} {split} ({r['words']} words): romanize CER vs most attested "
+                  f"{r['cer_vs_most_attested']:.3f}, vs nearest {r['cer_vs_nearest_attested']:.3f}, exact "
+                  f"{r['exact_as_someone_typed']:.3f}; native from typed CER rule {r['native_by_rule_cer']:.3f} / "
+                  f"lists {r['native_lists_cer']:.3f}; round trip rule {r['round_trip_rule']:.3f} / lists "
+                  f"{r['round_trip_lists']:.3f}")
 
 
 if __name__ == "__main__":

@@ -105,7 +105,9 @@ def test_variants_of_the_cataract_set(tmp_path):
     assert all(by_id[f"{q.query_id}~english"].language == "en" for q in indic)
     report = json.loads((out / "variants_report.json").read_text(encoding="utf-8"))["per_kind"]
     assert report["code-mixed"]["made"] + sum(report["code-mixed"]["dropped"].values()) == len(source.queries)
-    assert report["romanized"]["quality"]["round_trip_words"] >= 0.9
+    # the round trip through word lists that are not the dataset (Tesseract's packs, wordfreq): 0.901 per query,
+    # 0.918 of words (Telugu 0.87, Kannada 0.81; bench/README.md); by rule alone it was 0.56
+    assert report["romanized"]["quality"]["round_trip_words"] >= 0.85
     assert 0 < report["misspelled"]["quality"]["edit_rate"] < 0.3
     assert (out / "prompts" / "generation_system.txt").read_bytes() == (
         CATARACT / "prompts" / "generation_system.txt").read_bytes()

@@ -47,10 +47,11 @@ def lexicon(language: str, latin: bool = False) -> dict[str, str]:
 
 
 def english_words() -> frozenset[str]:
-    """Every English word of the lexicon (lower case): what a reverse to native script leaves as written."""
+    """Every English word of the lexicon (lower case): what a reverse to native script leaves as written. A value's
+    part after a hyphen is a case ending of the language as written ("eye-lo": Telugu's "in"), not English."""
     table = json.loads(LEXICON.read_text(encoding="utf-8"))
     return frozenset(w.lower() for lang, entries in table.items() if not lang.startswith("_")
-                     for v in entries.values() for w in re.findall(r"[A-Za-z]+", v))
+                     for v in entries.values() for w in re.findall(r"[A-Za-z]+", v.split("-", 1)[0]))
 
 
 def _swap(word: str, table: dict[str, str], stems: bool) -> str | None:

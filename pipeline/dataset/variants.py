@@ -6,7 +6,8 @@ original's ground truth, rubric, themes, KB references and English rendering —
 against the same answer and retrieves from the same English text. Kinds (all deterministic and seeded):
 
 - ``romanized`` — a native-script query typed in Latin letters the casual way (``romanize``);
-- ``native`` — a romanized query written back in its script (``romanize.native`` with the dataset's own words);
+- ``native`` — a romanized query written back in its script (``romanize.native`` with word lists that are not the
+  dataset's: Tesseract's language packs and wordfreq, ``lexicon``);
 - ``misspelled`` — slips of the keyboard or of the script (``misspell``, nlpaug);
 - ``code-mixed`` — content words swapped for the English words patients use (``codemix``, the project's lexicon);
 - ``english`` — the query's English rendering (a human ``query_en``, or the translate step's stored one), the
@@ -30,7 +31,7 @@ from typing import Any
 
 from rapidfuzz.distance import Levenshtein
 
-from pipeline.dataset import codemix, misspell, romanize
+from pipeline.dataset import codemix, lexicon, misspell, romanize
 from pipeline.dataset.format import VariantMade
 from pipeline.dataset.languages import in_script_of, script_letters
 from pipeline.dataset.loader import Dataset, load_dataset
@@ -71,8 +72,12 @@ class Made:
 @dataclass
 class Context:
     settings: Settings
-    vocabularies: dict[str, romanize.Vocabulary]
     translations: dict[str, str]  # query_id -> the translate step's stored English rendering
+    word_lists: dict[str, lexicon.Lexicon] = field(default_factory=dict)  # the languages' lists the kinds used
+
+    def lexicon(self, language: str) -> lexicon.Lexicon:
+        self.word_lists[language] = lexicon.lexicon(language)
+        return self.word_lists[language]
 
 
 def _seed(settings: Settings, query_id: str, kind: str) -> int:
@@ -91,8 +96,7 @@ def _romanized(q: Any, ctx: Context) -> Made:
     if q.script == "latin":
         raise Dropped("already romanized")
     text = romanize.romanize(q.query, q.language)
-    back, total = romanize.round_trip(q.query, q.language, ctx.vocabularies.get(q.language),
-                                      codemix.english_words())
+    back, total = romanize.round_trip(q.query, q.language, ctx.lexicon(q.language), codemix.english_words())
     return Made(text, q.language, "latin", {"scheme": "casual"},
                 {"round_trip_words": back / total if total else 1.0})
 
@@ -101,10 +105,11 @@ def _native(q: Any, ctx: Context) -> Made:
     _indic(q)
     if q.script != "latin":
         raise Dropped("already in its script")
-    text = romanize.native(q.query, q.language, ctx.vocabularies.get(q.language), codemix.english_words())
+    words = ctx.lexicon(q.language)
+    text = romanize.native(q.query, q.language, words, codemix.english_words())
     if script_letters(text, q.language) == 0:
         raise Dropped("no letter of its script came out")
-    return Made(text, q.language, "native", {"scheme": "casual", "vocabulary": "the dataset's native-script queries"},
+    return Made(text, q.language, "native", {"scheme": "casual", "word_list": words.source},
                 {"english_words": codemix.english_share(text, latin=False) or 0.0})
 
 
@@ -155,7 +160,8 @@ class Kind:
 KINDS: dict[str, Kind] = {k.name: k for k in (
     Kind("romanized", _romanized, "indic-transliteration ISO 15919 + casual rules (romanize.py)",
          "a native-script query typed in Latin letters as people type it"),
-    Kind("native", _native, "casual Latin -> indic-transliteration (romanize.py) + the dataset's words",
+    Kind("native", _native, "casual Latin -> the word lists' word for it (lexicon.py: Tesseract's language packs, "
+                            "wordfreq), else indic-transliteration by rule (romanize.py)",
          "a romanized query written back in its own script"),
     Kind("misspelled", _misspelled, misspell.GENERATOR + " (misspellings.json for Indian scripts)",
          "keyboard and script slips, seeded"),
@@ -189,6 +195,7 @@ class Outcome:
     dropped: dict[str, Counter[str]] = field(default_factory=dict)
     quality: dict[str, dict[str, list[float]]] = field(default_factory=dict)
     samples: dict[str, list[dict[str, str]]] = field(default_factory=dict)
+    word_lists: dict[str, lexicon.Lexicon] = field(default_factory=dict)  # per language, what native/round trip read
 
     def report(self) -> dict[str, Any]:
         """Per kind: made, dropped by reason, each quality measure's mean, a sample."""
@@ -199,21 +206,12 @@ class Outcome:
                     "sample": self.samples.get(k, [])} for k in kinds}
 
 
-def vocabularies(dataset: Dataset) -> dict[str, romanize.Vocabulary]:
-    """Per language, the native-script words of the dataset's own queries (what ``native`` writes back)."""
-    out: dict[str, romanize.Vocabulary] = {}
-    for q in dataset.queries:
-        if q.language in romanize.SCRIPTS and q.script != "latin":
-            out.setdefault(q.language, romanize.Vocabulary(q.language)).add(q.query)
-    return out
-
-
 def make_variants(dataset: Dataset, kinds: list[str], settings: Settings | None = None,
                   translations: dict[str, str] | None = None) -> Outcome:
     """The variants of every query of ``dataset`` (not of the variants it already holds, nor multi-turn ones) of
     ``kinds``, with what was dropped and why."""
     settings = settings or Settings()
-    ctx = Context(settings, vocabularies(dataset), translations or {})
+    ctx = Context(settings, translations or {})
     existing = {q.query_id for q in dataset.queries}
     out = Outcome()
     for kind_name in kinds:
@@ -236,6 +234,7 @@ def make_variants(dataset: Dataset, kinds: list[str], settings: Settings | None 
                 out.quality.setdefault(kind.name, {}).setdefault(m, []).append(v)
             if len(out.samples.setdefault(kind.name, [])) < SAMPLES:
                 out.samples[kind.name].append({"query_id": q.query_id, "original": q.query, "variant": made.text})
+    out.word_lists = dict(sorted(ctx.word_lists.items()))
     return out
 
 
@@ -287,6 +286,7 @@ def variants_command(source: Path, kinds: list[str], out: Path, settings: Settin
             encoding="utf-8").splitlines() if line.strip()}
     report = {"source": str(source), "source_hash": dataset.content_hash(), "kinds": kinds,
               "settings": vars(settings), "generators": {k: KINDS[k].generator for k in kinds},
+              "word_lists": {lang: w.source for lang, w in outcome.word_lists.items()},
               "per_kind": outcome.report()}
     write_dataset(out, dataset_files(dataset, outcome.variants), command=COMMAND, report_name=REPORT,
                   report=report, force=force, check=validated)
@@ -295,5 +295,8 @@ def variants_command(source: Path, kinds: list[str], out: Path, settings: Settin
         dropped = ", ".join(f"{n} {why}" for why, n in r["dropped"].items()) or "none"
         quality = ", ".join(f"{m} {v:.3f}" for m, v in r["quality"].items())
         echo(f"{k}: {r['made']} made; dropped: {dropped}" + (f"; {quality}" if quality else ""))
+    for lang, w in outcome.word_lists.items():
+        if w.missing:
+            echo(f"{lang} word list: {w.missing}; written with {w.source}, other words by rule")
     echo(f"{out}: {len(dataset.queries)} originals + {len(outcome.variants)} variants ({new} new)")
     return outcome
