@@ -40,6 +40,12 @@ class Step:
     here (one line), said by the dry run and raised before the run starts. ``pending``: the calls it has still to send
     (LLM steps only). ``rows``: the row classes it writes. ``section``/``settings``: its own config section and the
     pydantic model that validates it (read back with ``RunConfig.section``). ``opt_in``: runs only when named.
+    ``prepare``: applied to the run's inputs (and the dry run's) before any stage, whichever stages run (stored
+    results of earlier runs that other stages read: machine renderings of queries). ``answers``: its models are the
+    models under evaluation, answering the queries — one that cannot run here is skipped with a warning instead of
+    stopping the run, each is given only its ``languages``, and the estimate's later stages see the answers it would
+    leave. ``retrieves``: it stores the chunks each prompt is built from (the estimate then counts chunks stored
+    under other settings or another KB as retrieved again).
     """
 
     run: Callable[[RunContext], Awaitable[None]]
@@ -51,6 +57,9 @@ class Step:
     section: str | None = None
     settings: type[BaseModel] | None = None
     opt_in: bool = False
+    prepare: Callable[[Inputs], None] | None = None
+    answers: bool = False
+    retrieves: bool = False
 
     def missing(self, config: RunConfig) -> str | None:
         """The first section this step requires that ``config`` lacks, as the config would spell it; else None."""
