@@ -41,8 +41,8 @@ class Catalog:
     """Every step (flow order), table, format, importer, provider and page, as one value.
 
     ``steps``: stage name → its ``Step`` (the registry itself, read-only here: a test or a benchmark that serves
-    an instrumented step with ``STEPS.replaced`` is seen by the run). ``schema``: the store's tables plus each step's own rows. ``writers``:
-    table → the stage whose ``Step.rows`` write it. ``formats``: ``ingest-kb``'s document formats. ``importers`` and
+    an instrumented step with ``STEPS.replaced`` is seen by the run). ``schema``: the store's tables plus each step's
+    own rows. ``writers``: table → the stage whose ``Step.rows`` write it. ``formats``: ``ingest-kb``'s document formats. ``importers`` and
     ``providers``: the lazy registries of QA importers and model backends (a missing optional package breaks only
     the entry that needs it). ``pages``: URL path → ``Page``, in menu order."""
 

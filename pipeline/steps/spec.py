@@ -4,9 +4,10 @@ A step module ends with ``STEP = Step(run=..., ...)``; its one entry in ``pipeli
 declaration alone the runner knows when the stage runs (``requires``, ``opt_in``), which models it calls and under what
 role (``models``: the dry run's table, the checks made before any call, and the config's list of the models it knows,
 for prices and ``model_config_for``), what would stop it before it spends anything (``check``), what it still has to
-send (``pending``: the run and the dry run's estimate both use it), the tables it writes (``rows``: a step's own row
-classes are made known to the store before the run opens it) and its own config section (``section`` with its
-``settings`` model, for a step whose settings the run config does not already declare).
+send (``pending``: the run and the dry run's estimate both use it), the tables it writes (``rows``: the catalog adds
+a step's own row classes to the schema every entry point opens the store with), its own config section (``section``
+with its ``settings`` model, for a step whose settings the run config does not already declare) and what generic code
+would otherwise ask by its name (``answers``, ``retrieves``, ``prepare``).
 """
 
 from __future__ import annotations
