@@ -25,10 +25,10 @@ import streamlit as st
 
 from pipeline.analysis.medcode import CLAIM_RANGES  # noqa: F401
 from pipeline.analysis.stats import EXPANSION_MIN_N  # noqa: F401
+from pipeline.catalog import catalog
 from pipeline.labels.arena_votes import REASON_TAGS, save_vote  # noqa: F401  (the arena page's votes)
 from pipeline.labels.critique_labels import save_critique_label  # noqa: F401  (the Med-CoDE page's queue)
 from pipeline.labels.human_labels import save_label  # noqa: F401  (the review queue's verdicts)
-from pipeline.catalog import catalog
 from pipeline.read import arena as arena_read
 from pipeline.read import compare as compare_read
 from pipeline.read import home, trust

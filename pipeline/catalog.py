@@ -42,9 +42,9 @@ class Catalog:
 
     ``steps``: stage name → its ``Step`` (the registry itself, read-only here: a test or a benchmark that serves
     an instrumented step with ``STEPS.replaced`` is seen by the run). ``schema``: the store's tables plus each step's
-    own rows. ``writers``: table → the stage whose ``Step.rows`` write it. ``formats``: ``ingest-kb``'s document formats. ``importers`` and
-    ``providers``: the lazy registries of QA importers and model backends (a missing optional package breaks only
-    the entry that needs it). ``pages``: URL path → ``Page``, in menu order."""
+    own rows. ``writers``: table → the stage whose ``Step.rows`` write it. ``formats``: ``ingest-kb``'s document
+    formats. ``importers`` and ``providers``: the lazy registries of QA importers and model backends (a missing
+    optional package breaks only the entry that needs it). ``pages``: URL path → ``Page``, in menu order."""
 
     steps: Mapping[str, Step]
     schema: Schema

@@ -1,5 +1,8 @@
 """``python -m pipeline``: the command line of Pariksha Studio.
 
+Over 450 lines: one typer app's command declarations (options and help), each a thin shell over one module; the
+arena's commands are ``cli_arena.py``.
+
 Each command is a thin shell over one module. Bad input raises ``UserError``, which reaches the
 user as one line on stderr and exit code 1.
 """

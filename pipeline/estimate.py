@@ -33,12 +33,12 @@ import duckdb
 from rich.console import Console
 from rich.table import Table
 
+from pipeline.catalog import catalog
 from pipeline.config import ModelConfig, RunConfig
 from pipeline.dataset import Chunk, Dataset, Query
 from pipeline.models import backend_class, create_backend, is_exclusive, unavailable_reason
 from pipeline.models.base import Backend, PromptTokens, cache_key
 from pipeline.read.cost import cost_of
-from pipeline.catalog import catalog
 from pipeline.steps.context import Pending, ResponseItem
 from pipeline.store import Store, text_hash
 

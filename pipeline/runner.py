@@ -1,10 +1,10 @@
 """The run: one config drives every stage into DuckDB, resumably.
 
 Stages (``--stages``) run in the order of the catalog's steps (``pipeline.catalog``: ``pipeline.steps.STEPS``);
-what each requires, calls and writes is its step's declaration (``steps.spec.Step``); opt-in stages run only when named. Each stage skips the items it already
-finished (its key exists with the same inputs), sends the rest through the model wrapper (cache, concurrency,
-retries) and saves results as they complete, in small transactions together with their cache rows; so kill -9 loses
-at most the last second of work and a rerun continues where it stopped.
+what each requires, calls and writes is its step's declaration (``steps.spec.Step``); opt-in stages run only when
+named. Each stage skips the items it already finished (its key exists with the same inputs), sends the rest through
+the model wrapper (cache, concurrency, retries) and saves results as they complete, in small transactions together
+with their cache rows; so kill -9 loses at most the last second of work and a rerun continues where it stopped.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 One file per table of the schema it is given (the catalog's: the store's tables and every step's own; ``llm_cache``
 only with ``with_cache``: it holds every prompt and is the largest), each written by DuckDB itself
-(``COPY (SELECT …) TO … (FORMAT …)``, rows in key order) from one read-only connection, so every file comes from the same state of the
-database. Tables that record a ``run_id`` gain the run's provenance (``run_config_hash``,
+(``COPY (SELECT …) TO … (FORMAT …)``, rows in key order) from one read-only connection, so every file comes from
+the same state of the database. Tables that record a ``run_id`` gain the run's provenance (``run_config_hash``,
 ``run_code_revision``) and what the run recorded about the model in the row's role (``<role>_provenance``:
 weights file, sha256, endpoint, engine; ``<role>_sha256``: the weights file's hash where there is one);
 scores of a response gain ``response_prompt_hash``: the prompt hash of the generation they scored (NULL when

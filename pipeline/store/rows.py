@@ -1,5 +1,8 @@
 """The results database's rows: one typed row class per written table.
 
+Over 450 lines by design: one dataclass per written table, whose fields are the schema, so every column is read in one
+place.
+
 Every written table is a dataclass here: its fields are the table's columns (the DuckDB types follow from the
 annotations, ``pipeline/store/schema.py``), ``TABLE`` its name and ``KEY`` its natural key. The writer accepts only
 these rows, so a row is built in one place. Their base (``Row``, ``now``, ``text_hash``) is ``row.py``, re-exported
