@@ -2,7 +2,7 @@
 Read from the source by grimp (imports inside functions count; imports only for type checking do not), with the
 imports made by string added: every string constant that names a module (``importlib.import_module("pipeline.steps")``,
 a registry entry ``"pipeline.dataset.pdf:read_pdf"``) is an edge from the module holding it to the module it names,
-and no module of ``pipeline`` may name the dashboard (``pages``, ``app``) at all."""
+and no module of ``pipeline`` may name the dashboard's modules (``pages.…``) at all."""
 
 from __future__ import annotations
 
@@ -28,8 +28,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("metrics", "prompts", "disagreement", "registry", "console", "errors", "style", "launch_status", "cli_options"),
 )
 REPO = Path(__file__).resolve().parent.parent
-NAMED_MODULE = re.compile(r"((?:pipeline|pages)(?:\.\w+)+|app)(?::\w+)?")  # "package.module" or "package.module:obj"
-ABOVE_PIPELINE = ("pages", "app")  # the dashboard: it imports the pipeline, never the other way
+NAMED_MODULE = re.compile(r"((?:pipeline|pages)(?:\.\w+)+)(?::\w+)?")  # "package.module" or "package.module:obj"
+ABOVE_PIPELINE = ("pages",)  # the dashboard's modules: they import the pipeline, never the other way
 
 
 def illegal(graph: grimp.ImportGraph) -> list[tuple[str, str]]:
