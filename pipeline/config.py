@@ -213,6 +213,13 @@ class RunConfig(_Frozen):
     _roles: tuple[tuple[str, ModelConfig | str], ...] = PrivateAttr(default=())
     _settings: dict[str, Any] = PrivateAttr(default_factory=dict)
 
+    def __eq__(self, other: object) -> bool:
+        """Equal when the settings are (a config read back from a run's JSON equals the one loaded): what the steps
+        declare of it is derived from them."""
+        return isinstance(other, RunConfig) and self.__dict__ == other.__dict__
+
+    __hash__ = _Frozen.__hash__
+
     @model_validator(mode="before")
     @classmethod
     def _step_sections(cls, raw, info: ValidationInfo):
