@@ -11,7 +11,7 @@ import streamlit as st
 
 from pages import _data as data
 from pages import _ui as ui
-from pages._page_list import PAGE_LIST
+from pipeline.catalog import catalog
 
 ui.ensure_navigation()
 st.set_page_config(page_title="Pariksha Studio", page_icon=":material/health_and_safety:", layout="wide")
@@ -96,9 +96,9 @@ def home() -> None:
     costs(ctx)
 
     st.subheader("Pages")
-    for page, (*_, text) in zip(PAGES, PAGE_LIST, strict=True):
+    for page, spec in zip(PAGES, catalog().pages.values(), strict=True):
         st.page_link(page, label=page.title, icon=page.icon)
-        st.caption(text)
+        st.caption(spec.text)
 
 
 LIVE_EVERY_S = 2.0  # the live run's panel reads its progress this often
@@ -218,7 +218,7 @@ def costs(ctx: ui.Context) -> None:
             ui.downloads(frame, f"cost-by-{name}-{dataset or 'all'}")
 
 
-PAGES = [st.Page(file, title=title, icon=icon, url_path=url) for file, title, icon, url, _ in PAGE_LIST]
+PAGES = [st.Page(p.file, title=p.title, icon=p.icon, url_path=url) for url, p in catalog().pages.items()]
 
 navigation = st.navigation([st.Page(home, title="Home", icon=":material/home:", url_path="home", default=True),
                             *PAGES])

@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from pipeline.config import load_config  # noqa: E402
+from pipeline.catalog import load_config  # noqa: E402
 from pipeline.runner import run  # noqa: E402
 from pipeline.store import Store, open_connection  # noqa: E402
 from tests.support.datasets import write_closed_book, write_config  # noqa: E402

@@ -36,7 +36,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from pages._page_list import PAGE_LIST  # noqa: E402  (the repo is on the path from here)
+from pipeline.catalog import catalog  # noqa: E402  (the repo is on the path from here)
 
 DATA = REPO / "bench" / "data"
 RESULTS = REPO / "bench" / "results" / "dashboard.json"
@@ -47,7 +47,7 @@ TARGET_RENDER_S = {10: 2.0, 100: 3.0}  # every page's first render
 # and of the sidebar
 TARGETS_P95_100X_MS = {"leaderboards": 150, "responses": 250}
 TARGET_P95_100X_OTHERS_MS = 300
-PAGE_FILES = {url: file for file, _, _, url, _ in PAGE_LIST}  # every page of the dashboard, by its URL path
+PAGE_FILES = {url: page.file for url, page in catalog().pages.items()}  # every page of the dashboard, by its URL path
 JURY = 1  # further judges in the synthetic databases (bench/generate_db.py --jury): the jury views have data
 # HealthBench-style rubric items (bench/generate_db.py --rubric-items; 20 models × 10 criteria each): at 10× the
 # size of HealthBench (5,000 items, ≈ 1 M criterion grades), where the rubric leaderboard's p95 must be ≤ 150 ms

@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from pipeline.config import load_config  # noqa: E402
+from pipeline.catalog import load_config  # noqa: E402
 from pipeline.dataset import load_dataset  # noqa: E402
 from pipeline.models.base import GenerateParams  # noqa: E402
 from pipeline.models.openai_compatible import OpenAICompatibleBackend  # noqa: E402

@@ -51,8 +51,7 @@ import numpy as np  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from pipeline import runner  # noqa: E402
-from pipeline.config import load_config  # noqa: E402
+from pipeline.catalog import catalog, load_config  # noqa: E402
 from pipeline.models.openai_compatible import OpenAICompatibleBackend  # noqa: E402
 from pipeline.runner import run  # noqa: E402
 from pipeline.store import Store, open_connection  # noqa: E402
@@ -272,7 +271,7 @@ def concurrency_held(db: Path, workdir: Path, *, concurrency: int, latency: floa
         Store.write = timed_write
         try:
             load_before = load1()
-            with runner.STEPS.replaced("judge", judged):
+            with catalog().steps.replaced("judge", judged):
                 run(config, stages="generate,judge", console=Console(file=io.StringIO()))
         finally:
             OpenAICompatibleBackend.complete = complete

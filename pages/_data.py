@@ -1,8 +1,11 @@
 """The pages' only data source: the read models of ``pipeline.read``, cached per filter set.
 
-Each function here is a read model wrapped in ``st.cache_data``, keyed by its arguments and the
-database file's stamp (size and modification time of the file and its WAL), so a write — a
-pipeline batch, a human label — shows on the next rerun. ``clear_caches()`` backs the Refresh
+The functions here are made from the pages' declarations (``pipeline.read.pages``: each ``Page``'s ``reads``, and
+the home page's and sidebar's, as the catalog carries them): a read declared cached is wrapped in ``st.cache_data``,
+keyed by its arguments and the database file's stamp (size and modification time of the file and its WAL), so a
+write — a pipeline batch, a human label — shows on the next rerun; the others are called as they are. Written here
+by hand: only what composes reads (the run's weights and judge from ``choices``, a jury's or a language's
+leaderboard, the comparison of two files) and the constants the pages show. ``clear_caches()`` backs the Refresh
 button and follows the app's own writes. No SQL here.
 """
 
@@ -12,8 +15,9 @@ import contextlib
 import functools
 import gc
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, TypeVar
 
 import pandas as pd
@@ -21,22 +25,16 @@ import streamlit as st
 
 from pipeline.analysis.medcode import CLAIM_RANGES  # noqa: F401
 from pipeline.analysis.stats import EXPANSION_MIN_N  # noqa: F401
+from pipeline.catalog import catalog
 from pipeline.labels.arena_votes import REASON_TAGS, save_vote  # noqa: F401  (the arena page's votes)
 from pipeline.labels.critique_labels import save_critique_label  # noqa: F401  (the Med-CoDE page's queue)
 from pipeline.labels.human_labels import save_label  # noqa: F401  (the review queue's verdicts)
-from pipeline.read import agreement as agreement_read
 from pipeline.read import arena as arena_read
 from pipeline.read import compare as compare_read
-from pipeline.read import cost as cost_read
-from pipeline.read import dataset as dataset_read
-from pipeline.read import home, judge_trust, medcode, medcode_checks, playground, responses, themes, trust
+from pipeline.read import home, trust
 from pipeline.read import jury as jury_read
 from pipeline.read import leaderboard as leaderboard_read
 from pipeline.read import review as review_read
-from pipeline.read import robustness as robustness_read
-from pipeline.read import rubric as rubric_read
-from pipeline.read import setup as setup_read
-from pipeline.read import significance as significance_read
 from pipeline.read.agreement import ALL_MODELS, PAPER_METRIC  # noqa: F401
 from pipeline.read.common import (  # noqa: F401  (re-exported for the pages)
     DISAGREEMENT,
@@ -63,6 +61,7 @@ from pipeline.read.medcode import (  # noqa: F401  (re-exported for the Med-CoDE
     pooled_matrix,
     published_claims,
 )
+from pipeline.read.pages import HOME, Page, Read
 from pipeline.read.provenance import describe as describe_prompt  # noqa: F401
 from pipeline.read.provenance import messages_text as prompt_text  # noqa: F401
 from pipeline.read.responses import Browse, Matches  # noqa: F401
@@ -138,47 +137,40 @@ def clear_caches() -> None:
         cache.clear()
 
 
-# -- home and sidebar ----------------------------------------------------------------------------------
-choices = cached(home.choices)
-overview = cached(home.overview)
+# -- the pages' reads: one function each, cached or not as its page declares it (pipeline.read.pages) ---------------
+def _functions(pages: Iterable[Page]) -> dict[str, Callable[..., Any]]:
+    """Name → the function the pages call: each declared read through ``cached`` (or as it is, when declared not
+    cached). A name declared twice must mean the same read the same way."""
+    declared: dict[str, Read] = {}
+    for read in (r for page in pages for r in page.reads):
+        if declared.setdefault(read.name, read) != read:
+            raise ValueError(f"pages/_data.py: read {read.name!r} is declared two ways ({declared[read.name]}, {read})")
+    return {name: cached(read.fn) if read.cached else read.fn for name, read in declared.items()}
+
+
+READS = SimpleNamespace(**_functions([HOME, *catalog().pages.values()]))
+globals().update(vars(READS))  # the pages call them as data.<name>
 kb_notes = home.kb_notes  # lines about answers from another KB, from overview's models frame
-judge_summary = cached(home.judge_summary)
-judge_consistency = cached(judge_trust.judge_consistency)
-live_run = home.live_run  # not cached: polled while a run goes on, its clock moves between writes
-setup_status = setup_read.setup_status  # not cached: what `make run` prepares, its clock moves
-launch_stamp = setup_read.launch_stamp
+cell_marks = trust.cell_marks
 
 
 def run_config(db: str | Path, dataset: str | None) -> dict[str, Any]:
-    return home.run_config(choices(db), dataset)
+    return home.run_config(READS.choices(db), dataset)
 
 
 def run_weights(db: str | Path, dataset: str | None) -> dict[str, float]:
-    return home.run_weights(choices(db), dataset)
+    return home.run_weights(READS.choices(db), dataset)
 
 
 def judge_in_use(db: str | Path, dataset: str | None) -> str | None:
-    return home.judge_in_use(choices(db), dataset)
-
-
-# -- leaderboards ----------------------------------------------------------------------------------------
-leaderboard_base = cached(leaderboard_read.leaderboard_base)
-safety_summary = cached(leaderboard_read.safety_summary)
-
-
-paper_agg_check = leaderboard_read.paper_agg_check  # the published tables: small, read once
-language_scripts = cached(leaderboard_read.language_scripts)
-paper_copies = leaderboard_read.paper_copies
-
-
-jury_base = cached(leaderboard_read.jury_base)
+    return home.judge_in_use(READS.choices(db), dataset)
 
 
 def model_means(db: str | Path, f: Filters, judge: str, weights: tuple[float, ...],
                 preset: str | None = None) -> pd.DataFrame:
     """The heatmap's per (language, model) means and AGG (``read.leaderboard.model_means``); a jury's from its
     judges' counted scores (``read.leaderboard.jury_base``: no item patterns needed)."""
-    base = jury_base(db, f, judge) if is_jury(judge) else leaderboard_base(db, f, judge)
+    base = READS.jury_base(db, f, judge) if is_jury(judge) else READS.leaderboard_base(db, f, judge)
     return leaderboard_read.model_means(base, weights, preset)
 
 
@@ -190,7 +182,7 @@ def leaderboard(db: str, f: Filters, judge: str, weights: tuple[float, ...], lan
     view shares that base (the heatmap reads ``jury_base``), so the other languages are computed when shown."""
     if is_jury(judge) and (not f.languages or language in f.languages):
         f = f.with_(languages=(language,))
-    return leaderboard_read.leaderboard(leaderboard_base(db, f, judge), weights, language, preset)
+    return leaderboard_read.leaderboard(READS.leaderboard_base(db, f, judge), weights, language, preset)
 
 
 def run_preset(db: str | Path, dataset: str | None) -> str | None:
@@ -200,7 +192,7 @@ def run_preset(db: str | Path, dataset: str | None) -> str | None:
 
 def jury_members(db: str | Path, dataset: str | None) -> tuple[str, ...]:
     """Every judge that scored the dataset: the jury."""
-    return tuple(choices(db)["judges"].get(dataset, [])) if dataset else ()
+    return tuple(READS.choices(db)["judges"].get(dataset, [])) if dataset else ()
 
 
 def jury_of(db: str | Path, dataset: str | None) -> str | None:
@@ -210,64 +202,10 @@ def jury_of(db: str | Path, dataset: str | None) -> str | None:
     return jury_read.jury_id(run_config(db, dataset).get("jury_aggregate") or "mean")
 
 
-# -- judge trust: reliability, significance, calibration, juries, provenance, variants ----------------------
-reliability_matrix = cached(trust.reliability_matrix)
-score_provenance = cached(trust.score_provenance)
-cell_marks = trust.cell_marks
-significance = cached(significance_read.significance)
-calibrated_means = cached(significance_read.calibrated_means)
-worst_of_k = cached(significance_read.worst_of_k)
-item_variance = cached(significance_read.item_variance)
-jury_agreement = cached(jury_read.jury_agreement)
-disagreement_items = cached(jury_read.disagreement_items)
-variant_changes = cached(themes.variant_changes)
-robustness_changes = cached(robustness_read.robustness_changes)
-worst_pairs = cached(robustness_read.worst_pairs)
-variant_quality = cached(robustness_read.variant_quality)
-variant_samples = cached(robustness_read.variant_samples)
-
-
-# -- response browser, themes, Med-CoDE, human vs LLM, playground ----------------------------------------
-browse_view = cached(responses.browse_view)
-browse_count = cached(responses.browse_count)  # every match counted, on request (a probe's count is a lower bound)
-rubric_item = cached(rubric_read.rubric_item)  # one response's criteria, read when shown
-query_view = cached(responses.query_view)
-theme_scores = cached(themes.theme_scores)
-theme_examples = cached(themes.theme_examples)
-medcode_view = cached(medcode.medcode_view)
-medcode_correlations = cached(medcode.medcode_correlations)
-critique_sources = cached(medcode_checks.critique_sources)
-critique_checks = cached(medcode_checks.critique_checks)
-critique_queue = medcode_checks.critique_queue  # not cached: the queue moves with every label
-agreement_view = cached(agreement_read.agreement_view)
-plans = cached(agreement_read.plans)
-plan_progress = cached(agreement_read.plan_progress)
-annotation_state = agreement_read.annotation_state  # not cached: the queue moves with every label
-dataset_queries = cached(playground.dataset_queries)
-dataset_path = cached(playground.dataset_path)
-dataset_folder = cached(dataset_read.dataset_folder)  # the Dataset page: the folder a dataset came from
-dataset_folders = dataset_read.dataset_folders  # and the folders under data/ (a dataset is just a folder)
-folder_view = dataset_read.folder_view  # sources, page notes, KB growth, exclusions, queries: a few small files
-
-
 def query_responses(db: str | Path, dataset: str, query_id: str) -> pd.DataFrame:
-    return query_view(db, dataset, query_id)["responses"]
+    return READS.query_view(db, dataset, query_id)["responses"]
 
 
-# -- cost and tokens (home page) -----------------------------------------------------------------------------
-cost_table = cached(cost_read.cost_table)
-cost_by_model = cached(cost_read.cost_by_model)
-cost_by_stage = cached(cost_read.cost_by_stage)
-cost_by_run = cached(cost_read.cost_by_run)
-
-
-# -- rubric scores (HealthBench), compare runs, review queue ---------------------------------------------------
-rubric_graders = cached(rubric_read.rubric_graders)
-rubric_leaderboard = cached(rubric_read.rubric_leaderboard)
-rubric_tags = cached(rubric_read.rubric_tags)
-grader_meta_eval = cached(rubric_read.grader_meta_eval)
-review_queue = review_read.review_queue  # not cached: the queue moves with every verdict
-review_item = cached(review_read.review_item)
 REVIEW_RULES, REVIEW_SOURCE = review_read.RULES, review_read.REVIEW_SOURCE
 Side = compare_read.Side
 MIN_ITEMS_FOR_RANKS = compare_read.MIN_ITEMS
@@ -291,20 +229,5 @@ def compare_runs(a: compare_read.Side, b: compare_read.Side, weights: tuple[floa
 
 
 # -- the doctors' arena (pages/12_arena.py; sections of the leaderboards and judge trust pages) ----------------
-has_arena = cached(arena_read.has_arena)
-arena_fit = cached(arena_read.fit)
-arena_win_matrix = cached(arena_read.win_matrix)
-arena_separation = cached(arena_read.separation)
-arena_doctors_vs_judge = cached(arena_read.doctors_vs_judge)
-arena_judges = cached(arena_read.judges)
-arena_languages = cached(arena_read.languages)
-arena_position_flips = cached(arena_read.position_flips)
-arena_verbosity = cached(arena_read.verbosity)
-arena_self_preference = cached(arena_read.self_preference)
-arena_direct_verbosity = cached(arena_read.direct_verbosity)
-arena_annotators = cached(arena_read.annotators)
-arena_both_bad = cached(arena_read.both_bad)
-arena_votes_by = arena_read.annotator_votes  # not cached: moves with every vote
-arena_next_pair = arena_read.next_pair  # not cached: the queue moves with every vote
 ARENA_SOURCES = arena_read.SOURCES
 ARENA_ROUNDS, ARENA_STYLE_ROUNDS = arena_read.ROUNDS, arena_read.STYLE_ROUNDS  # bootstrap resamples of a board

@@ -1,4 +1,5 @@
-"""Shared pieces of the dashboard pages: the sidebar filters, safe text, formatting.
+"""Shared pieces of the dashboard pages: the sidebar filters, safe text, formatting, the labelling widgets; the login
+(``pages/_login.py``) and the tables' downloads (``pages/_downloads.py``) are their own modules, re-exported here.
 
 No SQL here: data comes from ``pages/_data.py`` (the cached read models). Model output and dataset text are shown with
 ``st.text`` (no Markdown, no HTML) or in dataframes; anything that must pass through Markdown
@@ -7,15 +8,11 @@ No SQL here: data comes from ``pages/_data.py`` (the cached read models). Model 
 
 from __future__ import annotations
 
-import io
-import os
 import re
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import duckdb
@@ -23,8 +20,16 @@ import pandas as pd
 import streamlit as st
 
 from pages import _data as data
+from pages._downloads import _TABLES, dataframe, downloads, table_bytes  # noqa: F401  (re-exported for the pages)
+from pages._login import (  # noqa: F401  (re-exported for the pages)
+    TEAM_ENV,
+    UNVERIFIED_ENV,
+    email_verified,
+    identity,
+    require_login,
+    team_mode,
+)
 from pipeline.dataset import LANGUAGES, THEMES
-from pipeline.dataset.csv_cells import frame_to_csv
 from pipeline.metrics import LABELS, METRICS
 
 AGG_LABEL = "Aggregate (weighted)"
@@ -68,66 +73,6 @@ def _sanitise(key: str, options: list[str], *, multi: bool) -> None:
             st.session_state[key] = kept
     elif value is not None and value not in options:
         del st.session_state[key]
-
-
-# -- serving a team: OpenID Connect login, and the identity labels are saved under ---------------------------------
-TEAM_ENV = "PARIKSHA_TEAM"  # 1: serve a team (login required), whatever the address
-UNVERIFIED_ENV = "PARIKSHA_TRUST_UNVERIFIED_EMAIL"  # 1: accept a login whose e-mail the provider has not verified
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
-AUTH_KEYS = ("redirect_uri", "cookie_secret", "client_id", "client_secret", "server_metadata_url")
-
-
-def team_mode() -> bool:
-    """True when the dashboard serves a team: ``PARIKSHA_TEAM=1``, or a server address beyond this machine (an empty
-    ``server.address`` listens on every interface). Then every page needs a login."""
-    address = st.get_option("server.address") or ""
-    return os.environ.get(TEAM_ENV, "").strip() == "1" or address not in LOOPBACK
-
-
-def _missing_auth() -> list[str]:
-    """The ``[auth]`` settings of ``.streamlit/secrets.toml`` that Streamlit's OpenID Connect login lacks."""
-    try:
-        auth = st.secrets.get("auth") if st.secrets.load_if_toml_exists() else None
-    except Exception:  # an unreadable secrets.toml is as good as none
-        auth = None
-    return [k for k in AUTH_KEYS if not auth or not auth.get(k)]
-
-
-def require_login() -> None:
-    """In team mode: refuse to serve without ``[auth]`` (one line), else show only a login until the user has one."""
-    if not team_mode():
-        return
-    missing = _missing_auth()
-    if missing:
-        st.error(f"Serving a team needs an OpenID Connect login: .streamlit/secrets.toml [auth] lacks "
-                 f"{', '.join(missing)} (docs/security.md); or serve on 127.0.0.1 without {TEAM_ENV}=1.")
-        st.stop()
-    if not st.user.is_logged_in:
-        st.title("Pariksha Studio")
-        st.button("Log in", on_click=st.login, type="primary", icon=":material/login:")
-        st.stop()
-    if not email_verified():
-        st.error(f"Your login has no e-mail address the identity provider has verified (email_verified is false or "
-                 f"missing), so nothing can be saved under it: verify your address with the provider and log in "
-                 f"again. A deployment whose provider vouches for its addresses without that claim sets "
-                 f"{UNVERIFIED_ENV}=1 (docs/security.md).")
-        st.button("Log out", on_click=st.logout, icon=":material/logout:")
-        st.stop()
-
-
-def email_verified() -> bool:
-    """Whether the logged-in user's e-mail may name their labels: the provider's ``email_verified`` claim is true
-    (a boolean, or the string "true" some providers send), or the deployment trusts unverified addresses
-    (``PARIKSHA_TRUST_UNVERIFIED_EMAIL=1``)."""
-    if os.environ.get(UNVERIFIED_ENV, "").strip() == "1":
-        return True
-    claim = st.user.get("email_verified")
-    return claim is True or (isinstance(claim, str) and claim.strip().lower() == "true")
-
-
-def identity() -> str:
-    """The logged-in user as labels record them: the OpenID Connect email, else the subject."""
-    return str(st.user.get("email") or st.user.get("sub") or "")
 
 
 def annotator(key: str, where: Any = st, *, bind: bool = False) -> str:
@@ -435,59 +380,3 @@ def metric_help() -> str:
 
 def metric_options(with_agg: bool = True) -> list[str]:
     return (["AGG"] if with_agg else []) + list(METRICS)
-
-
-# -- downloads of shown tables ----------------------------------------------------------------------------------
-_TABLES = "_ui_tables"
-def _arrow_ready(frame: pd.DataFrame) -> pd.DataFrame:
-    """``frame`` with any column pyarrow cannot type (mixed objects) as text, and a plain index."""
-    import pyarrow as pa
-
-    out = frame.reset_index(drop=True)
-    for col in out.columns:
-        if out[col].dtype == object:
-            try:
-                pa.array(out[col], from_pandas=True)
-            except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError):
-                out[col] = out[col].map(lambda v: None if v is None else str(v))
-    out.columns = [str(c) for c in out.columns]
-    return out
-
-
-def table_bytes(frame: pd.DataFrame, fmt: str) -> bytes:
-    """A table as a CSV (UTF-8) or Parquet (pyarrow) file's bytes, its columns and rows as given; in CSV, text a
-    spreadsheet would run as a formula gets a leading apostrophe (``frame_to_csv``), Parquet keeps the raw text."""
-    if fmt == "csv":
-        return frame_to_csv(frame).encode("utf-8")
-    if fmt == "parquet":
-        buffer = io.BytesIO()
-        _arrow_ready(frame).to_parquet(buffer, index=False, engine="pyarrow")
-        return buffer.getvalue()
-    raise ValueError(f"unknown format {fmt!r}")
-
-
-def downloads(frame: pd.DataFrame, name: str, *, key: str | None = None) -> None:
-    """CSV and Parquet downloads of a table the page shows (the file is made when a button is clicked)."""
-    stem = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-") or "table"
-    key = key or f"dl|{stem}"
-    shown = frame.copy()
-    with st.container(horizontal=True):
-        st.download_button("CSV", data=lambda: table_bytes(shown, "csv"), file_name=f"{stem}.csv", mime="text/csv",
-                           key=f"{key}|csv", on_click="ignore", icon=":material/download:",
-                           help="This table as CSV (UTF-8).")
-        st.download_button("Parquet", data=lambda: table_bytes(shown, "parquet"), file_name=f"{stem}.parquet",
-                           mime="application/vnd.apache.parquet", key=f"{key}|parquet", on_click="ignore",
-                           icon=":material/download:", help="This table as Parquet (pandas + pyarrow).")
-
-
-def dataframe(frame: Any, *args: Any, name: str | None = None, **kwargs: Any) -> Any:
-    """``st.dataframe`` with the CSV and Parquet downloads of the same table below it (``downloads``). Without a
-    ``name`` the files are named after the page and the table's place on it (``leaderboards-3.csv``)."""
-    out = st.dataframe(frame, *args, **kwargs)
-    table = getattr(frame, "data", frame) if not isinstance(frame, pd.DataFrame) else frame  # a Styler's frame
-    if isinstance(table, pd.DataFrame) and not table.empty:
-        n = st.session_state.get(_TABLES, 0) + 1
-        st.session_state[_TABLES] = n
-        page = Path(sys._getframe(1).f_code.co_filename).stem.split("_", 1)[-1]
-        downloads(table, name or f"{page}-{n}", key=f"dl|{page}|{n}")
-    return out

@@ -1,5 +1,8 @@
 """``python -m pipeline``: the command line of Pariksha Studio.
 
+Over 450 lines: one typer app's command declarations (options and help), each a thin shell over one module; the
+arena's commands are ``cli_arena.py``.
+
 Each command is a thin shell over one module. Bad input raises ``UserError``, which reaches the
 user as one line on stderr and exit code 1.
 """
@@ -113,11 +116,13 @@ def export(
     """Export every results table, with its provenance, as Parquet or CSV files plus manifest.json and README.txt."""
     from rich.table import Table
 
+    from pipeline.catalog import catalog
     from pipeline.read.export import export as export_tables
     from pipeline.read.export import parse_tables
 
-    manifest = export_tables(db, out, fmt=fmt, tables=parse_tables(tables, with_cache), with_cache=with_cache,
-                             force=force)
+    schema = catalog().schema  # the store's tables and every step's own
+    manifest = export_tables(db, out, fmt=fmt, tables=parse_tables(tables, with_cache, schema), with_cache=with_cache,
+                             force=force, schema=schema)
     table = Table(title=f"{db} -> {out}")
     for col in ("table", "rows", "file", "provenance added"):
         table.add_column(col, justify="right" if col == "rows" else "left", overflow="fold")
@@ -441,11 +446,11 @@ def medcode_label(
 ):
     """The paper's GPT-4 step (§3.1): the teacher writes a critique and a None/Low/Moderate/High label for every
     stored response of the config's models, into labelled_critiques (unparsed labels kept as NULL, counted)."""
-    from pipeline.config import load_config
+    from pipeline.catalog import catalog
     from pipeline.runner import run
     from pipeline.store import Store
 
-    cfg = load_config(config, db=str(db) if db else None, limit=limit)
+    cfg = catalog().load_config(config, db=str(db) if db else None, limit=limit)
     run(cfg, stages="medcode-label", console=console)
     teacher = cfg.medcode.teacher.id
     total, unparsed = Store(cfg.db).fetch("SELECT count(*), count(*) FILTER (WHERE label IS NULL) FROM "
@@ -475,11 +480,13 @@ def medcode_export_critiques(
 
 
 def status_command(db: Path) -> int:
-    """``status``: the runs and per-model counts of a results database (``pipeline.read.home``); read-only."""
+    """``status``: the runs, per-model counts and the rows of every stage's table (the catalog's) of a results
+    database (``pipeline.read.home``); read-only."""
     from rich.table import Table
 
+    from pipeline.catalog import catalog
     from pipeline.read.common import outdated
-    from pipeline.read.home import database_status, kb_notes
+    from pipeline.read.home import database_status, kb_notes, stage_tables
     from pipeline.store import require_database
 
     require_database(db)
@@ -490,7 +497,8 @@ def status_command(db: Path) -> int:
     runs, models = database_status(db)
     runs = runs[["run_id", "name", "status", "started", "seconds", "backend_calls", "cache_hits", "errors"]]
     for title, frame in ((f"runs in {db}", runs.rename(columns={"backend_calls": "calls", "cache_hits": "cached"})),
-                         ("responses and scores per model", models)):
+                         ("responses and scores per model", models),
+                         ("rows per stage's table", stage_tables(db, catalog().writers))):
         table = Table(title=title)
         for col in frame.columns:
             table.add_column(str(col), overflow="fold")
@@ -521,13 +529,15 @@ def cluster_command(db: Path) -> int:
 
 
 def upgrade_command(db: Path) -> int:
-    """``upgrade``: ``Store(db).upgrade()`` — add what an older version's file lacks, refresh derived tables."""
+    """``upgrade``: ``Store(db).upgrade()`` with the catalog's schema — add what an older version's file lacks (a
+    step's own table included), refresh derived tables."""
+    from pipeline.catalog import catalog
     from pipeline.read.common import outdated
     from pipeline.store import SCHEMA_VERSION, Store, require_database
 
     require_database(db)
     was = outdated(db)
-    Store(db).upgrade()
+    Store(db, catalog().schema).upgrade()
     make_console().print(f"{db}: schema {SCHEMA_VERSION}" + (" (upgraded)" if was else " (already current)"),
                     highlight=False)
     return 0

@@ -3,16 +3,28 @@
 from __future__ import annotations
 
 import hashlib
-import importlib
 import json
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from pipeline.errors import UserError
 from pipeline.metrics import DEFAULT_WEIGHTS, METRICS, WEIGHT_PRESETS
+
+if TYPE_CHECKING:
+    from pipeline.steps.spec import Step
 
 
 class _Frozen(BaseModel):
@@ -196,15 +208,28 @@ class RunConfig(_Frozen):
     prices: dict[str, Price] = Field(
         default_factory=dict, description="model id -> {input, output}: $ per 1M tokens; stored with the run, read "
         "by pipeline.read.cost and the dry-run estimate (not part of config_hash: prices change no result)")
+    # what the steps it was validated with declare (``load_config(steps=...)``, the catalog's): each step's
+    # (role, model) pairs and its own section's settings; empty for a config built without them
+    _roles: tuple[tuple[str, ModelConfig | str], ...] = PrivateAttr(default=())
+    _settings: dict[str, Any] = PrivateAttr(default_factory=dict)
+
+    def __eq__(self, other: object) -> bool:
+        """Equal when the settings are (a config read back from a run's JSON equals the one loaded): what the steps
+        declare of it is derived from them."""
+        return isinstance(other, RunConfig) and self.__dict__ == other.__dict__
+
+    __hash__ = _Frozen.__hash__
 
     @model_validator(mode="before")
     @classmethod
-    def _step_sections(cls, raw):
+    def _step_sections(cls, raw, info: ValidationInfo):
         """A step's own section (``Step.section``, one the config does not declare) is validated by that step's
-        ``settings`` model and kept under ``sections``; any other unknown key is refused as before."""
+        ``settings`` model and kept under ``sections``; any other unknown key is refused as before. The steps are
+        the ones given to the validation (``load_config(steps=...)``)."""
         if not isinstance(raw, dict) or set(raw) <= set(cls.model_fields):  # no section of a step's own: no lookup
             return raw
-        own = {step.section: step for step in _steps() if step.section and step.section not in cls.model_fields}
+        own = {step.section: step for step in _given_steps(info)
+               if step.section and step.section not in cls.model_fields}
         found = {k: own[k] for k in raw if k in own}
         if not found:
             return raw
@@ -221,8 +246,17 @@ class RunConfig(_Frozen):
         return {**{k: v for k, v in raw.items() if k not in found}, "sections": sections}
 
     @model_validator(mode="after")
+    def _declared_by_steps(self, info: ValidationInfo) -> RunConfig:
+        """Keep what the given steps declare of this config: their roles and their own sections' settings."""
+        steps = _given_steps(info)
+        self._settings = {s.section: s.settings.model_validate(self.sections[s.section]) if s.settings
+                          else self.sections[s.section] for s in steps if s.section in self.sections}
+        self._roles = tuple(pair for step in steps if step.missing(self) is None for pair in step.models(self))
+        return self
+
+    @model_validator(mode="after")
     def _priced_models_are_used(self) -> RunConfig:
-        if not self.prices:
+        if not self.prices or not self._roles:  # without the steps (a config built in code) the roles are unknown
             return self
         known = {mc.id if not isinstance(mc, str) else mc for _, mc in self.models_by_role()}
         unknown = sorted(set(self.prices) - known)
@@ -311,15 +345,12 @@ class RunConfig(_Frozen):
 
     def section(self, name: str) -> Any:
         """A step's own section (``Step.section``), validated by its ``settings`` model; None when unset."""
-        if name not in self.sections:
-            return None
-        step = next(s for s in _steps() if s.section == name)
-        return step.settings.model_validate(self.sections[name]) if step.settings else self.sections[name]
+        return self._settings.get(name)
 
     def models_by_role(self) -> list[tuple[str, ModelConfig | str]]:
         """``(role, model)`` of every model this config names, whatever the stages run: each step's declared
-        models (``Step.models``), a section's own options or a model id."""
-        return [pair for step in _steps() if step.missing(self) is None for pair in step.models(self)]
+        models (``Step.models``), a section's own options or a model id (the steps it was validated with)."""
+        return list(self._roles)
 
     def model_config_for(self, model_id: str) -> ModelConfig:
         """Options for a model id: its entry in ``models``, a judge's (less the judge-only fields), else the options a
@@ -346,8 +377,10 @@ class RunConfig(_Frozen):
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def load_config(path: str | Path, **overrides) -> RunConfig:
-    """Read a YAML run configuration; ``overrides`` (e.g. db=..., limit=...) replace top-level keys.
+def load_config(path: str | Path, *, steps: Iterable[Step], **overrides) -> RunConfig:
+    """Read a YAML run configuration; ``overrides`` (e.g. db=..., limit=...) replace top-level keys. ``steps``: the
+    step declarations it is validated with (the catalog's, ``pipeline.catalog.Catalog.load_config``): a step's own
+    section, the models each step calls.
 
     Raises UserError naming the file and the offending field.
     """
@@ -364,7 +397,7 @@ def load_config(path: str | Path, **overrides) -> RunConfig:
         raise UserError(f"{path}: expected a mapping of settings at the top level")
     raw.update({k: v for k, v in overrides.items() if v is not None})
     try:
-        return RunConfig.model_validate(raw)
+        return RunConfig.model_validate(raw, context={"steps": tuple(steps)})
     except ValidationError as exc:
         err = exc.errors()[0]
         field = ".".join(str(p) for p in err["loc"]) or "(top level)"
@@ -372,7 +405,6 @@ def load_config(path: str | Path, **overrides) -> RunConfig:
         raise UserError(f"{path}: field {field}: {err['msg']}{more}") from None
 
 
-def _steps() -> list[Any]:
-    """The declarations of every step (``pipeline.steps``), reached by name through the steps' lazy registry: the
-    config sits below the steps (they read it), so it looks them up at run time instead of importing them."""
-    return list(importlib.import_module("pipeline.steps").STEPS.values())
+def _given_steps(info: ValidationInfo) -> tuple[Step, ...]:
+    """The step declarations a validation was given (none for a config built in code)."""
+    return tuple((info.context or {}).get("steps", ()))

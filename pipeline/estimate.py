@@ -33,12 +33,12 @@ import duckdb
 from rich.console import Console
 from rich.table import Table
 
+from pipeline.catalog import catalog
 from pipeline.config import ModelConfig, RunConfig
 from pipeline.dataset import Chunk, Dataset, Query
 from pipeline.models import backend_class, create_backend, is_exclusive, unavailable_reason
 from pipeline.models.base import Backend, PromptTokens, cache_key
 from pipeline.read.cost import cost_of
-from pipeline.steps import STEPS, translate
 from pipeline.steps.context import Pending, ResponseItem
 from pipeline.store import Store, text_hash
 
@@ -73,6 +73,7 @@ class Estimate:
 
     def __init__(self, config: RunConfig, dataset: Dataset, queries: list[Query], stages: list[str]):
         self.config, self.dataset, self.queries, self.stages = config, dataset, queries, stages
+        self._retrieves = any(catalog().steps[s].retrieves for s in stages)  # a stage that retrieves runs
         self.generator_models = list(config.models)
         self.store = Store(config.db)
         self._chunks: dict[bool, dict[str, tuple[list[Chunk], list[Chunk]]]] = {}
@@ -166,7 +167,7 @@ class Estimate:
     def _all_chunks(self, fallback_to_refs: bool) -> dict[str, tuple[list[Chunk], list[Chunk]]]:
         if self.dataset.closed_book:
             return {q.query_id: ([], []) for q in self.queries}
-        same = "retrieve" in self.stages  # the run retrieves again what was stored under other settings or KB
+        same = self._retrieves  # the run retrieves again what was stored under other settings or KB
         stored = {qid: (raw, upd) for qid, raw, upd in self.fetch(
             "SELECT query_id, raw_ids, update_ids FROM retrievals WHERE dataset = ? AND (NOT ? OR (settings = ? "
             "AND kb_hash IS NOT DISTINCT FROM ?))",
@@ -179,7 +180,7 @@ class Estimate:
                 out[q.query_id] = ([by_id[c] for c in raw], [by_id[c] for c in upd])
                 continue
             refs = [by_id[c] for c in q.kb_refs if c in by_id]
-            if fallback_to_refs and "retrieve" not in self.stages:  # what the sanity step itself does
+            if fallback_to_refs and not self._retrieves:  # what the sanity step itself does
                 out[q.query_id] = ([c for c in refs if c.kind == "raw"], [c for c in refs if c.kind == "update"])
                 continue
             self.stand_ins.add(q.query_id)
@@ -203,13 +204,13 @@ class Estimate:
 
     # -- stages --
     def run(self) -> Estimate:
-        translate.apply_stored_translations(self)  # as the run does first: machine renderings of earlier runs
+        catalog().prepare(self)  # as the run does first: machine renderings of earlier runs
         for stage in self.stages:
-            pending = STEPS[stage].pending
-            if pending is None:  # no LLM calls
+            step = catalog().steps[stage]
+            if step.pending is None:  # no LLM calls
                 continue
-            tallied = [(p, self.tally(p)) for p in pending(self)]
-            if stage == "generate":
+            tallied = [(p, self.tally(p)) for p in step.pending(self)]
+            if step.answers:  # the later stages see the answers it would leave
                 self._generated = self._left_by(tallied)
         kinds = Counter(q.variant.kind for q in self.queries if q.variant is not None)
         if kinds:

@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pipeline.config import ModelConfig, RunConfig, load_config
+from pipeline.catalog import catalog
+from pipeline.config import ModelConfig, RunConfig
 from pipeline.dataset import Chunk, Dataset, Query, load_dataset
 from pipeline.disagreement import PROB_COLUMNS
 from pipeline.metrics import METRICS
@@ -62,7 +63,7 @@ def config_path() -> Path:
 
 
 def load_playground_config(path: Path | None = None) -> RunConfig:
-    return load_config(path or config_path())
+    return catalog().load_config(path or config_path())
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,9 @@ first use: a missing optional package breaks only the entries that need it, and 
 importer is one module plus one entry (a step also declares its spec: ``pipeline.steps``). A name registered twice is
 refused, as lm-evaluation-harness refuses it. The registries: ``pipeline.models.PROVIDERS`` (backend modules),
 ``pipeline.steps.STEPS`` (the run's stages, in flow order), ``pipeline.dataset.importers.IMPORTERS`` (public QA
-formats), ``pipeline.formats.FORMATS`` (``ingest-kb``'s document formats); the store's derived tables are
-declarations collected by ``pipeline.store.schema``.
+formats), ``pipeline.formats.FORMATS`` (``ingest-kb``'s document formats), ``pipeline.read.pages.PAGES`` (the
+dashboard's pages); the store's derived tables are declarations collected by ``pipeline.store.schema``. The catalog
+(``pipeline.catalog``) reads them all once; an entry names a module at its registry's level or below.
 """
 
 from __future__ import annotations

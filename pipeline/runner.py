@@ -1,10 +1,10 @@
 """The run: one config drives every stage into DuckDB, resumably.
 
-Stages (``--stages``) run in the order of ``pipeline.steps.STEPS``; what each requires, calls and writes is its
-step's declaration (``steps.spec.Step``); opt-in stages run only when named. Each stage skips the items it already
-finished (its key exists with the same inputs), sends the rest through the model wrapper (cache, concurrency,
-retries) and saves results as they complete, in small transactions together with their cache rows; so kill -9 loses
-at most the last second of work and a rerun continues where it stopped.
+Stages (``--stages``) run in the order of the catalog's steps (``pipeline.catalog``: ``pipeline.steps.STEPS``);
+what each requires, calls and writes is its step's declaration (``steps.spec.Step``); opt-in stages run only when
+named. Each stage skips the items it already finished (its key exists with the same inputs), sends the rest through
+the model wrapper (cache, concurrency, retries) and saves results as they complete, in small transactions together
+with their cache rows; so kill -9 loses at most the last second of work and a rerun continues where it stopped.
 """
 
 from __future__ import annotations
@@ -18,18 +18,17 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from pipeline.config import ModelConfig, RunConfig, load_config
+from pipeline.catalog import catalog
+from pipeline.config import ModelConfig, RunConfig
 from pipeline.console import make_console, progress_bar
 from pipeline.dataset import Dataset, Query, load_dataset
 from pipeline.dataset.records import dataset_folder
 from pipeline.errors import UserError
 from pipeline.models import UsageStats, backend_class, unavailable_reason
-from pipeline.steps import STEPS, translate
 from pipeline.steps.context import RunContext, StageRecord
 from pipeline.store import Store, now
 from pipeline.store.rows import dataset_rows
 from pipeline.store.runlock import RunLock
-from pipeline.store.schema import register_rows
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -72,7 +71,8 @@ def parse_stages(stages: str | None, config: RunConfig) -> list[str]:
     named without its section is refused in one line. Each step says what it requires (``steps.spec.Step``).
     Names each preceded by ``-`` (``--stages=-medcode``) leave those out of the default stages (``make run`` runs
     Med-CoDE's stage last, after its classifier's training)."""
-    defaults = [s for s, step in STEPS.items() if step.missing(config) is None and not step.opt_in]
+    steps = catalog().steps
+    defaults = [s for s, step in steps.items() if step.missing(config) is None and not step.opt_in]
     if not stages:
         return defaults
     names = [s.strip() for s in stages.split(",") if s.strip()]
@@ -81,14 +81,14 @@ def parse_stages(stages: str | None, config: RunConfig) -> list[str]:
         if len(left_out) < len(names):
             raise UserError(f"--stages {stages}: either stages to run or stages to leave out (each with -), not both")
         for stage in sorted(left_out):
-            STEPS.lookup(stage, "--stages: ")
+            catalog().step(stage, "--stages: ")
         return [s for s in defaults if s not in left_out]
     wanted = set(names)
     for stage in sorted(wanted):
-        step = STEPS.lookup(stage, "--stages: ")
+        step = catalog().step(stage, "--stages: ")
         if section := step.missing(config):
             raise UserError(f"--stages {stage}: the config has no `{section}:` section")
-    return [s for s in STEPS if s in wanted]
+    return [s for s in steps if s in wanted]
 
 
 def roles(config: RunConfig, stages: list[str]) -> list[tuple[str, ModelConfig]]:
@@ -96,14 +96,22 @@ def roles(config: RunConfig, stages: list[str]) -> list[tuple[str, ModelConfig]]
     role), in flow order: what the dry run lists and what is checked before a run starts."""
     seen: dict[tuple[str, str], ModelConfig] = {}
     for stage in stages:
-        for role, mc in STEPS[stage].roles(config):
+        for role, mc in catalog().steps[stage].roles(config):
             seen.setdefault((role, mc.id), mc)
     return [(role, mc) for (role, _), mc in seen.items()]
 
 
+def answering_roles(config: RunConfig, stages: list[str]) -> set[str]:
+    """The roles of the models under evaluation (a step that ``answers``): skipped when they cannot run here, each
+    given only its languages."""
+    steps = catalog().steps
+    return {role for stage in stages if steps[stage].answers for role, _ in steps[stage].models(config)}
+
+
 def cannot_run(config: RunConfig, stages: list[str]) -> str | None:
     """The first stage's reason it cannot run here (its ``check``), one line; None when every stage can."""
-    return next((reason for stage in stages if (check := STEPS[stage].check) and (reason := check(config))), None)
+    steps = catalog().steps
+    return next((reason for stage in stages if (check := steps[stage].check) and (reason := check(config))), None)
 
 
 def print_dry_run(config: RunConfig, dataset: Dataset, queries: list[Query], stages: list[str],
@@ -115,9 +123,10 @@ def print_dry_run(config: RunConfig, dataset: Dataset, queries: list[Query], sta
     for col in ("role", "model", "provider", "languages", "queries", "needs", "status"):
         table.add_column(col, overflow="fold", no_wrap=col == "model")  # a model id stays whole (copy-paste)
     languages = sorted({q.language for q in queries})
+    answering = answering_roles(config, stages)
     for role, mc in roles(config, stages):
         reason = unavailable_reason(mc)
-        langs = [lang for lang in languages if not mc.languages or lang in mc.languages] if role == "generator" \
+        langs = [lang for lang in languages if not mc.languages or lang in mc.languages] if role in answering \
             else languages
         n = sum(1 for q in queries if q.language in langs)
         backend = backend_class(mc.provider)
@@ -143,9 +152,9 @@ def print_dry_run(config: RunConfig, dataset: Dataset, queries: list[Query], sta
 
 async def _run_stages(ctx: RunContext, stages: list[str]) -> None:
     try:
-        translate.apply_stored_translations(ctx)  # machine renderings of earlier runs, whatever runs now
+        catalog().prepare(ctx)  # every step's preparation, whichever stages run
         for stage in stages:
-            await STEPS[stage].run(ctx)
+            await catalog().steps[stage].run(ctx)
     finally:
         await asyncio.gather(*(m.aclose() for m in ctx.models_in_use().values()), return_exceptions=True)
 
@@ -214,27 +223,27 @@ def execute(config: RunConfig, *, models: list[str] | None = None, stages: str |
     if not queries:
         raise UserError(f"{config.dataset}: no queries selected (check languages/limit in the config)")
     wanted_stages = parse_stages(stages, config)
-    generator_models = list(config.models)
+    evaluated_models = list(config.models)
     if models:
         known = {m.id for m in config.models}
         unknown = [m for m in models if m not in known]
         if unknown:
             raise UserError(f"--models: {unknown[0]} is not in the config's models ({', '.join(sorted(known))})")
-        generator_models = [m for m in config.models if m.id in models]
+        evaluated_models = [m for m in config.models if m.id in models]
     runnable = []
-    for mc in generator_models:
+    for mc in evaluated_models:
         reason = unavailable_reason(mc)
         if reason:
             console.print(f"[yellow]warning:[/] skipping {mc.id}: {reason}")
         else:
             runnable.append(mc)
+    answering = answering_roles(config, wanted_stages)  # checked above: one that cannot run here is skipped
     for role, mc in roles(config, wanted_stages):
-        if role != "generator" and (reason := unavailable_reason(mc)):
+        if role not in answering and (reason := unavailable_reason(mc)):
             raise UserError(f"{role} {mc.id}: {reason}")
     if reason := cannot_run(config, wanted_stages):
         raise UserError(reason)  # before the run starts: no generation is spent on a step that cannot finish
-    register_rows(*(row for stage in wanted_stages for row in STEPS[stage].rows))  # a step's own tables
-    if "generate" in wanted_stages and not runnable:
+    if answering and not runnable:
         raise UserError("no model in the config can run here (see the warnings above)")
 
     lock = RunLock(config.db).acquire()  # one run at a time per database: a second one stops here, naming this one
@@ -246,7 +255,7 @@ def execute(config: RunConfig, *, models: list[str] | None = None, stages: str |
 
 def _execute_locked(config: RunConfig, dataset: Dataset, queries: list[Query], wanted_stages: list[str],
                     runnable: list[ModelConfig], console: Console, lock: RunLock) -> RunResult:
-    store = Store(config.db)
+    store = Store(config.db, catalog().schema)  # the store's tables and every step's own (Step.rows)
     check_identity(store, dataset)  # before the run row: a refused run leaves nothing behind
     run_id = store.start_run(name=config.name, kind="pipeline", dataset=dataset.name, config_json=config.to_json(),
                              config_hash=config.config_hash(), code_revision=code_revision(), model_files={})
@@ -318,7 +327,7 @@ def run_command(config_path: Path, *, db: Path | None, limit: int | None, models
                 stages: str | None, dry_run: bool) -> int:
     """CLI entry of ``run``."""
     console = make_console(stderr=True)
-    config = load_config(config_path, db=str(db) if db else None, limit=limit)
+    config = catalog().load_config(config_path, db=str(db) if db else None, limit=limit)
     if dry_run:
         dataset = load_dataset(config.dataset)
         return print_dry_run(config, dataset, select_queries(dataset, config), parse_stages(stages, config), console)

@@ -18,14 +18,14 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from pages import _data as data
-from pages._page_list import PAGE_LIST
+from pipeline.catalog import catalog
 from pipeline.read import agreement, medcode, themes
 from pipeline.read.common import Filters
 from pipeline.read.judge_trust import judge_warning
 from pipeline.read.responses import Browse, browse_count
 
 REPO = Path(__file__).resolve().parent.parent
-PAGES = [file for file, *_ in PAGE_LIST]
+PAGES = [page.file for page in catalog().pages.values()]
 
 
 def open_app(db: Path, monkeypatch: pytest.MonkeyPatch, page: str | None = None,
@@ -69,8 +69,7 @@ def test_empty_state_names_the_command(tmp_path, monkeypatch):
     at = open_app(db, monkeypatch)
     assert "No results database" in texts(at)
     assert any("python -m pipeline run --config configs/default.yaml" in c.value for c in at.code)
-    without_results = {"pages/6_playground.py", "pages/11_dataset.py"}  # these two need no results database
-    for page in [p for p in PAGES if p not in without_results]:
+    for page in [p.file for p in catalog().pages.values() if p.needs_results]:
         at.switch_page(page)
         at.run()
         assert not at.exception, (page, [e.value for e in at.exception])

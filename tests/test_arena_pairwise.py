@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from pipeline.config import load_config
+from pipeline.catalog import load_config
 from pipeline.read import arena
 from pipeline.runner import run
 from pipeline.steps.pairwise import in_model_terms, parse_verdict

@@ -15,7 +15,7 @@ from urllib.parse import quote
 import duckdb
 import pytest
 
-from pages._page_list import PAGE_LIST
+from pipeline.catalog import catalog
 from pipeline.store import Store
 from pipeline.store.rows import ResponseRow
 from tests.support.browser import ARTIFACTS, BROWSER, main_text, no_exception, serve_app, settle
@@ -23,7 +23,7 @@ from tests.support.browser import ARTIFACTS, BROWSER, main_text, no_exception, s
 XSS = ('<script>window.__pwned=1</script> <img src=x onerror="window.__pwned=1"> '
        "[click](javascript:window.__pwned=1)")
 SQL_BITS = ("' OR 1=1 --", '"; DROP TABLE responses; --')
-PAGES = ["", *(url for *_, url, _ in PAGE_LIST)]  # the home page, then every page in menu order
+PAGES = ["", *catalog().pages]  # the home page, then every page in menu order
 pytestmark = BROWSER
 
 

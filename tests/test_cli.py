@@ -12,7 +12,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from pipeline.config import ModelConfig, load_config
+from pipeline.catalog import load_config
+from pipeline.config import ModelConfig
 from pipeline.errors import UserError
 from pipeline.models import create_backend, unavailable_reason
 from pipeline.store import Store, open_connection

@@ -16,7 +16,8 @@ import pandas as pd
 import pytest
 from rich.console import Console
 
-from pipeline.config import RunConfig, load_config
+from pipeline.catalog import load_config
+from pipeline.config import RunConfig
 from pipeline.errors import UserError
 from pipeline.read.cost import cost_by_model, cost_by_run, cost_of, cost_table
 from pipeline.store import Store

@@ -11,7 +11,7 @@ import pytest
 from rich.console import Console
 
 from pipeline import cli
-from pipeline.config import load_config
+from pipeline.catalog import load_config
 from pipeline.errors import UserError
 from pipeline.runner import run
 from pipeline.store import Store

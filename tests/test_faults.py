@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from pipeline.config import load_config
+from pipeline.catalog import load_config
 from pipeline.runner import run
 from pipeline.store import open_connection
 from tests.support.datasets import write_closed_book, write_config

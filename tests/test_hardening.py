@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 from rich.console import Console
 
-from pipeline.config import load_config
+from pipeline.catalog import load_config
 from pipeline.dataset import load_dataset
 from pipeline.errors import UserError
 from pipeline.runner import run

@@ -264,7 +264,7 @@ def test_limit_takes_the_first_items(tmp_path):
 def test_healthbench_run_sends_each_conversation_as_it_is(tmp_path):
     """End to end with a real local model: the request stored with every generation (llm_cache.request, what the
     model was sent) holds exactly the item's HealthBench conversation, no system prompt of the studio's."""
-    from pipeline.config import load_config
+    from pipeline.catalog import load_config
     from pipeline.runner import run
     from pipeline.store import open_connection
 

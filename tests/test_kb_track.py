@@ -14,7 +14,7 @@ import pytest
 from rich.console import Console
 
 from pipeline import cli
-from pipeline.config import load_config
+from pipeline.catalog import load_config
 from pipeline.dataset import load_dataset
 from pipeline.dataset.ingest import ingest
 from pipeline.errors import UserError

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipeline.config import ModelConfig, load_config
+from pipeline.catalog import load_config
+from pipeline.config import ModelConfig
 from pipeline.models import ChatRequest, GenerateParams, Model, create_backend, engine_of
 from pipeline.models.base import cache_key
 from pipeline.models.llamacpp import ENGINE_ENV, LLAMA_CPP_PYTHON, as_sent, engine, unavailable

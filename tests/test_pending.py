@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from pipeline.config import RunConfig, load_config
+from pipeline.catalog import load_config
+from pipeline.config import RunConfig
 from pipeline.dataset import load_dataset
 from pipeline.estimate import Estimate
 from pipeline.runner import execute, parse_stages, print_dry_run, select_queries

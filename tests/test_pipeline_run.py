@@ -21,7 +21,8 @@ import httpx
 import pytest
 import yaml
 
-from pipeline.config import RunConfig, load_config
+from pipeline.catalog import load_config
+from pipeline.config import RunConfig
 from pipeline.models.llamacpp import EMBEDDED, _package_dir
 from pipeline.runner import run
 from pipeline.store import open_connection

@@ -44,7 +44,7 @@ def build_reference_db(folder: Path) -> Path:
     which the approved answer beats both models on every question."""
     from rich.console import Console
 
-    from pipeline.config import load_config
+    from pipeline.catalog import load_config
     from pipeline.runner import run
     from tests.support.openai_fixture import FixtureServer
 

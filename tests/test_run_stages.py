@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.config import load_config
+from pipeline.catalog import load_config
 from pipeline.errors import UserError
 from pipeline.runner import parse_stages
 

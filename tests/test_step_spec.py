@@ -1,6 +1,8 @@
-"""A step is its module plus one registry entry: a toy LLM step written to a temporary module, registered once, is
-known to the config's validation (its own section), the stage list, the dry run's estimate and the run (its calls,
-its own table, resuming) without any other file of the repository changing.
+"""A step is its module plus one registry entry, a page its file plus one ``Page`` entry: a toy LLM step written to a
+temporary module and registered once is known to the config's validation (its own section), the stage list, the dry
+run's estimate and the run (its calls, its own table, resuming), and its table to ``export`` (by default),
+``upgrade`` (an older file gains it) and ``status``; a toy page declared by one entry, reading the toy's table
+through the cached layer, is routed and drawn by the app — without any other file of the repository changing.
 
 The toy runs in a subprocess, so its registration does not outlive the test."""
 
@@ -32,6 +34,7 @@ from pipeline.config import ModelConfig
 from pipeline.models.base import ChatRequest, GenerateParams
 from pipeline.steps.context import Call, Pending, finished, pending_of
 from pipeline.steps.spec import Step
+from pipeline.store import SHARED_READERS
 from pipeline.store.row import Row
 
 
@@ -77,24 +80,38 @@ async def step_toy(ctx) -> None:
         await ctx.send(p, to_rows, label="toy")
 
 
+def note_counts(db):
+    """The toy's read model: notes per model."""
+    with SHARED_READERS.cursor(db) as con:
+        return con.execute("SELECT model_id, count(*) AS notes FROM toy_notes GROUP BY ALL ORDER BY model_id").df()
+
+
 STEP = Step(run=step_toy, pending=pending, requires=("toy",),
             models=lambda config: [("toy model", config.section("toy").model)], rows=(ToyNoteRow,),
             section="toy", settings=ToySettings)
 '''
 
 SCRIPT = '''
-import io, json, sys
+import io, json, os, sys
+from pathlib import Path
 from rich.console import Console
-from pipeline.config import load_config
+from typer.testing import CliRunner
+from pipeline.catalog import load_config
 from pipeline.dataset import load_dataset
 from pipeline.errors import UserError
 from pipeline.estimate import Estimate
 from pipeline.runner import execute, parse_stages, roles, select_queries
+from pipeline.read.pages import PAGES, Page, Read
 from pipeline.steps import STEPS
-from pipeline.store import open_connection
+from pipeline.store import Store, open_connection
+from pipeline.store.rows import MetaRow
 
 STEPS.register("toy", "toy_step:STEP")  # the one registry entry
-config_path, bad_path = sys.argv[1], sys.argv[2]
+config_path, bad_path, page_file, work = sys.argv[1], sys.argv[2], sys.argv[3], Path(sys.argv[4])
+import toy_step
+
+PAGES.register("toy", Page(page_file, "Toy notes", ":material/notes:", "The toy step's notes.",
+                           reads=(Read("toy_note_counts", toy_step.note_counts),)))  # the one page entry
 out = {}
 config = load_config(config_path)
 out["section"] = config.section("toy").model_dump(mode="json")
@@ -117,12 +134,58 @@ after = Estimate(config, dataset, queries, ["generate", "toy"]).run()
 out["estimate_after"] = [(ln.stage, ln.model_id, ln.calls, ln.done) for ln in after.lines]
 second = execute(config, stages="toy", console=Console(file=io.StringIO()))
 out["rerun"] = [(r.stage, r.items, r.skipped, r.usage.backend_calls) for r in second.records]
+
+from pipeline.cli import app
+
+cli = CliRunner()
+done = cli.invoke(app, ["export", "--db", config.db, "--out", str(work / "export")])  # the default tables
+out["export"] = [done.exit_code, json.loads((work / "export" / "manifest.json").read_text())["tables"]
+                 .get("toy_notes", {}).get("rows")]
+done = cli.invoke(app, ["status", "--db", config.db])
+out["status"] = [done.exit_code, [line.split() for line in done.output.splitlines() if "toy_notes" in line]]
+older = work / "older.duckdb"  # a file written by the store alone, as before the toy step existed
+Store(older).write([MetaRow(key="made_by", value="an older version")])
+with open_connection(older, read_only=True) as con:
+    out["older_has_toy"] = con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'toy_notes'").fetchone()
+done = cli.invoke(app, ["upgrade", "--db", str(older)])
+with open_connection(older, read_only=True) as con:
+    out["upgraded"] = [done.exit_code, con.execute("SELECT count(*) FROM toy_notes").fetchone()[0]]
+
+import logging
+logging.disable(logging.WARNING)
+from streamlit.testing.v1 import AppTest
+
+os.environ["PARIKSHA_DB"] = config.db
+at = AppTest.from_file(os.path.join(os.getcwd(), "app.py"), default_timeout=120)
+at.run()
+out["home"] = [link.label for link in at.get("page_link")]
+at.switch_page(page_file)
+at.run()
+out["page"] = [[str(e.value) for e in at.exception], [m.value for m in at.markdown]]
 print(json.dumps(out))
+'''
+
+
+TOY_PAGE = '''
+"""The toy step's page: its notes per model, through the cached layer."""
+
+import streamlit as st
+
+from pages import _data as data
+from pages import _ui as ui
+
+ctx = ui.context()
+st.title("Toy notes")
+ui.require_data(ctx)
+notes = data.toy_note_counts(ctx.db)
+st.markdown(f"toy notes: {int(notes.notes.sum())} from {len(notes)} model(s)")
 '''
 
 
 def test_a_new_llm_step_is_one_module_and_one_registry_entry(tmp_path: Path) -> None:
     (tmp_path / "toy_step.py").write_text(textwrap.dedent(TOY_MODULE), encoding="utf-8")
+    page = tmp_path / "toy_page.py"
+    page.write_text(textwrap.dedent(TOY_PAGE), encoding="utf-8")
     dataset = write_closed_book(tmp_path / "qa", 3)
     db = tmp_path / "results.duckdb"
     with FixtureServer(latency_s=0.0) as server:
@@ -132,8 +195,8 @@ def test_a_new_llm_step_is_one_module_and_one_registry_entry(tmp_path: Path) -> 
                               prices={"openai-compatible/toy": {"input": 1.0, "output": 2.0}})
         bad = write_config(tmp_path / "bad.yaml", dataset=dataset, db=db, models=models,
                            toy={**toy, "max_tokens": "lots"})
-        done = subprocess.run([sys.executable, "-c", SCRIPT, str(config), str(bad)], cwd=REPO, capture_output=True,
-                              text=True, timeout=300,
+        done = subprocess.run([sys.executable, "-c", SCRIPT, str(config), str(bad), str(page), str(tmp_path)],
+                              cwd=REPO, capture_output=True, text=True, timeout=600,
                               env={**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO)])})
     assert done.returncode == 0, done.stderr[-3000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])
@@ -150,3 +213,11 @@ def test_a_new_llm_step_is_one_module_and_one_registry_entry(tmp_path: Path) -> 
     assert out["rows"] == [3, 3, True]
     assert ["toy", "openai-compatible/toy", 0, 3] in out["estimate_after"]
     assert out["rerun"] == [["toy", 0, 3, 0]]  # resumable: nothing asked again
+    # export's default tables hold it, status counts it under its stage, upgrade gives an older file its table
+    assert out["export"] == [0, 3]
+    assert out["status"][0] == 0 and ["toy", "toy_notes", "3"] in [[c for c in row if c.strip("│┃")]
+                                                                 for row in out["status"][1]]
+    assert out["older_has_toy"] == [0] and out["upgraded"] == [0, 0]
+    # the app routes the page of the one Page entry and links it from home; the page reads the toy's table
+    assert "Toy notes" in out["home"]
+    assert out["page"][0] == [] and "toy notes: 3 from 1 model(s)" in out["page"][1]

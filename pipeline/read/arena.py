@@ -1,6 +1,9 @@
 """The doctors' arena: pairwise votes and the pairwise judge's verdicts, grouped in SQL, fitted by
 ``pipeline.analysis.arena`` (Bradley–Terry, style control, agreement), and the next pair to show.
 
+Over 450 lines: the arena page's read models (boards, biases, the vote queue, exports) share its SQL helpers
+(``_where``, ``_relation``, ``grouped_sql``); a split by view would export them.
+
 Only comparisons of the response texts stored now count: a vote or verdict whose ``response_hash_a`` / ``_b`` is not
 its model's current response hash (or whose response now has an error) is left out. A vote of "both bad" is a tie.
 A judge's comparison is its two orders together: the same verdict in both is that verdict, different verdicts are

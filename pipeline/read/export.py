@@ -1,9 +1,9 @@
 """``python -m pipeline export``: every results table as Parquet (or CSV) files, for notebooks and papers.
 
-One file per table of ``pipeline.store.schema.TABLES`` (``llm_cache`` only with ``with_cache``: it holds
-every prompt and is the largest), each written by DuckDB itself (``COPY (SELECT …) TO … (FORMAT …)``,
-rows in key order) from one read-only connection, so every file comes from the same state of the
-database. Tables that record a ``run_id`` gain the run's provenance (``run_config_hash``,
+One file per table of the schema it is given (the catalog's: the store's tables and every step's own; ``llm_cache``
+only with ``with_cache``: it holds every prompt and is the largest), each written by DuckDB itself
+(``COPY (SELECT …) TO … (FORMAT …)``, rows in key order) from one read-only connection, so every file comes from
+the same state of the database. Tables that record a ``run_id`` gain the run's provenance (``run_config_hash``,
 ``run_code_revision``) and what the run recorded about the model in the row's role (``<role>_provenance``:
 weights file, sha256, endpoint, engine; ``<role>_sha256``: the weights file's hash where there is one);
 scores of a response gain ``response_prompt_hash``: the prompt hash of the generation they scored (NULL when
@@ -33,8 +33,8 @@ import duckdb
 from pipeline.dataset.csv_cells import SQL_FUNCTION
 from pipeline.dataset.csv_cells import register as register_csv_cell
 from pipeline.errors import UserError
-from pipeline.store import TABLES, open_connection
-from pipeline.store.rows import ROWS
+from pipeline.store import open_connection
+from pipeline.store.schema import SCHEMA, Schema
 
 FORMATS = ("parquet", "csv")
 CACHE_TABLE = "llm_cache"
@@ -108,9 +108,9 @@ def _provenance(table: str, have: dict[str, list[str]]) -> tuple[list[str], list
     return [f"{sql} AS {name}" for name, sql in items], joins, [name for name, _ in items]
 
 
-def _select(table: str, have: dict[str, list[str]]) -> tuple[str, list[str]]:
+def _select(table: str, have: dict[str, list[str]], schema: Schema) -> tuple[str, list[str]]:
     items, joins, provenance = _provenance(table, have)
-    key = [c for c in TABLES[table].key if c in have[table]]
+    key = [c for c in schema.tables[table].key if c in have[table]]
     order = f" ORDER BY {', '.join(f't.{c}' for c in key)}" if key else ""
     return f"SELECT {', '.join(['t.*', *items])} FROM {table} t {' '.join(joins)}{order}", provenance
 
@@ -123,14 +123,14 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def parse_tables(tables: str | None, with_cache: bool) -> list[str] | None:
-    """The ``--tables`` list, checked against the schema (None = every table)."""
+def parse_tables(tables: str | None, with_cache: bool, schema: Schema = SCHEMA) -> list[str] | None:
+    """The ``--tables`` list, checked against ``schema`` (None = every table)."""
     if not tables:
         return None
     wanted = [t.strip() for t in tables.split(",") if t.strip()]
-    unknown = [t for t in wanted if t not in TABLES]
+    unknown = [t for t in wanted if t not in schema.tables]
     if unknown:
-        raise UserError(f"--tables: unknown table {unknown[0]!r}; choose from {', '.join(TABLES)}")
+        raise UserError(f"--tables: unknown table {unknown[0]!r}; choose from {', '.join(schema.tables)}")
     return list(dict.fromkeys(wanted))
 
 
@@ -151,11 +151,11 @@ def _check_out(out: Path, force: bool) -> None:
 
 
 def export(db: str | Path, out: str | Path, *, fmt: str = "parquet", tables: list[str] | None = None,
-           with_cache: bool = False, force: bool = False) -> dict[str, Any]:
+           with_cache: bool = False, force: bool = False, schema: Schema = SCHEMA) -> dict[str, Any]:
     """Write the tables of ``db`` into the folder ``out``; return the manifest. Raises UserError on bad input.
 
-    ``tables`` limits the export to those schema tables (``llm_cache`` included when named); by default every
-    table the database has except ``llm_cache`` unless ``with_cache``.
+    ``tables`` limits the export to those tables of ``schema`` (``llm_cache`` included when named); by default every
+    table of ``schema`` the database has except ``llm_cache`` unless ``with_cache``.
     """
     db, out = Path(db), Path(out)
     if fmt not in FORMATS:
@@ -165,7 +165,7 @@ def export(db: str | Path, out: str | Path, *, fmt: str = "parquet", tables: lis
     _check_out(out, force)
     work = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
-        manifest = _write(db, work, fmt, tables, with_cache)
+        manifest = _write(db, work, fmt, tables, with_cache, schema)
         _move_into_place(work, out)
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
@@ -173,7 +173,8 @@ def export(db: str | Path, out: str | Path, *, fmt: str = "parquet", tables: lis
     return manifest
 
 
-def _write(db: Path, work: Path, fmt: str, tables: list[str] | None, with_cache: bool) -> dict[str, Any]:
+def _write(db: Path, work: Path, fmt: str, tables: list[str] | None, with_cache: bool,
+           schema: Schema) -> dict[str, Any]:
     try:
         with open_connection(db, read_only=True) as con:
             if fmt == "csv":
@@ -183,12 +184,12 @@ def _write(db: Path, work: Path, fmt: str, tables: list[str] | None, with_cache:
             if missing:
                 raise UserError(f"--tables: {missing[0]} is not in {db} (written by an older version? "
                                 f"run `python -m pipeline upgrade --db {db}`)")
-            chosen = tables or [t for t in TABLES if t in have and (with_cache or t != CACHE_TABLE)]
+            chosen = tables or [t for t in schema.tables if t in have and (with_cache or t != CACHE_TABLE)]
             if not chosen:
                 raise UserError(f"--db {db}: holds none of the results tables")
             version = con.execute("SELECT max(value) FROM meta WHERE key = 'schema_version'").fetchone()[0] \
                 if "meta" in have else None
-            entries = {table: _copy(con, table, have, work, fmt) for table in chosen}
+            entries = {table: _copy(con, table, have, work, fmt, schema) for table in chosen}
     except duckdb.Error as exc:
         raise UserError(f"--db {db}: {str(exc).splitlines()[0]}") from None
     manifest = {"database": str(db.resolve()), "exported_at": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -196,14 +197,14 @@ def _write(db: Path, work: Path, fmt: str, tables: list[str] | None, with_cache:
                 "left_out": {} if with_cache or tables or CACHE_TABLE not in have
                 else {CACHE_TABLE: "every prompt and completion; export it with --with-cache"}}
     (work / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
-    (work / "README.txt").write_text(readme(manifest), encoding="utf-8")
+    (work / "README.txt").write_text(readme(manifest, schema), encoding="utf-8")
     return manifest
 
 
 def _copy(con: duckdb.DuckDBPyConnection, table: str, have: dict[str, list[str]], work: Path,
-          fmt: str) -> dict[str, Any]:
+          fmt: str, schema: Schema) -> dict[str, Any]:
     """COPY one table (with its provenance) to its file; its manifest entry."""
-    select, provenance = _select(table, have)
+    select, provenance = _select(table, have, schema)
     file = work / f"{table}.{fmt}"
     columns = [{"name": c[0], "type": c[1]} for c in con.execute(f"DESCRIBE {select}").fetchall()]
     options = "FORMAT PARQUET, COMPRESSION ZSTD"
@@ -256,15 +257,15 @@ def _move_into_place(work: Path, out: Path) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
-def about(table: str) -> str:
+def about(table: str, schema: Schema = SCHEMA) -> str:
     """What a table holds: this module's line, else its row class's docstring."""
     if table in ABOUT:
         return ABOUT[table]
-    doc = (getattr(ROWS.get(table), "__doc__", None) or "").strip()
-    return " ".join(doc.split()) if doc and not doc.startswith(f"{ROWS[table].__name__}(") else f"table {table}"
+    doc = (getattr(schema.rows.get(table), "__doc__", None) or "").strip()
+    return " ".join(doc.split()) if doc and not doc.startswith(f"{schema.rows[table].__name__}(") else f"table {table}"
 
 
-def readme(manifest: dict[str, Any]) -> str:
+def readme(manifest: dict[str, Any], schema: Schema = SCHEMA) -> str:
     """README.txt of an export: what each file is and what the provenance columns mean."""
     fmt = manifest["format"]
     lines = [
@@ -281,7 +282,7 @@ def readme(manifest: dict[str, Any]) -> str:
         "Files:",
     ]
     for table, entry in manifest["tables"].items():
-        lines.append(f"  {entry['file']:<26} {entry['rows']:>10,} rows  {about(table)}")
+        lines.append(f"  {entry['file']:<26} {entry['rows']:>10,} rows  {about(table, schema)}")
     lines += [
         "",
         "Provenance columns joined in (where a table lacks them):",

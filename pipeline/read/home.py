@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -191,6 +191,15 @@ def database_status(db: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
          "LEFT JOIN g USING (dataset, model_id) ORDER BY r.dataset, r.model_id", []),
     ])
     return with_live_status(db, runs), models
+
+
+def stage_tables(db: str | Path, writers: Mapping[str, str]) -> pd.DataFrame:
+    """``python -m pipeline status``: per table a stage writes (``writers``: table → stage, the catalog's) the rows
+    this file holds (0 where it has no such table yet)."""
+    with SHARED_READERS.cursor(db) as con:
+        have = {t for (t,) in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+        counts = {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] if t in have else 0 for t in writers}
+    return pd.DataFrame({"stage": list(writers.values()), "table": list(writers), "rows": list(counts.values())})
 
 
 def live_run(db: str | Path) -> dict[str, Any] | None:

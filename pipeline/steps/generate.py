@@ -157,4 +157,4 @@ async def step_generate(ctx: RunContext) -> None:
 
 
 STEP = Step(run=step_generate, pending=pending, models=lambda config: [("generator", m) for m in config.models],
-            rows=(ResponseRow,))
+            rows=(ResponseRow,), answers=True)

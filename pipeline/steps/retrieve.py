@@ -158,4 +158,4 @@ async def step_retrieve(ctx: RunContext) -> None:
              wall_s=time.perf_counter() - started)
 
 
-STEP = Step(run=step_retrieve, rows=(RetrievalRow,))
+STEP = Step(run=step_retrieve, rows=(RetrievalRow,), retrieves=True)

@@ -4,9 +4,10 @@ A step module ends with ``STEP = Step(run=..., ...)``; its one entry in ``pipeli
 declaration alone the runner knows when the stage runs (``requires``, ``opt_in``), which models it calls and under what
 role (``models``: the dry run's table, the checks made before any call, and the config's list of the models it knows,
 for prices and ``model_config_for``), what would stop it before it spends anything (``check``), what it still has to
-send (``pending``: the run and the dry run's estimate both use it), the tables it writes (``rows``: a step's own row
-classes are made known to the store before the run opens it) and its own config section (``section`` with its
-``settings`` model, for a step whose settings the run config does not already declare).
+send (``pending``: the run and the dry run's estimate both use it), the tables it writes (``rows``: the catalog adds
+a step's own row classes to the schema every entry point opens the store with), its own config section (``section``
+with its ``settings`` model, for a step whose settings the run config does not already declare) and what generic code
+would otherwise ask by its name (``answers``, ``retrieves``, ``prepare``).
 """
 
 from __future__ import annotations
@@ -40,6 +41,12 @@ class Step:
     here (one line), said by the dry run and raised before the run starts. ``pending``: the calls it has still to send
     (LLM steps only). ``rows``: the row classes it writes. ``section``/``settings``: its own config section and the
     pydantic model that validates it (read back with ``RunConfig.section``). ``opt_in``: runs only when named.
+    ``prepare``: applied to the run's inputs (and the dry run's) before any stage, whichever stages run (stored
+    results of earlier runs that other stages read: machine renderings of queries). ``answers``: its models are the
+    models under evaluation, answering the queries — one that cannot run here is skipped with a warning instead of
+    stopping the run, each is given only its ``languages``, and the estimate's later stages see the answers it would
+    leave. ``retrieves``: it stores the chunks each prompt is built from (the estimate then counts chunks stored
+    under other settings or another KB as retrieved again).
     """
 
     run: Callable[[RunContext], Awaitable[None]]
@@ -51,6 +58,9 @@ class Step:
     section: str | None = None
     settings: type[BaseModel] | None = None
     opt_in: bool = False
+    prepare: Callable[[Inputs], None] | None = None
+    answers: bool = False
+    retrieves: bool = False
 
     def missing(self, config: RunConfig) -> str | None:
         """The first section this step requires that ``config`` lacks, as the config would spell it; else None."""

@@ -192,6 +192,7 @@ def _translator(config: RunConfig) -> list[tuple[str, ModelConfig]]:
     return [("translator", config.translator)] if config.translator is not None else []
 
 
-QUERIES = Step(run=step_translate, pending=pending_queries, models=_translator, rows=(TranslationRow,))
+QUERIES = Step(run=step_translate, pending=pending_queries, models=_translator, rows=(TranslationRow,),
+               prepare=apply_stored_translations)  # machine renderings of earlier runs, whatever runs now
 RESPONSES = Step(run=step_translate_responses, pending=pending_responses, requires=("translator",),
                  models=_translator, rows=(TranslationRow,))

@@ -1,9 +1,14 @@
 """The results database's rows: one typed row class per written table.
 
+Over 450 lines by design: one dataclass per written table, whose fields are the schema, so every column is read in one
+place.
+
 Every written table is a dataclass here: its fields are the table's columns (the DuckDB types follow from the
 annotations, ``pipeline/store/schema.py``), ``TABLE`` its name and ``KEY`` its natural key. The writer accepts only
 these rows, so a row is built in one place. Their base (``Row``, ``now``, ``text_hash``) is ``row.py``, re-exported
-here; the arena's votes and pairwise verdicts are ``arena_rows.py``; ``ROW_CLASSES`` lists them all.
+here; the arena's votes and pairwise verdicts are ``arena_rows.py``. The store's schema collects every row class
+these two modules define (``pipeline.store.schema.SCHEMA``); a step's own row classes may live in its module
+(``Step.rows``: the catalog adds their tables).
 """
 
 from __future__ import annotations
@@ -13,7 +18,6 @@ from datetime import date, datetime
 from typing import Annotated, Any, ClassVar
 
 from pipeline.dataset import Chunk, Dataset, Query
-from pipeline.store.arena_rows import ArenaVoteRow, PairwiseVerdictRow
 from pipeline.store.row import TEXT_HASH_SQL, Row, now, text_hash  # noqa: F401  (re-exported: the rows' base)
 
 BigInt = Annotated[int, "BIGINT"]
@@ -458,12 +462,3 @@ def dataset_rows(dataset: Dataset) -> list[Row]:
     """The rows that store a dataset: itself, its queries and its chunks."""
     return [DatasetRow.of(dataset), *(QueryRow.of(dataset.name, q) for q in dataset.queries),
             *(ChunkRow.of(dataset.name, c) for c in dataset.chunks)]
-
-
-ROW_CLASSES: tuple[type[Row], ...] = (
-    DatasetRow, QueryRow, ChunkRow, RetrievalRow, RunRow, ResponseRow, JudgmentRow, LexicalRow, CritiqueRow,
-    SafetyCheckRow, HumanLabelRow, SanityRow, ReliabilityRow, TranslationRow, PlanRow, AnswerCheckRow,
-    CacheRow, MetaRow, RubricGradeRow, CriterionLabelRow, LabelledCritiqueRow, CritiqueLabelRow,
-    ArenaVoteRow, PairwiseVerdictRow,
-)
-ROWS: dict[str, type[Row]] = {c.TABLE: c for c in ROW_CLASSES}

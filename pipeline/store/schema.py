@@ -1,7 +1,11 @@
 """The results database's schema: every table's columns and key, and the derived tables kept in step.
 
-A written table's columns are the fields of its row class (``pipeline/store/rows.py``), their DuckDB types
-following from the annotations (``TABLES``). ``Store`` creates missing tables and adds missing columns to an
+A written table's columns are the fields of its row class, their DuckDB types following from the annotations
+(``Schema``: row classes → tables). ``SCHEMA`` holds the store's own tables: every row class defined in
+``pipeline/store/rows.py`` and ``arena_rows.py`` (collected from the modules, no list kept by hand) and the derived
+tables, which read only those. The catalog (``pipeline.catalog``) adds the tables of the steps' own row classes
+(``Step.rows``) with ``Schema.with_rows`` and hands that schema to every entry point that opens a ``Store``
+(the run, ``upgrade``, ``export``, ``status``). ``Store`` creates missing tables and adds missing columns to an
 existing database (a new metric, a new field), backfilling what can be derived (``BACKFILL``).
 
 Eighteen tables are derived, each one declaration (``pipeline.store.derived.Derived``: its key, the tables it
@@ -31,12 +35,16 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from datetime import date, datetime
+from types import MappingProxyType, ModuleType
 from typing import Annotated, Any, NamedTuple
 
 import pyarrow as pa
 
 from pipeline.store import (
+    arena_rows,
     derived_arena,
     derived_critiques,
     derived_groups,
@@ -44,10 +52,11 @@ from pipeline.store import (
     derived_jury,
     derived_review,
     derived_rubric,
+    rows,
 )
 from pipeline.store.derived import RESPONSE, Derived, ordered, sources
 from pipeline.store.derived import refresh_sql as _refresh_sql
-from pipeline.store.rows import LEXICAL, ROW_CLASSES, ROWS, TEXT_HASH_SQL, Row
+from pipeline.store.rows import LEXICAL, TEXT_HASH_SQL, Row
 
 SCHEMA_VERSION = 13  # 2: item_scores; 3: response_facts; 4: responses.response_hash, derived = current only; 5: groups
 # 6: labelled_scores; 7: critique_groups, lexical_groups, critique_items (the Med-CoDE page's sums and sample),
@@ -107,8 +116,16 @@ class TableSpec(NamedTuple):
         return pa.schema([(name, _ARROW_TYPES[t]) for name, t in self.columns])
 
 
+def _defined_in(*modules: ModuleType) -> tuple[type[Row], ...]:
+    """The row classes each module defines (not those it imports; a class naming a ``TABLE``, not a shared base), in
+    the order they are written."""
+    return tuple(v for m in modules for v in vars(m).values() if isinstance(v, type) and issubclass(v, Row)
+                 and "TABLE" in vars(v) and v.__module__ == m.__name__)
+
+
 _RESPONSE = RESPONSE
-_BASE: dict[str, TableSpec] = {c.TABLE: TableSpec(_columns(c), c.KEY) for c in ROW_CLASSES}
+_OWN_ROWS = _defined_in(rows, arena_rows)
+_BASE: dict[str, TableSpec] = {c.TABLE: TableSpec(_columns(c), c.KEY) for c in _OWN_ROWS}
 
 # Every derived table, in refresh order (a table after the tables it reads), and its columns (its SELECT's)
 DERIVED, _DERIVED_COLUMNS = ordered((*derived_items.DERIVED, *derived_groups.DERIVED, *derived_rubric.DERIVED,
@@ -119,27 +136,44 @@ DERIVED, _DERIVED_COLUMNS = ordered((*derived_items.DERIVED, *derived_groups.DER
 # derived table -> the base tables whose writes refresh it (what it reads, through the derived tables it reads)
 SOURCES: dict[str, tuple[str, ...]] = {name: sources(DERIVED, name, _BASE) for name in DERIVED}
 
-# table -> spec. Identifiers in SQL come only from this fixed map.
-TABLES: dict[str, TableSpec] = {**_BASE, **{t: TableSpec(_DERIVED_COLUMNS[t], d.key) for t, d in DERIVED.items()}}
+
+@dataclass(frozen=True)
+class Schema:
+    """The tables of a database: ``rows`` (written table → its row class) and ``tables`` (every table, written and
+    derived → columns and key). Immutable; ``with_rows`` makes a larger one."""
+
+    rows: Mapping[str, type[Row]]
+    tables: Mapping[str, TableSpec]
+
+    @classmethod
+    def of(cls, row_classes: Iterable[type[Row]]) -> Schema:
+        """The schema of ``row_classes`` and the derived tables; a table name taken twice is refused."""
+        derived = {t: TableSpec(_DERIVED_COLUMNS[t], d.key) for t, d in DERIVED.items()}
+        return cls(MappingProxyType({}), MappingProxyType(derived)).with_rows(*row_classes)
+
+    def with_rows(self, *classes: type[Row]) -> Schema:
+        """This schema and the tables of ``classes`` (a step's own rows, ``Step.rows``). A class already here adds
+        nothing; another class under a table name already taken is refused (ValueError naming both)."""
+        found, tables = dict(self.rows), dict(self.tables)
+        for cls in classes:
+            if found.get(cls.TABLE) is cls:
+                continue
+            if cls.TABLE in tables:
+                owner = getattr(found.get(cls.TABLE), "__name__", "a derived table")
+                raise ValueError(f"{cls.__name__}: table {cls.TABLE!r} belongs to {owner}")
+            found[cls.TABLE] = cls
+            tables[cls.TABLE] = TableSpec(_columns(cls), cls.KEY)
+        written = {t: tables.pop(t) for t in list(tables) if t in found}
+        return Schema(MappingProxyType(found), MappingProxyType({**written, **tables}))
+
+
+SCHEMA = Schema.of(_OWN_ROWS)  # the store's own tables: what a Store opened without the catalog's schema knows
+TABLES: Mapping[str, TableSpec] = SCHEMA.tables  # table -> spec. Identifiers in SQL come only from a schema's map.
 
 # Columns added after a table first shipped, and how to fill them in an older database.
 BACKFILL: dict[tuple[str, str], str] = {
     ("responses", "response_hash"): f"CASE WHEN text IS NULL THEN NULL ELSE {TEXT_HASH_SQL.format(col='text')} END",
 }
-
-
-def register_rows(*classes: type[Row]) -> None:
-    """Make row classes declared outside ``rows.py`` (a step's own, ``Step.rows``) tables of the store: the writer
-    takes them and a database gains their tables on its next connection, as a new table of a newer version. The
-    same class again changes nothing; another class under a table name already taken is refused."""
-    for cls in classes:
-        if ROWS.get(cls.TABLE) is cls:
-            continue
-        if cls.TABLE in TABLES:
-            owner = getattr(ROWS.get(cls.TABLE), "__name__", "a derived table")
-            raise ValueError(f"{cls.__name__}: table {cls.TABLE!r} belongs to {owner}")
-        ROWS[cls.TABLE] = cls
-        TABLES[cls.TABLE] = TableSpec(_columns(cls), cls.KEY)
 
 
 def refresh_sql(derived: str, keys_from: str | None = None, key_columns: tuple[str, ...] = ()) -> list[str]:
@@ -148,5 +182,5 @@ def refresh_sql(derived: str, keys_from: str | None = None, key_columns: tuple[s
     return _refresh_sql(DERIVED, _DERIVED_COLUMNS, derived, keys_from, key_columns)
 
 
-__all__ = ["BACKFILL", "DERIVED", "LEXICAL", "PLAYGROUND", "REBUILT_AT", "RETIRED", "SCHEMA_VERSION", "SOURCES",
-           "TABLES", "Derived", "TableSpec", "refresh_sql", "register_rows"]
+__all__ = ["BACKFILL", "DERIVED", "LEXICAL", "PLAYGROUND", "REBUILT_AT", "RETIRED", "SCHEMA", "SCHEMA_VERSION",
+           "SOURCES", "TABLES", "Derived", "Schema", "TableSpec", "refresh_sql"]

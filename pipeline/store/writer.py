@@ -19,16 +19,18 @@ import duckdb
 import pyarrow as pa
 
 from pipeline.store.connections import open_connection
-from pipeline.store.rows import ROWS, Row, RunRow, now
+from pipeline.store.rows import Row, RunRow, now
 from pipeline.store.schema import (
     _RESPONSE,
     BACKFILL,
     DERIVED,
     REBUILT_AT,
     RETIRED,
+    SCHEMA,
     SCHEMA_VERSION,
     SOURCES,
-    TABLES,
+    Schema,
+    TableSpec,
     refresh_sql,
 )
 
@@ -36,10 +38,12 @@ ROW_GROUP_ROWS = 122_880  # DuckDB's row group: the unit its min/max statistics 
 
 
 class Store:
-    """The only writer of the results database. Cheap to create; holds no open connection."""
+    """The only writer of the results database. Cheap to create; holds no open connection. ``schema``: the tables it
+    makes and writes (the store's own by default; the catalog's, ``pipeline.catalog``, adds the steps' own)."""
 
-    def __init__(self, path: str | Path):
+    def __init__(self, path: str | Path, schema: Schema = SCHEMA):
         self.path = Path(path)
+        self.schema = schema
         self._lock = threading.Lock()  # one connection at a time within this process
         self._ready = False
 
@@ -61,8 +65,7 @@ class Store:
                     raise
                 con.execute("COMMIT")
 
-    @staticmethod
-    def _create_schema(con: duckdb.DuckDBPyConnection) -> None:
+    def _create_schema(self, con: duckdb.DuckDBPyConnection) -> None:
         """Create missing tables, add missing columns (backfilled where derivable), drop retired derived tables,
         refresh the derived tables when what they hold changed (``REBUILT_AT``), else make just those a file lacks."""
         existing = {(t, c) for t, c in con.execute(
@@ -70,7 +73,7 @@ class Store:
         tables = {t for t, _ in existing}
         changed = False
         new_derived: list[str] = []  # derived tables a filled file lacks: made alone when nothing else changed
-        for table, spec in TABLES.items():
+        for table, spec in self.schema.tables.items():
             if table not in tables:
                 columns = ", ".join(f"{name} {sql_type}" for name, sql_type in spec.columns)
                 con.execute(f"CREATE TABLE {table} ({columns}, PRIMARY KEY ({', '.join(spec.key)}))")
@@ -112,14 +115,14 @@ class Store:
         done: dict[str, int] = {}
         with self.connect() as con:
             present = {t for (t,) in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
-            sizes = {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t, spec in TABLES.items()
+            sizes = {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t, spec in self.schema.tables.items()
                      if t in present and spec.key[:2] == ("dataset", "query_id")}
         for table, rows in sizes.items():
             if rows <= ROW_GROUP_ROWS:
                 continue
             if progress is not None:
                 progress(table, rows)
-            spec = TABLES[table]
+            spec = self.schema.tables[table]
             with self.connect() as con:
                 columns = con.execute("SELECT column_name, data_type FROM information_schema.columns WHERE "
                                       "table_schema = 'main' AND table_name = ? ORDER BY ordinal_position",
@@ -144,9 +147,9 @@ class Store:
         if not by_table:
             return 0
         for cls in by_table:
-            if ROWS.get(getattr(cls, "TABLE", None)) is not cls:
-                raise TypeError(f"{cls.__name__} is not a row class the store knows (pipeline.store.rows, or a step's "
-                                "Step.rows)")
+            if self.schema.rows.get(getattr(cls, "TABLE", None)) is not cls:
+                raise TypeError(f"{cls.__name__} is not a row class of this store's schema (pipeline.store.rows, or a "
+                                "step's Step.rows through the catalog's schema)")
         if con is None:
             with self.connect() as own:
                 # One thread for a batch: most of its cost is serial (primary-key index upkeep), and on a 2-core
@@ -155,26 +158,26 @@ class Store:
                 return self.write(rows=[r for group in by_table.values() for r in group], con=own)
         total = 0
         for cls, group in by_table.items():
-            spec = TABLES[cls.TABLE]
+            spec = self.schema.tables[cls.TABLE]
             names = spec.names
             columns = {name: [getattr(r, name) for r in group] for name in names}
-            total += self._insert(con, cls.TABLE, pa.table(columns, schema=spec.arrow_schema()))
+            total += self._insert(con, spec, cls.TABLE, pa.table(columns, schema=spec.arrow_schema()))
         return total
 
     def write_table(self, table: str, frame: pa.Table) -> int:
         """Bulk path (synthetic databases, benchmarks): an Arrow table with exactly ``table``'s columns."""
-        if table not in ROWS:
+        if table not in self.schema.rows:
             raise ValueError(f"unknown or derived table {table!r}")
-        spec = TABLES[table]
+        spec = self.schema.tables[table]
         if set(frame.column_names) != set(spec.names):
             missing, extra = set(spec.names) - set(frame.column_names), set(frame.column_names) - set(spec.names)
             raise ValueError(f"{table}: columns differ from the schema (missing {sorted(missing)}, "
                              f"unknown {sorted(extra)})")
         with self.connect() as con:
-            return self._insert(con, table, frame.select(list(spec.names)).cast(spec.arrow_schema()))
+            return self._insert(con, spec, table, frame.select(list(spec.names)).cast(spec.arrow_schema()))
 
     @staticmethod
-    def _insert(con: duckdb.DuckDBPyConnection, table: str, arrow_rows: pa.Table) -> int:
+    def _insert(con: duckdb.DuckDBPyConnection, spec: TableSpec, table: str, arrow_rows: pa.Table) -> int:
         con.register("_incoming_rows", arrow_rows)
         changed: dict[str, str] = {}  # derived table -> the temp table of the keys whose watched columns change
         doing = table  # what a failure names: the written table, then the derived table being refreshed
@@ -182,7 +185,7 @@ class Store:
             for name, d in DERIVED.items():
                 watched = dict(d.watch).get(table)
                 if table in SOURCES[name] and watched:
-                    key = TABLES[table].key
+                    key = spec.key
                     changed[name] = f"_changed_{name}"
                     con.execute(f"CREATE OR REPLACE TEMP TABLE {changed[name]} AS SELECT "
                                 f"{', '.join('i.' + k for k in key)} FROM _incoming_rows i LEFT JOIN {table} t ON "
@@ -192,7 +195,7 @@ class Store:
             for name in DERIVED:
                 if table in SOURCES[name]:
                     doing = f"{table} (refreshing {name})"
-                    key_columns = tuple(c for c in TABLES[name].key if c in arrow_rows.column_names)
+                    key_columns = tuple(c for c in SCHEMA.tables[name].key if c in arrow_rows.column_names)
                     for sql in refresh_sql(name, changed.get(name, "_incoming_rows"), key_columns):
                         con.execute(sql)
         except duckdb.Error as exc:  # nothing more runs in the aborted transaction: its rollback drops the temp tables
@@ -204,7 +207,7 @@ class Store:
 
     def delete_where(self, table: str, where: str, params: list) -> None:
         """Delete rows of ``table``; ``where`` is a fixed SQL predicate with ``?`` parameters."""
-        if table not in ROWS or table == "judgments":
+        if table not in self.schema.rows or table == "judgments":
             raise ValueError(f"cannot delete from {table!r} (judgments are replaced; derived tables follow)")
         refresh = [name for name in DERIVED if table in SOURCES[name]]
         with self.connect() as con:
@@ -215,7 +218,7 @@ class Store:
             for name in refresh:
                 try:
                     for sql in refresh_sql(name, "_deleted_keys", tuple(c for c in _RESPONSE
-                                                                        if c in TABLES[name].key)):
+                                                                        if c in SCHEMA.tables[name].key)):
                         con.execute(sql)
                 except duckdb.Error as exc:
                     raise _naming(exc, f"{table} (refreshing {name})") from exc
@@ -261,7 +264,7 @@ class Store:
 
     def update_run(self, run_id: str, **fields: Any) -> None:
         """Update counters/status of a run (fields are column names of ``runs``)."""
-        bad = set(fields) - set(TABLES["runs"].names)
+        bad = set(fields) - set(self.schema.tables["runs"].names)
         if bad:
             raise ValueError(f"unknown run fields {sorted(bad)}")
         if "summary" in fields and not isinstance(fields["summary"], (str, type(None))):

@@ -59,7 +59,7 @@ def planted_variants_db(folder: Path) -> Path:
 
     from rich.console import Console
 
-    from pipeline.config import load_config
+    from pipeline.catalog import load_config
     from pipeline.dataset.variants import Settings, variants_command
     from pipeline.runner import run
     from tests.support.openai_fixture import FixtureServer
@@ -92,7 +92,7 @@ def answered_db(folder: Path, n: int = 3, *, name: str = "results.duckdb") -> Pa
 
     from rich.console import Console
 
-    from pipeline.config import load_config
+    from pipeline.catalog import load_config
     from pipeline.runner import run
     from tests.support.openai_fixture import FixtureServer
 
