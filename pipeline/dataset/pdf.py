@@ -8,6 +8,9 @@ clusters unmapped is rebuilt from PDFium's characters (``_shaped_lines``): unmap
 PDFium invented inside a line dropped, a space put where glyphs stand a space apart, displaced signs put back.
 Each page that is not plain good text gets a ``page_notes`` entry in the report (kind ``ocr``, ``legacy_font``,
 ``blank``, ``image_only``, ``suspect_text`` or ``downscaled``); ``Section``/``FileReport`` are ingest.py's.
+
+Over 450 lines: one reader's engine choice, line building and page notes share the page loop's state (the loaded
+page, its text page, the report); the bounds, legacy fonts and OCR it calls are modules of their own.
 """
 
 from __future__ import annotations
