@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import statistics
 import subprocess
 import sys
@@ -27,6 +26,9 @@ from pathlib import Path
 import duckdb
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+from pipeline.launch import stop  # noqa: E402
+
 LOCAL = "llamacpp/%"
 FIRST_ANSWER = f"SELECT min(created_at) FROM responses WHERE model_id LIKE '{LOCAL}' AND text IS NOT NULL"
 FIRST_SCORE = f"SELECT min(created_at) FROM judgments WHERE model_id LIKE '{LOCAL}' AND parse_ok"
@@ -93,12 +95,7 @@ def one_run(port: int, timeout: float) -> dict:
                     break
             phases = _phases(Path(f"{db}.launch.json"), started)
         finally:
-            os.killpg(process.pid, signal.SIGTERM)
-            try:
-                process.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
+            stop(process)  # the launcher's own stop: the whole group, SIGINT, then SIGTERM, then SIGKILL
             log.close()
         tail = (Path(tmp) / "make-run.log").read_text(encoding="utf-8", errors="replace").splitlines()[-15:]
     return {"commit": head, "first_local_answer_s": None if answer is None else round(answer - started, 1),
