@@ -322,3 +322,25 @@ def test_the_provenance_of_a_second_run_written_out(dbs: dict[str, str]) -> None
     assert shown.loc["latest of those runs", "B"] == "run-b (second)"
     assert shown.loc["run code revision", "B"] == "rev-b" and shown.loc["run config hash", "B"] == "h-b"
     assert shown.loc["config: retrieval.split", "B"] == "separate"
+
+
+def test_an_answer_without_text_or_error_on_one_side(dbs: dict[str, str], tmp_path: Path) -> None:
+    """Whether a side's answer has a text is read from its stored hash (NULL exactly when the text is): B is a copy
+    of A where two of gpt-4o's answers have no text and no error (an empty completion), and the comparison is what
+    the full read, which reads the texts, gives."""
+    from pipeline.store import Store
+    from pipeline.store.rows import ResponseRow
+
+    b = tmp_path / "b.duckdb"
+    shutil.copy(dbs["a"], b)
+    with SHARED_READERS.cursor(str(b)) as con:
+        qids = [q for (q,) in con.execute("SELECT query_id FROM responses WHERE model_id = 'openai/gpt-4o' "
+                                          "AND error IS NULL ORDER BY query_id LIMIT 2").fetchall()]
+    Store(b).write([ResponseRow(dataset="synthetic", query_id=q, model_id="openai/gpt-4o", run_id="run-b",
+                                prompt_hash="p-b", text=None, error=None) for q in qids])
+    a, side_b = Side(dbs["a"], "synthetic", "openai/gpt-4o", JUDGE), Side(str(b), "synthetic", "openai/gpt-4o", JUDGE)
+    got = compare(a, side_b, W, n_changed=5)
+    same_result(got, reference_compare(a, side_b, W, n_changed=5))
+    shown = got["provenance"].set_index("what")
+    assert shown.loc["items whose response text differs", "A"].startswith("2 of ")
+    assert set(qids) <= set(got["changed"].query_id) and got["changed"].text_b.isna().sum() >= 2
