@@ -153,10 +153,11 @@ def _sources(db: str, dataset: str, sides: dict[str, tuple[Side, str | None]]) -
         parts.append((name, f"SELECT {columns}, hash({item}) AS k, {flags} FROM {table} WHERE dataset = ?{model}"
                             f"{where}", [*flag_params, dataset, *ms, *values]))
     flags, flag_params = mine()
+    # read as stored; averaged over critics (GROUP BY ALL, half the read's cost) only when a text has several
     parts.append(("critiques", f"SELECT query_id, model_id, response_hash, {MEDCODE}, "
-                  f"hash({item}, response_hash) AS kt, {flags} FROM (SELECT query_id, model_id, response_hash, "
-                  f"avg(p_high)::DOUBLE AS {MEDCODE} FROM critiques WHERE dataset = ?{model} AND p_high IS NOT NULL "
-                  "GROUP BY ALL)",
+                  f"hash({item}, response_hash) AS kt, {flags}{{texts}} FROM (SELECT query_id, model_id, "
+                  f"response_hash, {{p_high}} AS {MEDCODE} FROM critiques WHERE dataset = ?{model} "
+                  "AND p_high IS NOT NULL{group})",
                   [*flag_params, dataset, *ms]))
     parts.append(("queries", "SELECT query_id, language IS NULL AS no_language FROM queries WHERE dataset = ?",
                   [dataset]))
@@ -164,7 +165,22 @@ def _sources(db: str, dataset: str, sides: dict[str, tuple[Side, str | None]]) -
 
 
 def read_sources(con: duckdb.DuckDBPyConnection, parts: list[tuple[str, str, list[Any]]]) -> dict[str, pa.Table]:
-    return {name: con.sql(sql, params=params).to_arrow_table() for name, sql, params in parts}
+    """Each of ``parts`` as Arrow. Critiques are read as stored, one row per critic, and averaged per text in SQL
+    only when some text has several (distinct hashes of (query, model, text) are distinct texts; a collision only
+    costs the grouped read)."""
+    out = {}
+    for name, sql, params in parts:
+        if name != "critiques":
+            out[name] = con.sql(sql, params=params).to_arrow_table()
+            continue
+        one = con.sql(sql.format(texts=", hash(query_id, model_id, response_hash) AS kc", p_high="p_high::DOUBLE",
+                                 group=""), params=params).to_arrow_table()
+        if pc.count_distinct(one["kc"]).as_py() == one.num_rows:  # one critic per text: its P(High) is the mean
+            out[name] = one.drop_columns(["kc"])
+        else:
+            out[name] = con.sql(sql.format(texts="", p_high="avg(p_high)::DOUBLE", group=" GROUP BY ALL"),
+                                params=params).to_arrow_table()
+    return out
 
 
 def _key(t: pa.Table, columns: list[str]) -> pa.ChunkedArray:
