@@ -498,12 +498,12 @@ def compare(a: Side, b: Side, weights: tuple[float, ...], *, metric: str = "AGG"
             queries = {q: rest for q, *rest in con.execute(
                 "SELECT query_id, language, query, query_en, gt_response FROM queries WHERE dataset = ? "
                 f"AND query_id IN {_in(qids)}", [a.dataset, *qids]).fetchall()}
-            if one_file and a.dataset == b.dataset:  # one read of both sides' texts; the same chunks
-                texts_a = texts_b = _texts(con, a.dataset, [a.model, b.model] if a.model else None, qids)
+            # a side's texts each (one model is a filter the scan applies; two are not, and every text is read)
+            texts_a, texts_b = (_texts(c, s.dataset, [s.model] if s.model else None, qids)
+                                for c, s in ((con, a), (con_b, b)))
+            if one_file and a.dataset == b.dataset:  # the same chunks
                 chunks_a = chunks_b = _chunks(con, a.dataset, qids)
             else:
-                texts_a, texts_b = (_texts(c, s.dataset, [s.model] if s.model else None, qids)
-                                    for c, s in ((con, a), (con_b, b)))
                 chunks_a, chunks_b = _chunks(con, a.dataset, qids), _chunks(con_b, b.dataset, qids)
     n_a, n_b, n_pairs = ta.num_rows, tb.num_rows, paired.num_rows
     changed = pd.DataFrame({
