@@ -322,3 +322,50 @@ def test_the_provenance_of_a_second_run_written_out(dbs: dict[str, str]) -> None
     assert shown.loc["latest of those runs", "B"] == "run-b (second)"
     assert shown.loc["run code revision", "B"] == "rev-b" and shown.loc["run config hash", "B"] == "h-b"
     assert shown.loc["config: retrieval.split", "B"] == "separate"
+
+
+def test_an_answer_without_text_or_error_on_one_side(dbs: dict[str, str], tmp_path: Path) -> None:
+    """Whether a side's answer has a text is read from its stored hash (NULL exactly when the text is): B is a copy
+    of A where two of gpt-4o's answers have no text and no error (an empty completion), and the comparison is what
+    the full read, which reads the texts, gives."""
+    from pipeline.store import Store
+    from pipeline.store.rows import ResponseRow
+
+    b = tmp_path / "b.duckdb"
+    shutil.copy(dbs["a"], b)
+    with SHARED_READERS.cursor(str(b)) as con:
+        qids = [q for (q,) in con.execute("SELECT query_id FROM responses WHERE model_id = 'openai/gpt-4o' "
+                                          "AND error IS NULL ORDER BY query_id LIMIT 2").fetchall()]
+    Store(b).write([ResponseRow(dataset="synthetic", query_id=q, model_id="openai/gpt-4o", run_id="run-b",
+                                prompt_hash="p-b", text=None, error=None) for q in qids])
+    a, side_b = Side(dbs["a"], "synthetic", "openai/gpt-4o", JUDGE), Side(str(b), "synthetic", "openai/gpt-4o", JUDGE)
+    got = compare(a, side_b, W, n_changed=5)
+    same_result(got, reference_compare(a, side_b, W, n_changed=5))
+    shown = got["provenance"].set_index("what")
+    assert shown.loc["items whose response text differs", "A"].startswith("2 of ")
+    assert set(qids) <= set(got["changed"].query_id) and got["changed"].text_b.isna().sum() >= 2
+
+
+def test_two_critics_of_a_text_are_averaged(dbs: dict[str, str], tmp_path: Path) -> None:
+    """Critiques are read as stored when each text has one critic; a second critic of some texts makes Med-CoDE's
+    P(High) their mean, as the full read averages it (and a critique of an older text is not the current one's)."""
+    from pipeline.store import Store
+    from pipeline.store.rows import CritiqueRow
+
+    db = tmp_path / "critics.duckdb"
+    shutil.copy(dbs["a"], db)
+    with SHARED_READERS.cursor(str(db)) as con:
+        rows = con.execute("SELECT query_id, model_id, response_hash, p_high FROM critiques WHERE model_id = "
+                           "'openai/gpt-4o' AND p_high IS NOT NULL ORDER BY query_id LIMIT 4").fetchall()
+    Store(db).write([CritiqueRow(dataset="synthetic", query_id=q, model_id=m, critic_id="second-critic",
+                                 classifier="trained", critique="", p_none=0.1, p_low=0.2, p_moderate=0.3,
+                                 p_high=(p + 0.37) % 1, label="High", run_id=None,
+                                 response_hash=h if i < 3 else "an-older-text")
+                     for i, (q, m, h, p) in enumerate(rows)])
+    a, b = Side(str(db), "synthetic", "openai/gpt-4o", JUDGE), Side(str(db), "synthetic", "openai/gpt-4", JUDGE)
+    got = compare(a, b, W, metric=MEDCODE, n_changed=20)
+    same_result(got, reference_compare(a, b, W, metric=MEDCODE, n_changed=20))
+    alone = compare(Side(dbs["a"], "synthetic", "openai/gpt-4o", JUDGE), Side(dbs["a"], "synthetic", "openai/gpt-4",
+                                                                             JUDGE), W, metric=MEDCODE)
+    assert got["metrics"].set_index("metric").loc[MEDCODE, "mean_a"] != alone["metrics"].set_index(
+        "metric").loc[MEDCODE, "mean_a"]

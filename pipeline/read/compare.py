@@ -134,9 +134,11 @@ def _sources(db: str, dataset: str, sides: dict[str, tuple[Side, str | None]]) -
     graders = [g for _, g in sides.values() if g]
     item = "query_id" if models is not None else "query_id, model_id"  # what identifies a side's item
     text_hash = current_hash(db, "r")
+    # the stored hash is NULL exactly when the text is (``ResponseRow``): the texts themselves are not read
+    no_text = "r.response_hash IS NULL" if text_hash == "r.response_hash" else "text IS NULL"
     parts: list[tuple[str, str, list[Any]]] = []
     for name, columns, table, extra, where, values in (
-            ("responses", "query_id, model_id, error IS NOT NULL AS failed, text IS NULL AS no_text, "
+            ("responses", f"query_id, model_id, error IS NOT NULL AS failed, {no_text} AS no_text, "
              f"{text_hash} AS text_hash, prompt_hash, run_id, hash({item}, {text_hash}) AS kt", "responses r", (),
              "", []),
             ("scores", "query_id, model_id, " + ", ".join(f"{m}::DOUBLE AS {m}" for m in METRICS), "item_scores",
@@ -151,10 +153,11 @@ def _sources(db: str, dataset: str, sides: dict[str, tuple[Side, str | None]]) -
         parts.append((name, f"SELECT {columns}, hash({item}) AS k, {flags} FROM {table} WHERE dataset = ?{model}"
                             f"{where}", [*flag_params, dataset, *ms, *values]))
     flags, flag_params = mine()
+    # read as stored; averaged over critics (GROUP BY ALL, half the read's cost) only when a text has several
     parts.append(("critiques", f"SELECT query_id, model_id, response_hash, {MEDCODE}, "
-                  f"hash({item}, response_hash) AS kt, {flags} FROM (SELECT query_id, model_id, response_hash, "
-                  f"avg(p_high)::DOUBLE AS {MEDCODE} FROM critiques WHERE dataset = ?{model} AND p_high IS NOT NULL "
-                  "GROUP BY ALL)",
+                  f"hash({item}, response_hash) AS kt, {flags}{{texts}} FROM (SELECT query_id, model_id, "
+                  f"response_hash, {{p_high}} AS {MEDCODE} FROM critiques WHERE dataset = ?{model} "
+                  "AND p_high IS NOT NULL{group})",
                   [*flag_params, dataset, *ms]))
     parts.append(("queries", "SELECT query_id, language IS NULL AS no_language FROM queries WHERE dataset = ?",
                   [dataset]))
@@ -162,7 +165,22 @@ def _sources(db: str, dataset: str, sides: dict[str, tuple[Side, str | None]]) -
 
 
 def read_sources(con: duckdb.DuckDBPyConnection, parts: list[tuple[str, str, list[Any]]]) -> dict[str, pa.Table]:
-    return {name: con.sql(sql, params=params).to_arrow_table() for name, sql, params in parts}
+    """Each of ``parts`` as Arrow. Critiques are read as stored, one row per critic, and averaged per text in SQL
+    only when some text has several (distinct hashes of (query, model, text) are distinct texts; a collision only
+    costs the grouped read)."""
+    out = {}
+    for name, sql, params in parts:
+        if name != "critiques":
+            out[name] = con.sql(sql, params=params).to_arrow_table()
+            continue
+        one = con.sql(sql.format(texts=", hash(query_id, model_id, response_hash) AS kc", p_high="p_high::DOUBLE",
+                                 group=""), params=params).to_arrow_table()
+        if pc.count_distinct(one["kc"]).as_py() == one.num_rows:  # one critic per text: its P(High) is the mean
+            out[name] = one.drop_columns(["kc"])
+        else:
+            out[name] = con.sql(sql.format(texts="", p_high="avg(p_high)::DOUBLE", group=" GROUP BY ALL"),
+                                params=params).to_arrow_table()
+    return out
 
 
 def _key(t: pa.Table, columns: list[str]) -> pa.ChunkedArray:
@@ -334,12 +352,13 @@ def provenance(a: Side, b: Side, sa: dict[str, Any], sb: dict[str, Any], shared:
 RETRIEVED = "FROM retrievals WHERE dataset = ? AND query_id IN (SELECT query_id FROM cmp_shared)"
 
 
-def _texts(con: duckdb.DuckDBPyConnection, side: Side, qids: list[str]) -> dict[tuple[str, str], Any]:
-    """(query, model) → response text of ``side`` for the queries ``qids``."""
-    one = "AND model_id = ?" if side.model else ""
+def _texts(con: duckdb.DuckDBPyConnection, dataset: str, models: list[str] | None,
+           qids: list[str]) -> dict[tuple[str, str], Any]:
+    """(query, model) → response text of ``dataset``'s ``models`` (None: every model) for the queries ``qids``."""
+    some = f"AND model_id IN {_in(models)}" if models is not None else ""
     return {(q, m): t for q, m, t in con.execute(
-        f"SELECT query_id, model_id, text FROM responses WHERE dataset = ? AND query_id IN {_in(qids)} {one}",
-        [side.dataset, *qids, *([side.model] if side.model else [])]).fetchall()}
+        f"SELECT query_id, model_id, text FROM responses WHERE dataset = ? AND query_id IN {_in(qids)} {some}",
+        [dataset, *qids, *(models or [])]).fetchall()}
 
 
 def _chunks(con: duckdb.DuckDBPyConnection, dataset: str, qids: list[str]) -> dict[str, list]:
@@ -426,7 +445,8 @@ def compare(a: Side, b: Side, weights: tuple[float, ...], *, metric: str = "AGG"
             c.register("cmp_shared", shared_ids)
             stack.callback(c.unregister, "cmp_shared")
         settings = [[x for (x,) in c.execute(f"SELECT DISTINCT settings {RETRIEVED}", [side.dataset]).fetchall()]
-                    for c, side in ((con, a), (con_b, b))]
+                    for c, side in ((con, a), *(() if one_file and a.dataset == b.dataset else ((con_b, b),)))]
+        settings = settings * (3 - len(settings))  # one dataset of one file: the same retrievals on both sides
         if one_file and a.dataset == b.dataset:
             moved = 0  # the same retrievals on both sides
         else:
@@ -440,14 +460,18 @@ def compare(a: Side, b: Side, weights: tuple[float, ...], *, metric: str = "AGG"
             moved = con.execute(f"SELECT count(*) FROM cmp_shared s LEFT JOIN ({chunks}) ra "
                                 f"ON ra.query_id = s.query_id LEFT JOIN {retrieved_b} rb ON rb.query_id = s.query_id "
                                 "WHERE ra.chunks IS DISTINCT FROM rb.chunks", [a.dataset, *params_b]).fetchall()[0][0]
-        for side, meta in (("a", sa), ("b", sb)):
-            meta["runs"] = _run_counts(paired[f"run_id_{side}"])
-            meta["runs_rows"] = _runs_rows(con if side == "a" else con_b, meta["runs"])
-        pairs = pd.DataFrame({f"{col}_{s}": paired[f"{col}_{s}"].to_numpy() for col in SCORES for s in ("a", "b")})
+        sa["runs"], sb["runs"] = _run_counts(paired["run_id_a"]), _run_counts(paired["run_id_b"])
+        if one_file:  # one read of both sides' runs (``_runs_of`` keeps a side's own)
+            sa["runs_rows"] = sb["runs_rows"] = _runs_rows(con, sa["runs"] + sb["runs"])
+        else:
+            sa["runs_rows"], sb["runs_rows"] = _runs_rows(con, sa["runs"]), _runs_rows(con_b, sb["runs"])
+        scores = {}
         for s in ("a", "b"):
             failed = paired[f"failed_{s}"].to_numpy(zero_copy_only=False)
-            for col in SCORES:
-                pairs[f"{col}_{s}"] = pairs[f"{col}_{s}"].astype(float).where(~failed)  # an error has no score
+            for col in SCORES:  # an error has no score
+                scores[f"{col}_{s}"] = np.where(failed, np.nan, paired[f"{col}_{s}"].to_numpy(zero_copy_only=False))
+        pairs = pd.DataFrame(scores)
+        for s in ("a", "b"):
             pairs = with_agg(pairs, weights, f"_{s}")
         table = metric_table(pairs, [*METRICS, "AGG", *LEXICAL, MEDCODE, RUBRIC])
         if metric not in set(table.metric):
@@ -474,8 +498,13 @@ def compare(a: Side, b: Side, weights: tuple[float, ...], *, metric: str = "AGG"
             queries = {q: rest for q, *rest in con.execute(
                 "SELECT query_id, language, query, query_en, gt_response FROM queries WHERE dataset = ? "
                 f"AND query_id IN {_in(qids)}", [a.dataset, *qids]).fetchall()}
-            texts_a, texts_b = _texts(con, a, qids), _texts(con_b, b, qids)
-            chunks_a, chunks_b = _chunks(con, a.dataset, qids), _chunks(con_b, b.dataset, qids)
+            # a side's texts each (one model is a filter the scan applies; two are not, and every text is read)
+            texts_a, texts_b = (_texts(c, s.dataset, [s.model] if s.model else None, qids)
+                                for c, s in ((con, a), (con_b, b)))
+            if one_file and a.dataset == b.dataset:  # the same chunks
+                chunks_a = chunks_b = _chunks(con, a.dataset, qids)
+            else:
+                chunks_a, chunks_b = _chunks(con, a.dataset, qids), _chunks(con_b, b.dataset, qids)
     n_a, n_b, n_pairs = ta.num_rows, tb.num_rows, paired.num_rows
     changed = pd.DataFrame({
         "query_id": _strings([q for q, _ in top], n_a > 0), "model_id": _strings([m for _, m in top], n_a > 0),
