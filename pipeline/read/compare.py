@@ -15,6 +15,9 @@ percentile paired bootstrap of the mean of the per-item differences (the same re
 
 Scores are the current ones (``item_scores``, ``response_facts``, current critiques, ``rubric_items``);
 AGG uses the weights given (the page passes the run's).
+
+Over 450 lines: the two sides' reads, their pairing, the bootstrap and the provenance diff share the sides'
+resolution (``Side``, one read per table for both sides of a file); split apart they would pass it around.
 """
 
 from __future__ import annotations
