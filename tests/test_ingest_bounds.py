@@ -193,4 +193,7 @@ def test_the_ingest_memory_ceiling_stops_a_file_in_one_line_and_the_batch_goes_o
     line = one_line(ingest_cli(str(pdf), "--out", str(tmp_path / "cli"), "--max-memory-mb", "1"))
     assert str(pdf) in line and "page 1" in line and "--max-memory-mb 1)" in line
     assert not (tmp_path / "cli").exists()
+    # in a library caller's process (this one holds models and browsers too) no ceiling unless asked: the CLI's
+    # default is the ceiling, where the process is the ingest
+    assert InputLimits().max_memory_mb is None
     assert ingest([pdf], tmp_path / "default")["files"][0]["file"] == pdf.name

@@ -36,7 +36,9 @@ def check_size(path: Path, limits: InputLimits) -> None:
 
 def check_memory(path: Path, where: str, limits: InputLimits) -> None:
     """``UserError`` naming the file and ``where`` (``"page 3"``, ``"read"``) when this process holds more resident
-    memory than ``--max-memory-mb``."""
+    memory than ``--max-memory-mb`` (``limits.max_memory_mb``; None: no ceiling)."""
+    if limits.max_memory_mb is None:
+        return
     import psutil
 
     held = psutil.Process().memory_info().rss
