@@ -4,8 +4,11 @@ VENV := .venv
 BIN := $(VENV)/bin
 WHEELS := .cache/wheels
 LLAMA_VERSION := 0.3.36
-# A native llama.cpp build (-march=native) segfaults on these machines (AMX/AVX-512 detection).
-LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF
+# A native llama.cpp build (-march=native) segfaults on these machines (AMX/AVX-512 detection). LLAVA_BUILD=OFF: the
+# multimodal library (mtmd), which the studio never loads (llama_cpp imports it only for image chat handlers), is
+# not compiled: the build took 4:45 (482 s CPU) without it on 2 idle cores (docs/make-run.md).
+LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF \
+  -DLLAVA_BUILD=OFF
 CONFIG ?= configs/default.yaml
 DB ?= data/results.duckdb
 PORT ?= 8501
