@@ -19,7 +19,7 @@ from pipeline.cli_arena import arena_app
 from pipeline.cli_options import RESULTS_DB, CsvDatasetOption, DbOption
 from pipeline.console import make_console
 from pipeline.errors import UserError
-from pipeline.formats import MAX_MEMORY_MB, InputLimits, formats_described
+from pipeline.formats import InputLimits, formats_described
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
                   help="Pariksha Studio: evaluate RAG health chatbots across Indian languages.")
@@ -213,9 +213,9 @@ def ingest_kb(
                                                 )] = InputLimits.max_page_mpx,
     max_ocr_pages: Annotated[int | None, typer.Option(help="OCR at most this many image-only pages of each PDF "
                                                            "(the others are listed in the report)")] = None,
-    max_memory_mb: Annotated[float, typer.Option(help="stop reading a file when the ingest holds more memory than "
-                                                      "this (MB), checked at each page and file"
-                                                 )] = MAX_MEMORY_MB,
+    max_memory_mb: Annotated[float, typer.Option(help="stop reading a file when the ingest has added more memory "
+                                                      "than this (MB) to its process, checked at each page and file"
+                                                 )] = InputLimits.max_memory_mb,
     keep_referenced: Annotated[bool, typer.Option("--keep-referenced", help="keep a changed file's old chunks that "
                                                   "queries cite in kb_refs (else: refuse)")] = False,
     keep_missing: Annotated[bool, typer.Option("--keep-missing", help="keep the chunks of files no longer in a "

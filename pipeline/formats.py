@@ -59,12 +59,8 @@ class InputLimits:
     max_page_content_mb: float = 20  # a PDF page's content streams, inflated (PDFium holds ~35 bytes for each byte)
     max_page_mpx: float = 50  # a PDF page rendered for OCR (larger: a lower resolution), an image a page draws
     max_ocr_pages: int | None = None  # image-only pages of one PDF OCR'd (the others noted); None: all
-    # the process's resident memory, checked as each page and each file is read; None: no ceiling (a library caller
-    # shares its process with other work: the ceiling is the CLI's, where the process is the ingest)
-    max_memory_mb: float | None = None
-
-
-MAX_MEMORY_MB = 1536  # ingest-kb's --max-memory-mb
+    max_memory_mb: float = 1536  # the resident memory one ingest adds to its process, checked at each page and file
+    memory_base_mb: float = 0.0  # set by ingest(): the process's resident memory when the ingest began
 
 
 def format_of(path: Path) -> str | None:

@@ -176,24 +176,27 @@ def test_pdf_page_drawing_an_image_beyond_the_pixel_budget_is_one_line(tmp_path)
     assert "--max-page-mpx 50" in skipped["reason"]
 
 
-def test_the_ingest_memory_ceiling_stops_a_file_in_one_line_and_the_batch_goes_on(tmp_path):
-    """``--max-memory-mb``: the whole ingest's resident memory, checked at each PDF page and after each file; a
-    ceiling below what the process holds stops the file at its first page (PDF) or once read (others)."""
+def test_the_ingest_memory_ceiling_stops_a_file_in_one_line_and_the_batch_goes_on(tmp_path, monkeypatch):
+    """``--max-memory-mb``: what the ingest adds to its process's resident memory since it began, checked at each PDF
+    page and after each other file. A planted process growing 100 MB a check: the PDF stops at page 2 and the batch
+    goes on, a DOCX stops once read, each in one line; the CLI refuses in one line with nothing written."""
+    from pipeline.dataset import bounds
+
     pdf = write_pdf(tmp_path / "batch" / "preop-sop.pdf")
     docx = write_docx(tmp_path / "batch" / "discharge.docx")
-    report = ingest([tmp_path / "batch"], tmp_path / "ds", limits=InputLimits(max_memory_mb=1),
-                    skip_unreadable=True)
-    assert report["files"] == []
-    reasons = {s["file"]: s["reason"] for s in report["skipped"]}
-    assert reasons.keys() == {pdf.name, docx.name}
-    assert f"{pdf}: page 1: the ingest holds" in reasons[pdf.name]
-    assert f"{docx}: read: the ingest holds" in reasons[docx.name]
-    assert all("over the limit (--max-memory-mb 1)" in reason for reason in reasons.values())
-    # the CLI: the option, one line, nothing written; the default ceiling reads the same file
+    held = iter(range(500, 10_000, 100))
+    monkeypatch.setattr(bounds, "resident_mb", lambda: float(next(held)))
+    monkeypatch.setattr("pipeline.dataset.ingest.resident_mb", bounds.resident_mb)
+    report = ingest([tmp_path / "batch"], tmp_path / "ds", limits=InputLimits(max_memory_mb=250),
+                    skip_unreadable=True)  # discharge.docx read (+100 MB), then preop-sop.pdf's pages (+200, +300)
+    assert [f["file"] for f in report["files"]] == [docx.name]
+    [skipped] = report["skipped"]
+    assert skipped["reason"] == (f"{pdf}: page 2: the ingest took 300 MB, over the limit (--max-memory-mb 250); "
+                                 "split the file, ingest it alone or raise the limit")
+    report = ingest([docx], tmp_path / "ds2", limits=InputLimits(max_memory_mb=50), skip_unreadable=True)
+    assert report["skipped"][0]["reason"].startswith(f"{docx}: read: the ingest took 100 MB, over the limit")
+    monkeypatch.undo()
     line = one_line(ingest_cli(str(pdf), "--out", str(tmp_path / "cli"), "--max-memory-mb", "1"))
-    assert str(pdf) in line and "page 1" in line and "--max-memory-mb 1)" in line
+    assert str(pdf) in line and "page 1" in line and "--max-memory-mb 1)" in line  # a real process: imports and all
     assert not (tmp_path / "cli").exists()
-    # in a library caller's process (this one holds models and browsers too) no ceiling unless asked: the CLI's
-    # default is the ceiling, where the process is the ingest
-    assert InputLimits().max_memory_mb is None
     assert ingest([pdf], tmp_path / "default")["files"][0]["file"] == pdf.name

@@ -34,16 +34,19 @@ def check_size(path: Path, limits: InputLimits) -> None:
                         "split the file or raise the limit")
 
 
-def check_memory(path: Path, where: str, limits: InputLimits) -> None:
-    """``UserError`` naming the file and ``where`` (``"page 3"``, ``"read"``) when this process holds more resident
-    memory than ``--max-memory-mb`` (``limits.max_memory_mb``; None: no ceiling)."""
-    if limits.max_memory_mb is None:
-        return
+def resident_mb() -> float:
+    """This process's resident memory (MB)."""
     import psutil
 
-    held = psutil.Process().memory_info().rss
-    if held > limits.max_memory_mb * MB:
-        raise UserError(f"{path}: {where}: the ingest holds {held / MB:,.0f} MB, over the limit (--max-memory-mb "
+    return psutil.Process().memory_info().rss / MB
+
+
+def check_memory(path: Path, where: str, limits: InputLimits) -> None:
+    """``UserError`` naming the file and ``where`` (``"page 3"``, ``"read"``) when the ingest has added more resident
+    memory to its process than ``--max-memory-mb`` since it began (``limits.memory_base_mb``)."""
+    added = resident_mb() - limits.memory_base_mb
+    if added > limits.max_memory_mb:
+        raise UserError(f"{path}: {where}: the ingest took {added:,.0f} MB, over the limit (--max-memory-mb "
                         f"{limits.max_memory_mb:g}); split the file, ingest it alone or raise the limit")
 
 
