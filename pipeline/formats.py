@@ -60,7 +60,7 @@ class InputLimits:
     max_page_mpx: float = 50  # a PDF page rendered for OCR (larger: a lower resolution), an image a page draws
     max_ocr_pages: int | None = None  # image-only pages of one PDF OCR'd (the others noted); None: all
     max_memory_mb: float = 1536  # the resident memory one ingest adds to its process, checked at each page and file
-    memory_base_mb: float = 0.0  # set by ingest(): the process's resident memory when the ingest began
+    memory_base_mb: float | None = None  # the process's resident memory when the ingest began (None: when the read did)
 
 
 def format_of(path: Path) -> str | None:

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.dataset.ingest import ingest
+from pipeline.dataset.ingest import FileReport, ingest
+from pipeline.dataset.pdf import read_pdf
 from pipeline.dataset.pdf_bounds import render_dpi
 from pipeline.formats import InputLimits
 from tests.support.kb_sources import (
@@ -186,7 +187,6 @@ def test_the_ingest_memory_ceiling_stops_a_file_in_one_line_and_the_batch_goes_o
     docx = write_docx(tmp_path / "batch" / "discharge.docx")
     held = iter(range(500, 10_000, 100))
     monkeypatch.setattr(bounds, "resident_mb", lambda: float(next(held)))
-    monkeypatch.setattr("pipeline.dataset.ingest.resident_mb", bounds.resident_mb)
     report = ingest([tmp_path / "batch"], tmp_path / "ds", limits=InputLimits(max_memory_mb=250),
                     skip_unreadable=True)  # discharge.docx read (+100 MB), then preop-sop.pdf's pages (+200, +300)
     assert [f["file"] for f in report["files"]] == [docx.name]
@@ -195,6 +195,8 @@ def test_the_ingest_memory_ceiling_stops_a_file_in_one_line_and_the_batch_goes_o
                                  "split the file, ingest it alone or raise the limit")
     report = ingest([docx], tmp_path / "ds2", limits=InputLimits(max_memory_mb=50), skip_unreadable=True)
     assert report["skipped"][0]["reason"].startswith(f"{docx}: read: the ingest took 100 MB, over the limit")
+    monkeypatch.setattr(bounds, "resident_mb", lambda: 5_000.0)  # a library caller's process already holds 5 GB
+    assert read_pdf(pdf, FileReport(pdf.name, "", "pdf"))  # the read counts what it adds: nothing here
     monkeypatch.undo()
     line = one_line(ingest_cli(str(pdf), "--out", str(tmp_path / "cli"), "--max-memory-mb", "1"))
     assert str(pdf) in line and "page 1" in line and "--max-memory-mb 1)" in line  # a real process: imports and all

@@ -94,13 +94,15 @@ def test_home_page_follows_the_run_and_the_leaderboard_fills_in(tmp_path, page):
             while time.monotonic() < deadline:
                 statuses = _statuses(db)
                 running = statuses != ["finished", "finished"]  # the evaluation: two runs
-                metrics = page.locator('[data-testid="stMetric"]')
-                items, stage = metrics.filter(has_text="Items done"), metrics.filter(has_text="Stage")
-                if items.count() and stage.count():  # the live panel's (there only while a run goes on)
-                    value = items.first.inner_text().split("\n")[-1]
-                    stages.add(stage.first.inner_text().split("\n")[-1])
-                    if re.fullmatch(r"\d+ of \d+", value) and (not seen or seen[-1] != value):
-                        seen.append(value)
+                # the live panel's metrics (there only while a run goes on), read at once without waiting: the
+                # panel can leave between a count and a read when the run ends
+                metrics = {t.split("\n")[0]: t.split("\n")[-1]
+                           for t in page.locator('[data-testid="stMetric"]').all_inner_texts() if "\n" in t}
+                value = metrics.get("Items done", "")
+                if "Stage" in metrics:
+                    stages.add(metrics["Stage"])
+                if re.fullmatch(r"\d+ of \d+", value) and (not seen or seen[-1] != value):
+                    seen.append(value)
                 board.goto(f"{url}/leaderboards")
                 settle(board)
                 no_exception(board)

@@ -14,6 +14,7 @@ cannot together take the machine.
 from __future__ import annotations
 
 import zipfile
+from dataclasses import replace
 from pathlib import Path
 from xml.sax import SAXParseException
 from xml.sax.handler import ContentHandler
@@ -41,10 +42,16 @@ def resident_mb() -> float:
     return psutil.Process().memory_info().rss / MB
 
 
+def begun(limits: InputLimits) -> InputLimits:
+    """``limits`` with the memory an ingest or a read starts from: a caller's own base is kept (``ingest`` sets it
+    for the whole batch), else this process's resident memory now, so that only what the read adds is counted."""
+    return limits if limits.memory_base_mb is not None else replace(limits, memory_base_mb=resident_mb())
+
+
 def check_memory(path: Path, where: str, limits: InputLimits) -> None:
     """``UserError`` naming the file and ``where`` (``"page 3"``, ``"read"``) when the ingest has added more resident
-    memory to its process than ``--max-memory-mb`` since it began (``limits.memory_base_mb``)."""
-    added = resident_mb() - limits.memory_base_mb
+    memory to its process than ``--max-memory-mb`` since it began (``limits.memory_base_mb``, set by ``begun``)."""
+    added = resident_mb() - (limits.memory_base_mb or 0.0)
     if added > limits.max_memory_mb:
         raise UserError(f"{path}: {where}: the ingest took {added:,.0f} MB, over the limit (--max-memory-mb "
                         f"{limits.max_memory_mb:g}); split the file, ingest it alone or raise the limit")

@@ -26,7 +26,7 @@ import os
 import re
 from bisect import bisect_right
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from datetime import date
 from functools import cache, lru_cache
 from pathlib import Path
@@ -34,7 +34,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from pipeline.dataset.bounds import check_archive, check_memory, check_size, resident_mb
+from pipeline.dataset.bounds import begun, check_archive, check_memory, check_size
 from pipeline.dataset.format import Chunk, message_ref
 from pipeline.dataset.loader import _pydantic_issues, link_outside
 from pipeline.dataset.records import find_file, read_records
@@ -291,7 +291,7 @@ def ingest(paths: list[Path], out_dir: Path, *, max_tokens: int = 1000, overlap:
     if kind == "update" and updated is None and any(format_of(p) for p in files.values()):
         raise UserError("--kind update needs --updated DATE (the day the document was added to the KB)")
     recover(out_dir)  # a write killed between its renames is completed first (pipeline.dataset.writing)
-    limits = replace(limits, memory_base_mb=resident_mb())  # --max-memory-mb counts what this ingest adds
+    limits = begun(limits)  # --max-memory-mb counts what this ingest adds
     existing = _read_kb(out_dir)
     reports: list[FileReport] = []
     new_chunks: list[dict[str, Any]] = []

@@ -503,6 +503,7 @@ def read_pdf(path: Path, report: FileReport, *, ocr_langs: str | None = None,
     import pypdfium2
 
     report.engine = engine_name()
+    limits = bounds.begun(limits)  # called alone, --max-memory-mb counts what this read adds
     pdf_bounds.check_pages(path, limits)
     document = _open(path)
     try:
