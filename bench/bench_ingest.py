@@ -30,6 +30,7 @@ import unicodedata
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -128,7 +129,7 @@ def compare_engines(folder: Path) -> list[dict]:
 
 
 # -- ingest-kb, former reader against the new one -----------------------------------------------------------
-def pypdf_reader(path: Path, report: FileReport, ocr_langs: str | None = None) -> list[Section]:
+def pypdf_reader(path: Path, report: FileReport, options: Any, limits: Any) -> list[Section]:
     """The reader ingest.py had before pipeline/dataset/pdf.py: pypdf, one extract_text per page."""
     from pypdf import PdfReader
 
@@ -162,10 +163,9 @@ def time_ingest(folder: Path) -> dict:
     ingest([sources], folder / "warm")  # tokenizer and libraries loaded once, outside the timings
     for run in range(REPEATS):
         for name, document_format in (("pypdf (before)", before_format), ("pypdfium2 (now)", now_format)):
-            with FORMATS.replaced("pdf", document_format):
-                start = time.perf_counter()
-                ingest([sources], folder / f"out-{name[:5]}-{run}")
-                seconds[name].append(time.perf_counter() - start)
+            start = time.perf_counter()
+            ingest([sources], folder / f"out-{name[:5]}-{run}", formats={**FORMATS, "pdf": document_format})
+            seconds[name].append(time.perf_counter() - start)
     before, now = (statistics.median(seconds[k]) for k in seconds)
     return {"pages": pages, "seconds_before": round(before, 2), "seconds_now": round(now, 2),
             "ratio": round(now / before, 2), "runs": {k: [round(v, 2) for v in vs] for k, vs in seconds.items()},

@@ -19,7 +19,7 @@ from pipeline.cli_arena import arena_app
 from pipeline.cli_options import RESULTS_DB, CsvDatasetOption, DbOption
 from pipeline.console import make_console
 from pipeline.errors import UserError
-from pipeline.formats import InputLimits, formats_described
+from pipeline.formats import InputLimits, PdfOptions, formats_described
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
                   help="Pariksha Studio: evaluate RAG health chatbots across Indian languages.")
@@ -236,11 +236,12 @@ def ingest_kb(
         day = date.fromisoformat(updated) if updated else None
     except ValueError:
         raise UserError(f"--updated {updated!r}: use an ISO date, YYYY-MM-DD") from None
+    options = [PdfOptions(ocr_langs=ocr_langs)]  # each format's reading options, checked as made: before any file
     raise typer.Exit(ingest_command(paths, out, max_tokens=max_tokens, overlap=overlap, kind=kind, updated=day,
                                     qa_cols=(question_col, answer_col, date_col), keep_referenced=keep_referenced,
                                     limits=InputLimits(max_file_mb, max_inflated_mb, max_ratio, max_page_content_mb,
                                                        max_page_mpx, max_ocr_pages, max_memory_mb),
-                                    ocr_langs=ocr_langs, skip_unreadable=skip_unreadable, force=force,
+                                    options=options, skip_unreadable=skip_unreadable, force=force,
                                     keep_missing=keep_missing))
 
 

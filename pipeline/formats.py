@@ -1,15 +1,19 @@
 """The document formats ``ingest-kb`` reads: one reader per format, registered once (docling's format → backend map).
 
-``FORMATS`` maps a format's name to its ``DocumentFormat``: the label and file suffixes users see and where its
-reader lives (``"module:function"``, imported on first use; it takes the file and its ``FileReport`` and returns
-the document's ``Section``s). The suffix lookup, the CLI help of ``ingest-kb`` and the "unsupported file type"
-error are generated from ``FORMATS``, so adding a format is a reader and one entry. The module sits outside
-``pipeline.dataset`` so that the command line builds its help without importing the dataset package.
+``FORMATS`` maps a format's name to its ``DocumentFormat``: the label and file suffixes users see, where its
+reader lives (``"module:function"``, imported on first use) and the class of its reading options, if it takes any
+(PDF: ``PdfOptions``; docling's per-format options). Every reader takes the file, its ``FileReport``, its format's
+options (None for a format without) and the ``InputLimits``, and returns the document's ``Section``s. An options
+object is checked when it is made (the CLI makes it from its flags), so a bad option stops the command before any
+file is read. The suffix lookup, the CLI help of ``ingest-kb`` and the "unsupported file type" error are generated
+from the formats, so adding a format is a reader and one entry. The module sits outside ``pipeline.dataset`` so
+that the command line builds its help without importing the dataset package.
 """
 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,25 +24,40 @@ QA_TABLES = (".csv", ".jsonl")  # approved Q&A pairs (``--kind update``), read b
 
 
 @dataclass(frozen=True)
+class PdfOptions:
+    """How PDFs are read (CLI: ``--ocr-langs``). ``ocr_langs``: Tesseract's languages for image-only pages, e.g.
+    ``"hin+eng"`` (None: the script Tesseract detects on each page); ``UserError`` when made with a language that
+    is not installed."""
+
+    ocr_langs: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.ocr_langs:
+            from pipeline.dataset.ocr import check_languages  # Tesseract is asked only when languages are named
+
+            check_languages(self.ocr_langs)
+
+
+@dataclass(frozen=True)
 class DocumentFormat:
-    """One document format: what users call it, the suffixes that mean it, and its reader (``"module:function"``)."""
+    """One document format: what users call it, the suffixes that mean it, its reader (``"module:function"``) and
+    the class of its reading options (None: it takes none)."""
 
     label: str
     suffixes: tuple[str, ...]
     reader: str
     archive: bool = False  # a zip of XML parts (DOCX): its members are checked before the reader opens it
-    options: tuple[str, ...] = ()  # the reading options its reader takes as keywords (PDF: ``ocr_langs``, ``limits``)
+    options: type | None = None
 
-    def read(self, path: Path, report: Any, **options: Any) -> list[Any]:
+    def read(self, path: Path, report: Any, options: Any, limits: InputLimits) -> list[Any]:
         """The document's sections, by its reader (imported now: a missing library breaks only this format), given
-        the reading options it takes."""
+        its reading options (an instance of ``self.options``, or None) and the limits of the input."""
         module, _, function = self.reader.partition(":")
-        return getattr(importlib.import_module(module), function)(
-            path, report, **{k: v for k, v in options.items() if k in self.options})
+        return getattr(importlib.import_module(module), function)(path, report, options, limits)
 
 
 FORMATS = Registry("document format", {
-    "pdf": DocumentFormat("PDF", (".pdf",), "pipeline.dataset.pdf:read_pdf", options=("ocr_langs", "limits")),
+    "pdf": DocumentFormat("PDF", (".pdf",), "pipeline.dataset.pdf:read_pdf", options=PdfOptions),
     "docx": DocumentFormat("Word", (".docx",), "pipeline.dataset.readers:read_docx", archive=True),
     "html": DocumentFormat("web page", (".html", ".htm"), "pipeline.dataset.readers:read_html"),
     "markdown": DocumentFormat("Markdown", (".md", ".markdown"), "pipeline.dataset.readers:read_markdown"),
@@ -63,12 +82,12 @@ class InputLimits:
     memory_base_mb: float | None = None  # the process's resident memory when the ingest began (None: when the read did)
 
 
-def format_of(path: Path) -> str | None:
-    """The name of the format a file's suffix (any case) means, or None."""
+def format_of(path: Path, formats: Mapping[str, DocumentFormat] = FORMATS) -> str | None:
+    """The name of the format of ``formats`` a file's suffix (any case) means, or None."""
     suffix = path.suffix.lower()
-    return next((name for name in FORMATS if suffix in FORMATS[name].suffixes), None)
+    return next((name for name in formats if suffix in formats[name].suffixes), None)
 
 
-def formats_described() -> str:
+def formats_described(formats: Mapping[str, DocumentFormat] = FORMATS) -> str:
     """``"PDF (.pdf), Word (.docx), …"``: every format with its suffixes, for help and error texts."""
-    return ", ".join(f"{FORMATS[name].label} ({', '.join(FORMATS[name].suffixes)})" for name in FORMATS)
+    return ", ".join(f"{formats[name].label} ({', '.join(formats[name].suffixes)})" for name in formats)

