@@ -6,9 +6,9 @@ Over 450 lines: one command's flow (sources, reading, chunking, retiring, the re
 the readers live in ``readers.py`` and ``pdf.py``.
 
 Readers: one per format, registered in ``pipeline.formats.FORMATS`` (``ingest`` reads the formats it is given, those
-by default): ``pdf`` (pypdfium2 and poppler, with OCR by
-Tesseract: text per page, so chunks carry page ranges; Indian scripts, legacy Hindi fonts, image-only and blank
-pages handled and noted per page), the others in ``readers`` (Word, web pages, Markdown, text). Inputs are bounded
+by default), each given its format's reading options: ``pdf`` (pypdfium2 and poppler, with OCR by Tesseract: text
+per page, so chunks carry page ranges; Indian scripts, legacy Hindi fonts, image-only and blank pages handled and
+noted per page), the others in ``readers`` (Word, web pages, Markdown, text). Inputs are bounded
 first (``bounds``: file size, archive inflation, XML without DTDs); a file reached through a link out of a source
 folder is refused. Splitting: langchain-text-splitters (Markdown
 headings first, then paragraphs, lines, sentences, words) with lengths counted by the all-MiniLM-L6-v2
@@ -222,7 +222,7 @@ def _folder_files(folder: Path) -> list[Path]:
     return sorted(found)
 
 
-def source_files(paths: Iterable[Path], formats: Mapping[str, DocumentFormat] = FORMATS) -> dict[str, Path]:
+def source_files(paths: Iterable[Path], formats: Mapping[str, DocumentFormat]) -> dict[str, Path]:
     """``{name: file}``: the files named (by file name) and the files inside named folders (by their path in the
     folder, sorted); ``UserError`` for a missing path, an empty folder, a link out of a folder, a file of none of
     ``formats`` or a name given twice. A file named on the command line may be a link (its report says so)."""
