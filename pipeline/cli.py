@@ -299,6 +299,8 @@ def variants(
         if not 0 < rate <= 1:
             raise UserError(f"{name} {rate}: give a share in (0, 1]")
     writer = None
+    if config is not None and model is None:
+        raise UserError(f"--config {config}: gives --model's options; give --model too")
     if model is not None:
         from pipeline.catalog import catalog
         from pipeline.config import ModelConfig

@@ -3,7 +3,7 @@
 Each kind is a declared transformation (``KINDS``: its name, what it applies to, its generator) that makes, from
 one query, a new query with ``variant_of`` (the original) and ``variant`` (kind, generator, settings) and the
 original's ground truth, rubric, themes, KB references and English rendering — so the same question is scored
-against the same answer and retrieves from the same English text. Kinds (all deterministic and seeded):
+against the same answer and retrieves from the same English text. Kinds (deterministic and seeded):
 
 - ``romanized`` — a native-script query typed in Latin letters the casual way (``romanize``);
 - ``native`` — a romanized query written back in its script (``romanize.native`` with word lists that are not the
