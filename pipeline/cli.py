@@ -271,26 +271,51 @@ def curate_queries(
 def variants(
     dataset: Annotated[Path, typer.Argument(help="dataset folder (or queries file) whose queries to restate")],
     out: Annotated[Path, typer.Option(help="new dataset folder: the originals and their variants")],
-    kinds: Annotated[str, typer.Option(help="comma-separated: romanized, native, misspelled, code-mixed, english")]
+    kinds: Annotated[str, typer.Option(help="comma-separated: romanized, native, misspelled, code-mixed, english; "
+                                            "written by --model: romanized-llm, native-llm, code-mixed-llm")]
     = "romanized,native,misspelled,code-mixed,english",
     seed: Annotated[int, typer.Option(help="seed of the misspellings and of a partial code-mixing")] = 0,
     misspell_words: Annotated[float, typer.Option(help="misspelled: share of a query's words mistyped")] = 0.3,
     misspell_chars: Annotated[float, typer.Option(help="misspelled: each letter's chance to be the mistyped one")]
     = 0.2,
     code_mix_rate: Annotated[float, typer.Option(help="code-mixed: share of the lexicon's words swapped")] = 1.0,
+    model: Annotated[str | None, typer.Option(help="provider/name: the model that writes the -llm kinds (and "
+                                                   "translates them back to check their meaning)")] = None,
+    config: Annotated[Path | None, typer.Option("--config", "-c", help="run configuration giving --model's options "
+                                                                       "(base_url, path, …) and its db")] = None,
     db: Annotated[Path | None, typer.Option(help="results DuckDB whose stored query translations give `english` "
-                                                 "variants of queries without query_en")] = None,
+                                                 "variants (and the -llm kinds' English of the original) of queries "
+                                                 "without query_en; the -llm kinds' calls are cached in it "
+                                                 "(default: the config's db, else data/results.duckdb)")] = None,
     force: Annotated[bool, typer.Option("--force", help="replace files in --out that `variants` did not write")]
     = False,
 ):
-    """Make variants of every query (romanized, native, misspelled, code-mixed, English) as a new dataset."""
-    from pipeline.dataset.variants import Settings, parse_kinds, variants_command
+    """Make variants of every query (romanized, native, misspelled, code-mixed, English; or written by a model,
+    checked by script and back-translation) as a new dataset."""
+    from pipeline.dataset.variants import WRITTEN, Settings, parse_kinds, variants_command
 
     chosen = parse_kinds(kinds)
     for name, rate in (("--misspell-words", misspell_words), ("--misspell-chars", misspell_chars),
                        ("--code-mix-rate", code_mix_rate)):
         if not 0 < rate <= 1:
             raise UserError(f"{name} {rate}: give a share in (0, 1]")
+    writer = None
+    if config is not None and model is None:
+        raise UserError(f"--config {config}: gives --model's options; give --model too")
+    if model is not None:
+        from pipeline.catalog import catalog
+        from pipeline.config import ModelConfig
+        from pipeline.rewrite import rewriter
+
+        if not any(k in WRITTEN for k in chosen):
+            raise UserError(f"--model {model}: writes only the kinds {', '.join(WRITTEN)}; add one to --kinds")
+        run_config = catalog().load_config(config) if config is not None else None
+        try:
+            model_config = run_config.model_config_for(model) if run_config else ModelConfig(id=model)
+        except ValueError as exc:
+            raise UserError(f"--model {model}: give provider/name, e.g. llamacpp/smollm2-135m-instruct") from exc
+        db = db or (Path(run_config.db) if run_config else RESULTS_DB)
+        writer = rewriter(model_config, db, echo=console.print)
     translations = None
     if db is not None and "english" in chosen:
         from pipeline.dataset import load_dataset
@@ -298,7 +323,7 @@ def variants(
 
         translations = stored_query_translations(db, load_dataset(dataset))
     variants_command(dataset, chosen, out, Settings(seed, misspell_words, misspell_chars, code_mix_rate),
-                     translations, force=force, echo=console.print)
+                     translations, force=force, echo=console.print, writer=writer)
 
 
 @app.command()

@@ -31,7 +31,8 @@ NOT_IN_A_CLONE = {".streamlit/secrets.toml": "the operator writes it (docs/secur
                   "data/my-set": "README's example of the reader's own dataset folder",
                   "configs/my-study.yaml": "README's example of the reader's own run configuration",
                   "data/cataract-variants": "docs/robustness.md's example of a folder `pipeline variants` writes",
-                  "data/cataract-rm": "docs/robustness.md's example of a folder `pipeline variants` writes"}
+                  "data/cataract-rm": "docs/robustness.md's example of a folder `pipeline variants` writes",
+                  "data/cataract-llm": "docs/robustness.md's example of a folder `pipeline variants` writes"}
 
 SPAN = re.compile(r"(`+)(.+?)\1")
 LINK = re.compile(r"\]\(([^)\s]+)\)")

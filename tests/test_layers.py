@@ -15,7 +15,8 @@ import grimp
 # Top to bottom. The flow: dataset → store → steps (with models, config) → read → labels → the run, the CLI.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("cli", "cli_arena", "__main__", "launch"),
-    ("catalog", "runner", "estimate", "playground"),  # the catalog: the composition root the run and the CLI share
+    # the catalog: the composition root the run and the CLI share; rewrite: variants written by a model
+    ("catalog", "runner", "estimate", "playground", "rewrite"),
     ("labels",),  # people's labels, votes, review verdicts, the human-eval plan: written through the store, read
     ("read",),
     ("train",),

@@ -3,7 +3,7 @@
 Each kind is a declared transformation (``KINDS``: its name, what it applies to, its generator) that makes, from
 one query, a new query with ``variant_of`` (the original) and ``variant`` (kind, generator, settings) and the
 original's ground truth, rubric, themes, KB references and English rendering — so the same question is scored
-against the same answer and retrieves from the same English text. Kinds (all deterministic and seeded):
+against the same answer and retrieves from the same English text. Kinds (deterministic and seeded):
 
 - ``romanized`` — a native-script query typed in Latin letters the casual way (``romanize``);
 - ``native`` — a romanized query written back in its script (``romanize.native`` with word lists that are not the
@@ -12,6 +12,11 @@ against the same answer and retrieves from the same English text. Kinds (all det
 - ``code-mixed`` — content words swapped for the English words patients use (``codemix``, the project's lexicon);
 - ``english`` — the query's English rendering (a human ``query_en``, or the translate step's stored one), the
   control.
+
+The model-written kinds (``romanized-llm``, ``native-llm``, ``code-mixed-llm``: ``WRITTEN``) restate a query as
+their deterministic namesake does, but in a model's words; they are declared here (what they apply to, the
+variant's script) and written above the models layer (``pipeline/rewrite.py``, given to ``variants_command`` as
+``writer``): this module only files what it wrote, or the reason it dropped a rewrite.
 
 A query a kind does not apply to, or whose variant fails its check, is dropped and counted with the reason. The new
 folder holds the originals (unchanged, with rubrics inline), the variants, the KB and the dataset's own prompts,
@@ -27,7 +32,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from rapidfuzz.distance import Levenshtein
 
@@ -69,11 +74,15 @@ class Made:
     english: bool = False  # the variant is the English rendering (no query_en of its own)
 
 
+Written = dict[tuple[str, str], Made | str]  # (kind, query_id) -> a model-written variant, or why it was dropped
+
+
 @dataclass
 class Context:
     settings: Settings
     translations: dict[str, str]  # query_id -> the translate step's stored English rendering
     word_lists: dict[str, lexicon.Lexicon] = field(default_factory=dict)  # the languages' lists the kinds used
+    written: Written = field(default_factory=dict)  # what the model-written kinds' writer made
 
     def lexicon(self, language: str) -> lexicon.Lexicon:
         self.word_lists[language] = lexicon.lexicon(language)
@@ -91,10 +100,20 @@ def _indic(q: Any) -> None:
         raise Dropped(f"no casual romanization of language {q.language!r}")
 
 
-def _romanized(q: Any, ctx: Context) -> Made:
+def _to_latin(q: Any) -> None:
     _indic(q)
     if q.script == "latin":
         raise Dropped("already romanized")
+
+
+def _to_native(q: Any) -> None:
+    _indic(q)
+    if q.script != "latin":
+        raise Dropped("already in its script")
+
+
+def _romanized(q: Any, ctx: Context) -> Made:
+    _to_latin(q)
     text = romanize.romanize(q.query, q.language)
     back, total = romanize.round_trip(q.query, q.language, ctx.lexicon(q.language), codemix.english_words())
     return Made(text, q.language, "latin", {"scheme": "casual"},
@@ -102,9 +121,7 @@ def _romanized(q: Any, ctx: Context) -> Made:
 
 
 def _native(q: Any, ctx: Context) -> Made:
-    _indic(q)
-    if q.script != "latin":
-        raise Dropped("already in its script")
+    _to_native(q)
     words = ctx.lexicon(q.language)
     text = romanize.native(q.query, q.language, words, codemix.english_words())
     if script_letters(text, q.language) == 0:
@@ -150,6 +167,43 @@ def _english(q: Any, ctx: Context) -> Made:
 
 
 @dataclass(frozen=True)
+class WrittenKind:
+    """A kind a model writes: the deterministic kind it restates a query as (its prompt is
+    ``pipeline/prompts/rewrite_<as_kind>.txt``), which queries it applies to, and the variant's script."""
+
+    name: str
+    as_kind: str
+    applies: Callable[[Any], None]  # raises Dropped for a query it does not apply to (asked of no model)
+    script: Callable[[Any], Literal["native", "latin"]]
+    themes: tuple[str, ...] = ()
+
+    def target(self, q: Any) -> str:
+        """The language whose script the rewrite must be written in (``en``: Latin letters)."""
+        return "en" if self.script(q) == "latin" else q.language
+
+
+WRITTEN: dict[str, WrittenKind] = {w.name: w for w in (
+    WrittenKind("romanized-llm", "romanized", _to_latin, lambda q: "latin"),
+    WrittenKind("native-llm", "native", _to_native, lambda q: "native"),
+    WrittenKind("code-mixed-llm", "code-mixed", _indic, lambda q: q.script or "native", themes=("code_mixing",)),
+)}
+WRITTEN_GENERATOR = ("a model's rewrite (--model; pipeline/prompts/rewrite_<kind>.txt), kept when it is in the "
+                     "kind's script and its back-translation by the same model keeps the original's meaning "
+                     "(pipeline/rewrite.py)")
+
+
+def _written(name: str) -> Callable[[Any, Context], Made]:
+    def make(q: Any, ctx: Context) -> Made:
+        WRITTEN[name].applies(q)
+        made = ctx.written.get((name, q.query_id), "not written (no --model)")
+        if isinstance(made, str):
+            raise Dropped(made)
+        return made
+
+    return make
+
+
+@dataclass(frozen=True)
 class Kind:
     name: str
     make: Callable[[Any, Context], Made]
@@ -169,6 +223,7 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
          "content words swapped for the English words patients use"),
     Kind("english", _english, "the query's English rendering (query_en or the translate step's)",
          "the query in English: the control"),
+    *(Kind(w.name, _written(w.name), WRITTEN_GENERATOR, f"{w.as_kind}, written by a model") for w in WRITTEN.values()),
 )}
 
 
@@ -206,12 +261,36 @@ class Outcome:
                     "sample": self.samples.get(k, [])} for k in kinds}
 
 
+def _restatable(q: Any, kind: str, existing: set[str]) -> None:
+    """Raise Dropped when no variant of ``kind`` is made of ``q`` whatever the kind does."""
+    if q.messages is not None:
+        raise Dropped("a multi-turn conversation")
+    if variant_id(q.query_id, kind) in existing:
+        raise Dropped("the dataset already holds it")
+
+
+def to_write(dataset: Dataset, kind: str) -> list[Any]:
+    """The queries of ``dataset`` a model is asked to restate as the model-written ``kind`` (the rest are dropped
+    without a call, for the reason ``make_variants`` counts)."""
+    existing = {q.query_id for q in dataset.queries}
+    out = []
+    for q in dataset.queries:
+        try:
+            if q.variant is None:
+                _restatable(q, kind, existing)
+                WRITTEN[kind].applies(q)
+                out.append(q)
+        except Dropped:
+            pass
+    return out
+
+
 def make_variants(dataset: Dataset, kinds: list[str], settings: Settings | None = None,
-                  translations: dict[str, str] | None = None) -> Outcome:
+                  translations: dict[str, str] | None = None, written: Written | None = None) -> Outcome:
     """The variants of every query of ``dataset`` (not of the variants it already holds, nor multi-turn ones) of
-    ``kinds``, with what was dropped and why."""
+    ``kinds``, with what was dropped and why; ``written``: what the model-written kinds' writer made."""
     settings = settings or Settings()
-    ctx = Context(settings, translations or {})
+    ctx = Context(settings, translations or {}, written=written or {})
     existing = {q.query_id for q in dataset.queries}
     out = Outcome()
     for kind_name in kinds:
@@ -220,10 +299,7 @@ def make_variants(dataset: Dataset, kinds: list[str], settings: Settings | None 
             if q.variant is not None:
                 continue
             try:
-                if q.messages is not None:
-                    raise Dropped("a multi-turn conversation")
-                if variant_id(q.query_id, kind.name) in existing:
-                    raise Dropped("the dataset already holds it")
+                _restatable(q, kind.name, existing)
                 made = kind.make(q, ctx)
             except Dropped as why:
                 out.dropped.setdefault(kind.name, Counter())[str(why)] += 1
@@ -271,15 +347,23 @@ def dataset_files(dataset: Dataset, variants: list[Any]) -> dict[str, str]:
     return files
 
 
+Writer = Callable[[Dataset, list[str]], tuple[Written, dict[str, Any]]]  # (made or why, the report's "model")
+
+
 def variants_command(source: Path, kinds: list[str], out: Path, settings: Settings,
                      translations: dict[str, str] | None = None, *, force: bool = False,
-                     echo: Callable[[str], None] = print) -> Outcome:
-    """Make the variants of ``source`` into the new dataset folder ``out`` (all or nothing); prints a summary."""
+                     echo: Callable[[str], None] = print, writer: Writer | None = None) -> Outcome:
+    """Make the variants of ``source`` into the new dataset folder ``out`` (all or nothing); prints a summary.
+    ``writer``: writes the model-written kinds among ``kinds`` (``pipeline/rewrite.py``)."""
     src_folder = dataset_folder(source)
     if src_folder is not None and out.resolve() == src_folder.resolve():
         raise UserError(f"--out {out}: is the source dataset; the original is never changed, give a new folder")
+    by_model = [k for k in kinds if k in WRITTEN]
+    if by_model and writer is None:
+        raise UserError(f"--kinds {','.join(by_model)}: model-written kinds; give --model provider/name")
     dataset = load_dataset(source)
-    outcome = make_variants(dataset, kinds, settings, translations)
+    written, model = writer(dataset, by_model) if by_model and writer is not None else ({}, None)
+    outcome = make_variants(dataset, kinds, settings, translations, written)
     before: set[str] = set()
     if not foreign_files(out, ["queries.jsonl"], REPORT) and (out / "queries.jsonl").is_file():  # its own earlier
         before = {json.loads(line).get("query_id") for line in (out / "queries.jsonl").read_text(
@@ -288,6 +372,8 @@ def variants_command(source: Path, kinds: list[str], out: Path, settings: Settin
               "settings": vars(settings), "generators": {k: KINDS[k].generator for k in kinds},
               "word_lists": {lang: w.source for lang, w in outcome.word_lists.items()},
               "per_kind": outcome.report()}
+    if model is not None:
+        report["model"] = model
     write_dataset(out, dataset_files(dataset, outcome.variants), command=COMMAND, report_name=REPORT,
                   report=report, force=force, check=validated)
     new = sum(1 for v in outcome.variants if v.query_id not in before)

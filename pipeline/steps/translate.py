@@ -40,9 +40,15 @@ TARGET = "en"  # the language every rendering is in
 SOURCE_SCRIPT = "still in the source script"  # a failed translation's error starts so
 
 
+def in_script(text: str, language: str) -> bool:
+    """Whether a model's answer (quotes and whitespace cleaned off) has most of its letters in the script of
+    ``language``: the check of every rendering, and of a model-written variant (``pipeline/rewrite.py``)."""
+    return in_script_of(clean(text), language)
+
+
 def in_source_script(text: str) -> bool:
     """Whether a rendering's letters are mostly not in the target's (Latin) script: the source left untranslated."""
-    return not in_script_of(clean(text), TARGET)
+    return not in_script(text, TARGET)
 
 
 def unrendered(completion: Completion) -> bool:
