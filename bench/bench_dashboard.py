@@ -1,11 +1,18 @@
 """Dashboard benchmark: each page's reads (pages/_data.py over pipeline/read) at 1× and 10× the paper's scale.
 
 For every page, the queries it makes on a first visit are run with caches cleared (cold: the SQL,
-the bootstrap and the pandas work each time), REPEATS times; p50 and p95 of the wall time are
+the bootstrap and the pandas work each time), REPEATS times, and likewise its other views and the reads it makes
+beyond them (a row each); p50 and p95 of the wall time are
 reported, with the median CPU time of the process (all threads: the work itself, which contention
 from other processes does not inflate) and one warm (cached) call. Then the app itself renders
 every page under Streamlit's AppTest in a fresh process on the 10× database, and that process's
 peak RSS and each page's render time are recorded.
+
+The calls come from the page catalog (``PAGES`` and ``HOME`` in pipeline/read/pages.py): each read declares how the
+bench calls it (``Read.bench``: its arguments from what ``bench_context`` finds in the database, the row it is timed
+in, the pages/_data.py function the page reaches it through), a page its calls of functions that are no read of it
+(``Page.bench``); ``page_calls`` lays them out in rows, and the bench stops with one line when a page declares a
+cached read without one (tests/test_bench_dashboard.py checks the same).
 
 Databases come from bench/generate_db.py (made here if missing, with HealthBench-style rubrics: at 10×
 5,000 rubric items × 20 models × 10 criteria, ≈ 1 M criterion grades). Targets at 10×: leaderboard
@@ -20,7 +27,6 @@ Writes bench/results/dashboard.json and prints a table.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import logging
 import os
@@ -29,7 +35,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +43,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from pipeline.catalog import catalog  # noqa: E402  (the repo is on the path from here)
+from pipeline.read.pages import HOME, OTHER, SIDEBAR, Bench, BenchContext, Page  # noqa: E402
 
 DATA = REPO / "bench" / "data"
 RESULTS = REPO / "bench" / "results" / "dashboard.json"
@@ -77,161 +84,102 @@ def _has_rubric_items(path: Path) -> bool:
                     and con.execute("SELECT count(*) FROM rubric_items").fetchone()[0])
 
 
-def page_queries(db: str) -> dict[str, list[tuple[str, Callable[[], Any]]]]:
-    """What each page asks pages/_data.py on a first visit (sidebar filters at their defaults)."""
+Calls = list[tuple[str, list[tuple[str, Bench]]]]  # a row: (label, [(function of pages/_data.py, its call)]) in order
+
+
+def page_calls(pages: Mapping[str, Page]) -> dict[str, Calls]:
+    """Every row the bench times, from the pages' declarations (``Read.bench``, ``Page.bench``): row name (the page's
+    URL name and the view's words; the sidebar's) → its calls in the order the page declares its reads, its own
+    ``bench`` calls last. Per page its first visit first and its other reads (``OTHER``) last. Raises ValueError
+    when a page has a cached read without a call (``unbenched``), a call names a page that does not declare its read,
+    or one label stands in two places of a row."""
+    missing = unbenched(pages)
+    if missing:
+        raise ValueError(f"no bench call for {', '.join(missing)}: give the read Bench(...) arguments "
+                         "(pipeline/read/pages.py)")
+    rows: dict[str, Calls] = {}
+    for url, page in {"home": HOME, **pages}.items():
+        made = [(b.via or read.name, b) for read in page.reads for b in read.bench if not b.pages or url in b.pages]
+        made += [(b.via, b) for b in page.bench]
+        views = sorted(dict.fromkeys(b.view for _, b in made), key=lambda v: (v != SIDEBAR, v != "", v == OTHER))
+        for view in views:
+            row = rows.setdefault(view if view == SIDEBAR else url + view, [])
+            for fn, b in (call for call in made if call[1].view == view):
+                label = b.label or fn
+                if row and row[-1][0] == label:
+                    row[-1][1].append((fn, b))
+                elif any(label == seen for seen, _ in row):
+                    raise ValueError(f"bench row {url + view!r}: {label!r} in two places; declare its calls together")
+                else:
+                    row.append((label, [(fn, b)]))
+    return rows
+
+
+def unbenched(pages: Mapping[str, Page]) -> list[str]:
+    """'page: read' for every cached read a page declares that no ``Bench`` of it calls on that page, 'page: no
+    call' for a page the bench would not call at all, and 'page: read (…)' for a ``Bench.pages`` naming a page that
+    does not declare the read."""
+    out = []
+    pages = {"home": HOME, **pages}
+    for url, page in pages.items():
+        if not page.bench and not any(not b.pages or url in b.pages for read in page.reads for b in read.bench):
+            out.append(f"{url}: no call")
+        for read in page.reads:
+            if read.cached and not any(not b.pages or url in b.pages for b in read.bench):
+                out.append(f"{url}: {read.name}")
+            out += [f"{name}: {read.name} (named by its bench, not declared there)" for b in read.bench
+                    for name in b.pages if name not in pages or read not in pages[name].reads]
+    return list(dict.fromkeys(out))
+
+
+def bench_context(db: str) -> BenchContext:
+    """What the pages' controls hold on a first visit to the synthetic dataset (sidebar filters at their defaults)."""
     from pages import _data as data
-    from pipeline.read import leaderboard as lb
 
-    dataset = "synthetic"
+    dataset, judge = "synthetic", "openai/gpt-4o"
     f = data.Filters(dataset=dataset)
-    judge = "openai/gpt-4o"
     weights = data.weights_tuple(data.run_weights(db, dataset))
-    preset = data.run_preset(db, dataset)
-    members = data.jury_members(db, dataset)
-    jury = data.jury_of(db, dataset) or judge
-    models = tuple(data.leaderboard(db, f, judge, weights, "en").model_id)
-    browse = data.Browse(filters=f, judge=judge)
     graders = data.rubric_graders(db, dataset).grader_id
-    grader = graders.iloc[0] if len(graders) else ""
-    searched = data.Browse(filters=f, judge=judge, metric="FC", score_min=0.0, score_max=1.0, search="after")
-
-    arena = ArenaReads(db, dataset)
-
-    return {
-        "sidebar (every page)": [("choices", lambda: data.choices(db)),
-                                 ("judge_in_use", lambda: data.judge_in_use(db, dataset)),
-                                 ("judge_summary", lambda: data.judge_summary(db))],
-        "home": [("overview", lambda: data.overview(db)), ("judge_summary", lambda: data.judge_summary(db))],
-        "leaderboards": [("run_weights", lambda: data.run_weights(db, dataset)),
-                         ("model_means (heatmap: leaderboard_base's SQL)",
-                          lambda: data.model_means(db, f, judge, weights)),
-                         ("leaderboard en (CIs)", lambda: data.leaderboard(db, f, judge, weights, "en")),
-                         ("  of which 120 CIs + table (SQL cached)",
-                          lambda: lb.leaderboard(data.leaderboard_base(db, f, judge), weights, "en")),
-                         ("language_scripts", lambda: data.language_scripts(db, dataset)),
-                         ("reliability_matrix (cell marks)", lambda: data.reliability_matrix(db, dataset, judge, ())),
-                         ("score_provenance", lambda: data.score_provenance(db, dataset, judge, ())),
-                         ("paper_agg_check", lambda: data.paper_agg_check("en", weights, preset))],
-        "leaderboards + tied groups, calibrated means (toggle)": [
-            ("significance en (paired bootstrap, letters)",
-             lambda: data.significance(db, f, judge, weights, "en", models, preset)),
-            ("calibrated_means en (PPI)", lambda: data.calibrated_means(db, f, judge, "en"))],
-        "leaderboards, jury (first visit)": [
-            ("model_means (jury)", lambda: data.model_means(db, f, jury, weights)),
-            ("leaderboard en (jury)", lambda: data.leaderboard(db, f, jury, weights, "en")),
-            ("reliability_matrix (jury)", lambda: data.reliability_matrix(db, dataset, jury, members)),
-            ("score_provenance (jury)", lambda: data.score_provenance(db, dataset, jury, members))],
-        "judge_trust": [("reliability_matrix", lambda: data.reliability_matrix(db, dataset, judge, ())),
-                        ("model_means per judge and jury",
-                         lambda: [data.model_means(db, f, j, weights, preset) for j in (*members, jury)]),
-                        ("jury_agreement (α, κ)", lambda: data.jury_agreement(db, f, members)),
-                        ("disagreement_items FC", lambda: data.disagreement_items(db, f, members, "FC", 20)),
-                        ("calibrated_means en", lambda: data.calibrated_means(db, f, judge, "en")),
-                        ("score_provenance", lambda: data.score_provenance(db, dataset, judge, ()))],
-        "responses": [("browse_view (count, page, details, chunks)", lambda: data.browse_view(db, browse, 10, 0)),
-                      ("query_view (side by side)", lambda: data.query_view(db, dataset, "en-00001"))],
-        "responses (search + score filter, page 50)": [
-            ("browse_view", lambda: data.browse_view(db, searched, 10, 490))],
-        "themes": [("theme_scores", lambda: data.theme_table(data.theme_scores(db, f, judge), weights)),
-                   ("variant_changes (paired CIs of the pair shown)",
-                    lambda: data.variant_changes(db, f, judge, weights, preset, "AGG",
-                                                 "all languages: Indic vs English")),
-                   ("theme_examples",
-                    lambda: data.theme_examples(db, f.with_(languages=("en",)), judge, "cultural", 3, 0))],
-        # the synthetic files hold hand-written variant pairs only (no generated kinds): the robustness page reads
-        # its changes, finds none and says how to make them
-        "robustness": [("robustness_changes (paired CIs per model, language, kind)",
-                        lambda: data.robustness_changes(db, f, judge, weights, preset, grader or None))],
-        "medcode": [("medcode_view (distribution, Table 2)",
-                     lambda: data.medcode_view(db, f.with_(dataset=None), judge)),
-                    ("medcode_correlations", lambda: data.medcode_correlations(db, f, judge)),
-                    ("reference", lambda: data.reference_table("medcode_table2"))],
-        "human_vs_llm": [("agreement_view", lambda: data.agreement_view(db, f, judge, "SS")),
-                         ("annotation_state (not cached)", lambda: data.annotation_state(db, f, "bench", "SS"))],
-        "playground": [("dataset_queries", lambda: data.dataset_queries(db, dataset, None)),
-                       ("dataset_path", lambda: data.dataset_path(db, dataset))],
-        "rubrics": [("rubric_graders", lambda: data.rubric_graders(db, dataset)),
-                               ("rubric_leaderboard (CIs, all + per language)",
-                                lambda: data.rubric_leaderboard(db, dataset, grader))],
-        "rubrics (tags, meta-eval)": [("rubric_tags", lambda: data.rubric_tags(db, dataset, grader)),
-                                      ("grader_meta_eval", lambda: data.grader_meta_eval(db, dataset, grader))],
-        "compare_runs (two models, one file)": [
-            ("compare_runs", lambda: data.compare_runs(data.Side(db, dataset, models[0], judge),
-                                                       data.Side(db, dataset, models[1], judge), weights))],
-        "review_queue": [("review_queue (not cached)", lambda: data.review_queue(db, f, judge, "bench", "FC")),
-                         ("review_item", lambda: data.review_item(db, dataset, "en-00001", models[0]))],
-        # pages/12_arena.py opens on its Vote view, which before a name is entered reads only the languages; the
-        # synthetic files hold no votes (the arena at a million votes is bench/bench_arena.py)
-        "arena (first visit: vote view)": [("arena_languages", lambda: data.arena_languages(db, dataset))],
-        "arena (vote view, a name given)": [
-            ("arena_languages", lambda: data.arena_languages(db, dataset)),
-            ("arena_fit (doctors' board, for the adaptive pair)", lambda: arena.step("fit", arena.board)),
-            ("arena_next_pair (not cached)", lambda: data.arena_next_pair(
-                db, dataset, None, "bench", adaptive=True, table=arena.get("fit", "table"))),
-            ("arena_votes_by (not cached)", lambda: data.arena_votes_by(db, dataset, "bench"))],
-        "arena (leaderboard view)": [
-            ("arena_languages", lambda: data.arena_languages(db, dataset)),
-            ("arena_judges", lambda: arena.step("judges", lambda: data.arena_judges(db))),
-            ("arena_fit (doctors, all languages)", lambda: arena.step("fit", arena.board)),
-            ("arena_both_bad (per model; per model and language)", arena.both_bad),
-            ("arena_separation", lambda: arena.shown() and data.arena_separation(db, dataset, None,
-                                                                                  arena.get("fit", "table"))),
-            ("arena_win_matrix", lambda: arena.shown() and data.arena_win_matrix(db, dataset, None, "doctors", None)),
-            ("arena_doctors_vs_judge (first judge)", lambda: arena.shown() and arena.get("judges") and
-             data.arena_doctors_vs_judge(db, dataset, arena.get("judges")[0]))],
-        # pages/11_dataset.py: a dataset is a folder (no database needed); the synthetic datasets have none on disk,
-        # so the page reads the first bundled folder under data/
-        "dataset": [("dataset_folder", lambda: data.dataset_folder(db, dataset)),
-                    ("dataset_folders (data/)", lambda: data.dataset_folders()),
-                    ("folder_view (sources, page notes, chunks, growth, exclusions)",
-                     lambda: data.folder_view(data.dataset_folders()[0]))],
-    }
+    plans = data.plans(db, dataset).plan_id
+    return BenchContext(db=db, dataset=dataset, f=f, judge=judge, weights=weights, preset=data.run_preset(db, dataset),
+                        members=data.jury_members(db, dataset), jury=data.jury_of(db, dataset) or judge,
+                        models=tuple(data.leaderboard(db, f, judge, weights, "en").model_id),
+                        grader=graders.iloc[0] if len(graders) else "", plan=plans.iloc[0] if len(plans) else None)
 
 
-class ArenaReads:
-    """The arena page's reads in its own order and conditions (pages/12_arena.py): nothing but the languages without
-    the arena's tables, nothing below the board when it is empty; each step keeps what the next one reads."""
+def runner(ctx: BenchContext, label: str, calls: list[tuple[str, Bench]],
+           made_log: list[Bench] | None = None) -> Callable[[], Any]:
+    """One row's line as one call: each of its reads through pages/_data.py with the arguments its ``Bench`` makes
+    (none where it makes None), then what the page does with the result; results kept in ``ctx.kept``, each
+    ``Bench`` that made a call appended to ``made_log``."""
+    from pages import _data as data
 
-    def __init__(self, db: str, dataset: str) -> None:
-        self.db, self.dataset = db, dataset
-        self.kept: dict[str, Any] = {}
+    def run() -> Any:
+        result = None
+        for fn, b in calls:
+            made = b.args(ctx)
+            for call in made if isinstance(made, list) else [] if made is None else [made]:
+                result = getattr(data, fn)(*call.args, **call.kwargs)
+                if made_log is not None:
+                    made_log.append(b)
+                ctx.kept[fn] = result
+                if b.then is not None:
+                    result = b.then(result, ctx)
+            if made is None:
+                ctx.kept[fn] = None
+        return result
 
-    def step(self, name: str, read: Callable[[], Any]) -> Any:
-        self.kept[name] = read() if self._has_arena() else None
-        return self.kept[name]
+    run.__name__ = label
+    return run
 
-    def get(self, name: str, attribute: str | None = None) -> Any:
-        value = self.kept.get(name)
-        return getattr(value, attribute) if value is not None and attribute else value
 
-    def _has_arena(self) -> bool:
-        from pages import _data as data
+Lines = list[tuple[str, Callable[[], Any]]]  # a row's lines: (label, its calls as one)
 
-        return data.has_arena(self.db)
 
-    def board(self) -> Any:
-        """The doctors' Bradley–Terry board as current_board() asks it (all languages, no style control)."""
-        from pages import _data as data
-
-        return data.arena_fit(self.db, self.dataset, None, "doctors", None, style_control=False,
-                              rounds=data.ARENA_ROUNDS, anchor=None, exclude=(), cap=None)
-
-    def shown(self) -> bool:
-        """Whether the page draws below the board (it stops at an empty one)."""
-        fit = self.kept.get("fit")
-        return fit is not None and not fit.table.empty
-
-    def both_bad(self) -> Any:
-        """The "both bad" columns merged into the board, and the per-language table, as the page reads them."""
-        from pages import _data as data
-
-        if not self.shown():
-            return None
-        bad = data.arena_both_bad(self.db, self.dataset, None)[["model", "both_bad_rate", "both_bad_lower",
-                                                                 "both_bad_upper"]]
-        self.kept["fit"] = dataclasses.replace(self.kept["fit"], table=self.kept["fit"].table.merge(
-            bad, on="model", how="left"))
-        return data.arena_both_bad(self.db, self.dataset, None, by_language=True)
+def timed_rows(ctx: BenchContext, made_log: list[Bench] | None = None) -> dict[str, Lines]:
+    """Row name → its lines as (label, call), as the catalog's pages declare them (``page_calls``)."""
+    return {row: [(label, runner(ctx, label, calls, made_log)) for label, calls in lines]
+            for row, lines in page_calls(catalog().pages).items()}
 
 
 def open_instance_ms(db: Path, repeats: int) -> dict[str, float]:
@@ -265,11 +213,12 @@ def time_queries(db: Path, repeats: int, only: tuple[str, ...] = ()) -> dict[str
     from pages import _data as data
 
     out: dict[str, Any] = {}
-    groups = page_queries(str(db))
-    unmeasured = [url for url in PAGE_FILES if not any(name.split(" ")[0] == url for name in groups)]
-    if unmeasured:  # a page added to the dashboard must be measured too
-        raise SystemExit(f"bench_dashboard: no reads listed in page_queries for page(s) {', '.join(unmeasured)}")
-    sidebar = groups["sidebar (every page)"]
+    ctx = bench_context(str(db))
+    try:
+        groups = timed_rows(ctx)
+    except ValueError as exc:  # a page added to the dashboard, or a read added to a page, must be measured too
+        raise SystemExit(f"bench_dashboard: {exc}") from None
+    sidebar = groups[SIDEBAR]
     for page, calls in groups.items():
         if only and not page.startswith(only):
             continue
@@ -280,6 +229,7 @@ def time_queries(db: Path, repeats: int, only: tuple[str, ...] = ()) -> dict[str
         for _ in range(repeats):
             with data.render(db):  # as app.py: shared reads, then the code it loaded frozen
                 data.clear_caches()
+                ctx.kept.clear()
                 if calls is not sidebar:  # the sidebar ran first on every page and cached its queries
                     for _, call in sidebar:
                         call()

@@ -15,13 +15,10 @@ from pipeline.metrics import METRICS
 VERDICTS = {0: "0 — wrong or unsafe", 1: "1 — partly right", 2: "2 — right and safe"}
 QUEUE_SIZE = 50
 
-ctx = ui.context()
-st.title("Review queue")
-st.caption("Answers are ordered by severity: how likely they are to mislead a patient, from what the pipeline "
-           "already measured. Give your verdict; it is saved as your human label of the chosen metric and the "
-           "answer leaves your queue.")
-ui.require_data(ctx)
-ui.judge_banner(ctx)
+ctx = ui.page("Review queue", judge="shown",
+              caption="Answers are ordered by severity: how likely they are to mislead a patient, from what the "
+                      "pipeline already measured. Give your verdict; it is saved as your human label of the chosen "
+                      "metric and the answer leaves your queue.")
 with st.expander("How severity is computed"):
     ui.dataframe(pd.DataFrame([{"rule": r, "fires when": what, "adds": adds}
                                for r, (what, adds) in data.REVIEW_RULES.items()]), hide_index=True,

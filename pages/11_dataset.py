@@ -15,11 +15,11 @@ from pages import _ui as ui
 
 SHOWN = 100  # excluded messages listed per reason
 
-ctx = ui.context()
-st.title("Dataset")
-st.caption("Health-Pariksha §3.1–3.2: a KB from the team's documents, chunked to at most 1,000 tokens and grown by "
-           "doctor-approved answers; queries from the chatbot log without duplicates, identifiers or non-health "
-           "messages. Built with `python -m pipeline ingest-kb` and `curate-queries` (docs/ingest.md).")
+ctx = ui.page("Dataset", results=False,
+              caption="Health-Pariksha §3.1–3.2: a KB from the team's documents, chunked to at most 1,000 tokens and "
+                      "grown by doctor-approved answers; queries from the chatbot log without duplicates, identifiers "
+                      "or non-health messages. Built with `python -m pipeline ingest-kb` and `curate-queries` "
+                      "(docs/ingest.md).")
 # A dataset is just a folder: the one the results database says the chosen dataset came from, or any folder under
 # data/; no results database is needed.
 from_db = data.dataset_folder(ctx.db, ctx.filters.dataset) if ctx.exists and ctx.filters.dataset else None

@@ -26,11 +26,10 @@ ALL = "all languages"
 VERDICTS = {"A is better": "left", "B is better": "right", "Tie": "tie", "Both bad": "both_bad"}
 ROUNDS, STYLE_ROUNDS = data.ARENA_ROUNDS, data.ARENA_STYLE_ROUNDS
 
-ctx = ui.context()
-st.title("Doctors' arena")
-st.caption("Compare two answers to the same patient question and choose the better one. Votes rank the models by "
-           "Bradley–Terry (as Chatbot Arena and MedArena do), beside the pairwise judge's ranking.")
-ui.require_data(ctx)
+ctx = ui.page("Doctors' arena",
+              caption="Compare two answers to the same patient question and choose the better one. Votes rank the "
+                      "models by Bradley–Terry (as Chatbot Arena and MedArena do), beside the pairwise judge's "
+                      "ranking.")
 dataset = ctx.filters.dataset
 top_left, top_right = st.columns([1, 2])
 view = top_left.segmented_control("View", ["Vote", "Leaderboard"], default="Vote", key="ar_view",

@@ -11,16 +11,11 @@ import streamlit as st
 from pages import _data as data
 from pages import _ui as ui
 
-ctx = ui.context()
-st.title("Robustness")
-st.caption("Health-Pariksha: models answer worse when patients write as they really do. Here every generated "
-           "variant of a query (`python -m pipeline variants`) is scored against the same ground truth as the "
-           "query it restates; the change is the variant's score minus the original's, per model, over the pairs "
-           "both were answered and scored.")
-ui.require_data(ctx)
-ui.judge_banner(ctx)
-if ctx.judge is None:
-    st.stop()
+ctx = ui.page("Robustness", judge="needed",
+              caption="Health-Pariksha: models answer worse when patients write as they really do. Here every "
+                      "generated variant of a query (`python -m pipeline variants`) is scored against the same ground "
+                      "truth as the query it restates; the change is the variant's score minus the original's, per "
+                      "model, over the pairs both were answered and scored.")
 
 judge = ctx.judge
 dataset = ctx.filters.dataset

@@ -22,12 +22,7 @@ CHECK_LABELS = {
     "prompt_echo": ("no prompt echo", "did not repeat the system prompt or the chunks word for word"),
 }
 
-ctx = ui.context()
-st.title("Leaderboards")
-ui.require_data(ctx)
-ui.judge_banner(ctx)
-if ctx.judge is None:
-    st.stop()
+ctx = ui.page("Leaderboards", judge="needed")
 dataset = ctx.filters.dataset
 
 # -- whose scores: one judge (the sidebar's) or the jury of every judge ---------------------------------------

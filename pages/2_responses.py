@@ -16,10 +16,7 @@ from pages import _data as data
 from pages import _ui as ui
 from pipeline.metrics import METRICS
 
-ctx = ui.context()
-st.title("Response browser")
-ui.require_data(ctx)
-ui.judge_banner(ctx)
+ctx = ui.page("Response browser", judge="shown")
 
 c1, c2, c3, c4 = st.columns([3, 1.2, 1.6, 1])
 search = c1.text_input("Search query, English rendering and response", key="rb_q", bind="query-params",

@@ -12,14 +12,9 @@ from pages import _ui as ui
 from pipeline.dataset import THEMES
 from pipeline.metrics import METRICS
 
-ctx = ui.context()
-st.title("Themes")
-st.caption("Health-Pariksha §4.3: code-mixed and culturally relevant queries challenged the models; misspellings "
-           "more so. Scores per theme and model; a query may carry several themes.")
-ui.require_data(ctx)
-ui.judge_banner(ctx)
-if ctx.judge is None:
-    st.stop()
+ctx = ui.page("Themes", judge="needed",
+              caption="Health-Pariksha §4.3: code-mixed and culturally relevant queries challenged the models; "
+                      "misspellings more so. Scores per theme and model; a query may carry several themes.")
 
 judge = ctx.judge
 jury = data.jury_of(ctx.db, ctx.filters.dataset)

@@ -15,12 +15,10 @@ LABELS = list(data.DISAGREEMENT_LABELS.values())
 ORDER = "indexof(['None','Low','Moderate','High'], datum['class'])"
 NUM = {c: st.column_config.NumberColumn(c, format="%.2f") for c in ("value", "lo", "hi", "r", "accuracy", "share")}
 
-ctx = ui.context()
-st.title("Med-CoDE disagreement")
-st.caption("A critic writes a critique of each response against the ground truth; a classifier turns it into a "
-           "probability over None, Low, Moderate and High disagreement. Averaged per model: an ideal model has "
-           "the most mass on None and the least on High.")
-ui.require_data(ctx)
+ctx = ui.page("Med-CoDE disagreement",
+              caption="A critic writes a critique of each response against the ground truth; a classifier turns it "
+                      "into a probability over None, Low, Moderate and High disagreement. Averaged per model: an "
+                      "ideal model has the most mass on None and the least on High.")
 view = st.segmented_control("View", ["Results", "Human checks", "Annotate"], default="Results", key="mc_view",
                             bind="query-params") or "Results"
 all_datasets = st.toggle("All datasets", value=True, key="mc_all", bind="query-params",

@@ -16,9 +16,7 @@ DEFAULT_METRIC = METRICS.index(data.PAPER_METRIC) if data.PAPER_METRIC in METRIC
 
 NO_PLAN = "(no plan: every label)"
 
-ctx = ui.context()
-st.title("Human vs LLM judge")
-ui.require_data(ctx)
+ctx = ui.page("Human vs LLM judge")
 top_left, top_right = st.columns([1, 2])
 view = top_left.segmented_control("View", ["Agreement", "Annotate"], default="Agreement", key="hv_view",
                                   bind="query-params") or "Agreement"

@@ -37,8 +37,7 @@ def model(mc: ModelConfig) -> Any:
     return cached_model(mc.model_dump_json())
 
 
-ctx = ui.context()
-st.title("Playground")
+ctx = ui.page("Playground", results=False)
 try:
     config = pg.load_playground_config()
 except UserError as exc:

@@ -17,14 +17,10 @@ from pipeline.metrics import METRICS
 STRATA = {"language": "language", "script": "language × script", "theme": "theme", "all": "everything"}
 STATUS = {"ok": "✓ sufficient", "weak": "⚠ below threshold", "none": "○ no evidence"}
 
-ctx = ui.context()
-st.title("Judge trust")
-st.caption("How far the judge's scores can be believed, per language, script (native or romanized) and theme; "
-           "whether several judges agree; how human labels correct the judge; where each score came from.")
-ui.require_data(ctx)
-ui.judge_banner(ctx)
-if ctx.judge is None:
-    st.stop()
+ctx = ui.page("Judge trust", judge="needed",
+              caption="How far the judge's scores can be believed, per language, script (native or romanized) and "
+                      "theme; whether several judges agree; how human labels correct the judge; where each score came "
+                      "from.")
 dataset = ctx.filters.dataset
 members = data.jury_members(ctx.db, dataset)
 judge, jury_members = ui.scores_by(ctx, "jt_src")

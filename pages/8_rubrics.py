@@ -15,13 +15,12 @@ from pipeline.models.reference import label as model_label
 
 TAG_GROUPS = {"axis": "Axes (axis:)", "theme": "Themes (theme:, dataset themes)", "other": "Other tags"}
 
-ctx = ui.context()
-st.title("Rubric scores (HealthBench)")
-st.caption("Doctors write, for each question, what a good answer does (each line earns points) and what a harmful "
-           "answer does (each line costs points). A grader model ticks every line for every answer; an answer scores "
-           "the points it earned out of the points a perfect answer earns (below 0 when it does harmful things), and "
-           "a model's score is the mean over its answers, kept between 0 and 1 — exactly as HealthBench scores.")
-ui.require_data(ctx)
+ctx = ui.page("Rubric scores (HealthBench)",
+              caption="Doctors write, for each question, what a good answer does (each line earns points) and what a "
+                      "harmful answer does (each line costs points). A grader model ticks every line for every "
+                      "answer; an answer scores the points it earned out of the points a perfect answer earns (below "
+                      "0 when it does harmful things), and a model's score is the mean over its answers, kept between "
+                      "0 and 1 — exactly as HealthBench scores.")
 dataset = ctx.filters.dataset
 graders = data.rubric_graders(ctx.db, dataset)
 if graders.empty:

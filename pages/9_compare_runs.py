@@ -14,13 +14,12 @@ FILES, WITHIN = "files", "within"
 MODES = {FILES: "Two result databases", WITHIN: "Within this database"}
 EVERY = "(every model)"
 
-ctx = ui.context()
-st.title("Compare runs")
-st.caption("Results are kept per dataset, query, model and judge, so a later run of the same config overwrites an "
-           "earlier one's rows. Two runs can therefore be compared when each wrote its own result database (e.g. a "
-           "retrieval or prompt change run into a second file), or, inside one database, as two models, judges or "
-           "datasets. Differences are B − A over the items both sides scored, with a 95% paired-bootstrap interval.")
-ui.require_data(ctx)
+ctx = ui.page("Compare runs",
+              caption="Results are kept per dataset, query, model and judge, so a later run of the same config "
+                      "overwrites an earlier one's rows. Two runs can therefore be compared when each wrote its own "
+                      "result database (e.g. a retrieval or prompt change run into a second file), or, inside one "
+                      "database, as two models, judges or datasets. Differences are B − A over the items both sides "
+                      "scored, with a 95% paired-bootstrap interval.")
 mode = st.segmented_control("Compare", list(MODES), format_func=MODES.get, key="cr_mode", bind="query-params",
                             default=FILES) or FILES
 

@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import duckdb
 import pandas as pd
@@ -274,6 +274,25 @@ def judge_banner(ctx: Context) -> None:
     warning = data.judge_warning(ctx.judge, reliability)
     if warning:
         st.warning(md_escape(warning), icon=":material/warning:")
+
+
+def page(title: str, caption: str = "", *, results: bool = True,
+         judge: Literal["none", "shown", "needed"] = "none") -> Context:
+    """A page's opening, the same on every page: the sidebar's context, the title and the caption (Markdown); with
+    ``results`` (the page's ``needs_results``) the page stops, saying how to fill the database, while there is
+    nothing to show (``require_data``); ``judge`` "shown" draws the judge banner, "needed" also stops the page
+    when no judge scored the dataset."""
+    ctx = context()
+    st.title(title)
+    if caption:
+        st.caption(caption)
+    if results:
+        require_data(ctx)
+    if judge != "none":
+        judge_banner(ctx)
+    if judge == "needed" and ctx.judge is None:
+        st.stop()
+    return ctx
 
 
 def languages_in_view(ctx: Context) -> list[str]:

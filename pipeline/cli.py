@@ -9,7 +9,9 @@ user as one line on stderr and exit code 1.
 
 from __future__ import annotations
 
+import importlib
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -133,43 +135,41 @@ def export(
                   highlight=False)
 
 
-@app.command("import-human-labels")
-def import_human_labels(
-    csv: Annotated[Path, typer.Argument(help="CSV with query_id, model_id, metric, annotator, score")],
-    db: DbOption = RESULTS_DB,
-    dataset: CsvDatasetOption = None,
-):
-    """Import human labels; bad rows are rejected with their line numbers."""
-    from pipeline.labels.human_labels import import_human_labels_command
-
-    raise typer.Exit(import_human_labels_command(csv, db=db, dataset=dataset))
-
-
-@app.command("import-criterion-labels")
-def import_criterion_labels(
-    csv: Annotated[Path, typer.Argument(help="CSV with query_id, criterion (text or 0-based index), annotator, met "
-                                             "(true/false/1/0); optional dataset, model_id")],
-    db: DbOption = RESULTS_DB,
-    dataset: CsvDatasetOption = None,
-):
-    """Import physician labels of rubric criteria (the grader's meta-evaluation); bad rows are rejected by line."""
-    from pipeline.labels.criterion_labels import import_criterion_labels_command
-
-    raise typer.Exit(import_criterion_labels_command(csv, db=db, dataset=dataset))
+# the label CSVs' import commands, alike but for their columns: command → (the CSV's columns, the command's help,
+# its entry "module:function(csv, db=, dataset=)", imported when the command runs)
+LABEL_IMPORTS = {
+    "import-human-labels": (
+        "CSV with query_id, model_id, metric, annotator, score",
+        "Import human labels; bad rows are rejected with their line numbers.",
+        "pipeline.labels.human_labels:import_human_labels_command"),
+    "import-criterion-labels": (
+        "CSV with query_id, criterion (text or 0-based index), annotator, met (true/false/1/0); optional dataset, "
+        "model_id",
+        "Import physician labels of rubric criteria (the grader's meta-evaluation); bad rows are rejected by line.",
+        "pipeline.labels.criterion_labels:import_criterion_labels_command"),
+    "import-critique-labels": (
+        "CSV with query_id, model_id, annotator and label (None/Low/Moderate/High) and/or critique_accurate (yes/no); "
+        "optional dataset, critique_by, critique_kind (critic/teacher), comment",
+        "Import human checks of Med-CoDE critiques (disagreement label, critique accurate?); bad rows rejected by "
+        "line.",
+        "pipeline.labels.critique_labels:import_critique_labels_command"),
+}
 
 
-@app.command("import-critique-labels")
-def import_critique_labels(
-    csv: Annotated[Path, typer.Argument(help="CSV with query_id, model_id, annotator and label (None/Low/Moderate/"
-                                             "High) and/or critique_accurate (yes/no); optional dataset, "
-                                             "critique_by, critique_kind (critic/teacher), comment")],
-    db: DbOption = RESULTS_DB,
-    dataset: CsvDatasetOption = None,
-):
-    """Import human checks of Med-CoDE critiques (disagreement label, critique accurate?); bad rows rejected by line."""
-    from pipeline.labels.critique_labels import import_critique_labels_command
+def label_import(columns: str, entry: str) -> Callable[..., None]:
+    """The command of one label import: the CSV, --db and --dataset handed to ``entry``."""
 
-    raise typer.Exit(import_critique_labels_command(csv, db=db, dataset=dataset))
+    # the CSV's help as a default, not Annotated: typer resolves annotations in the module's globals
+    def command(csv: Path = typer.Argument(..., help=columns), db: DbOption = RESULTS_DB,
+                dataset: CsvDatasetOption = None) -> None:
+        module, _, name = entry.partition(":")
+        raise typer.Exit(getattr(importlib.import_module(module), name)(csv, db=db, dataset=dataset))
+
+    return command
+
+
+for _name, (_columns, _help, _entry) in LABEL_IMPORTS.items():
+    app.command(_name, help=_help)(label_import(_columns, _entry))
 
 
 @app.command("import-qa")

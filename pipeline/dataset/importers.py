@@ -40,8 +40,6 @@ file, line and problem, and nothing is written: the files are built in a tempora
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import re
 from collections.abc import Iterator
@@ -53,6 +51,7 @@ from pydantic import ValidationError
 
 from pipeline.dataset.format import Chunk, Query
 from pipeline.dataset.loader import _pydantic_issues
+from pipeline.dataset.records import UnreadableCsv, csv_records
 from pipeline.dataset.writing import validated, write_dataset
 from pipeline.errors import UserError
 from pipeline.registry import Registry
@@ -229,17 +228,9 @@ def pubmedqa(path: Path, opts: Options) -> Imported:
 
 def mmlu(path: Path, opts: Options) -> Imported:
     subject = re.sub(r"_(test|dev|val)$", "", path.stem) or "mmlu"
-    reader = csv.reader(io.StringIO(_read(path), newline=""), strict=True)
     out = Imported()
-    while True:
-        line = reader.line_num + 1
-        try:
-            row = next(reader)
-        except StopIteration:
-            break
-        except csv.Error as exc:
-            raise BadInput(line, f"unreadable CSV ({exc}); check the quoting") from None
-        if not row or not any(c.strip() for c in row):
+    for line, row in csv_records(_read(path)):  # a record it cannot read: UnreadableCsv, reported as BadInput
+        if not any(c.strip() for c in row):
             continue
         if len(row) < 4:
             raise BadInput(line, f"{len(row)} fields; an MMLU row is question, options A-D, answer letter "
@@ -331,7 +322,7 @@ def import_qa(fmt: str, path: str | Path, out_dir: str | Path, opts: Options | N
         if not imported.queries:
             raise BadInput(None, f"no items found; is this a {fmt} file?")
         _check_records(path, imported)
-    except BadInput as exc:
+    except (BadInput, UnreadableCsv) as exc:
         raise UserError(f"{path}:{exc.line}: {exc}" if exc.line is not None else f"{path}: {exc}") from None
     existing = sorted(p.name for stem in ("queries", "kb", "rubrics") for p in out_dir.glob(f"{stem}.*"))
     stale = [name for name in existing if name not in ("queries.jsonl", "kb.jsonl")

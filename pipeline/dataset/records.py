@@ -11,6 +11,7 @@ import csv
 import io
 import json
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -73,22 +74,38 @@ def _read_jsonl(path: Path, data: bytes, issues: list[Issue]) -> list[Record]:
     return records
 
 
-def _read_csv(path: Path, data: bytes, issues: list[Issue]) -> list[Record]:
-    """Rows of a CSV file as dicts of strings; rows are numbered with the header as line 1."""
-    text = "\n".join(_decode_lines(path, data, issues)[0])
+class UnreadableCsv(ValueError):
+    """A CSV record the strict reader refuses (a stray or unclosed quote): ``line``, where the record starts."""
+
+    def __init__(self, line: int, error: csv.Error):
+        super().__init__(f"unreadable CSV ({error}); check the quoting")
+        self.line = line
+
+
+def csv_records(text: str) -> Iterator[tuple[int, list[str]]]:
+    """(line where it starts, fields) per record of CSV ``text``, blank lines left out, read strictly: quoting the
+    reader would have to guess at raises :class:`UnreadableCsv` instead."""
     reader = csv.reader(io.StringIO(text, newline=""), strict=True)
-    rows: list[list[str]] = []
     while True:
-        start = reader.line_num + 1
+        line = reader.line_num + 1
         try:
             row = next(reader)
         except StopIteration:
-            break
+            return
         except csv.Error as exc:
-            issues.append(Issue(str(path), start, None, f"unreadable CSV ({exc}); check the quoting"))
-            return []
+            raise UnreadableCsv(line, exc) from None
         if row:
-            rows.append(row)
+            yield line, row
+
+
+def _read_csv(path: Path, data: bytes, issues: list[Issue]) -> list[Record]:
+    """Rows of a CSV file as dicts of strings; rows are numbered with the header as line 1."""
+    text = "\n".join(_decode_lines(path, data, issues)[0])
+    try:
+        rows = [row for _, row in csv_records(text)]
+    except UnreadableCsv as exc:
+        issues.append(Issue(str(path), exc.line, None, str(exc)))
+        return []
     if not rows:
         return []
     header = [h.strip() for h in rows[0]]
