@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -120,15 +121,21 @@ def test_variants_of_the_cataract_set(tmp_path):
 
 
 def test_native_and_english_kinds():
-    from pipeline.dataset.languages import in_script_of
+    from pipeline.dataset.codemix import common_english, english_words
+    from pipeline.dataset.languages import in_script_of, script_letters
     from pipeline.dataset.variants import make_variants
 
     cataract = load_dataset(CATARACT)
     made = make_variants(cataract, ["native"])
     romanized = [q for q in cataract.queries if q.script == "latin" and q.language != "en"]
     assert romanized and made.made["native"] == len(romanized)
-    for v in made.variants:
-        assert v.script == "native" and in_script_of(v.query, v.language), v.query
+    mixed = 0
+    for v in made.variants:  # in its script, but for the English words patients mix in ("non veg", "Operation")
+        latin = re.findall(r"[A-Za-z]+", v.query)
+        assert v.script == "native" and script_letters(v.query, v.language) > 0, v.query
+        assert all(w.lower() in english_words() or common_english(w.lower()) or w.isupper() for w in latin), v.query
+        mixed += not in_script_of(v.query, v.language)
+    assert mixed < len(made.variants) / 4  # most are mostly in their script
     english = sum(q.language == "en" for q in cataract.queries)
     assert made.report()["native"]["dropped"] == {
         "already in its script": len(cataract.queries) - len(romanized) - english, "an English query": english}

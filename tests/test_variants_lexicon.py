@@ -109,3 +109,20 @@ def test_a_case_ending_in_the_code_mixing_lexicon_is_not_kept_as_english():
     assert "eye" in keep and "lo" not in keep  # "eye-lo": Telugu's "in" after the English word
     assert native("kannu lo noppi", "te", None, keep).split()[1] == "లొ"  # by rule: written in Telugu, not kept
     assert native("eye lo", "te", None, keep).startswith("eye ")
+
+
+def test_english_words_a_hinglish_query_mixes_in_stay_in_latin_and_its_hindi_words_do_not():
+    """Typed Hinglish: an English word the Hindi lists lack and that is common in English ("symptoms",
+    "precautions") stays as typed instead of being guessed letter by letter, as do capitals ("vitamin C", "N95");
+    the Hindi words are written from the lists. Without the English check the same words are guessed."""
+    from pipeline.dataset.codemix import common_english, english_words
+
+    lists, keep = lexicon.lexicon("hi"), english_words()
+    query = "operation ke baad kya precautions leni hain, vitamin C aur N95 mask bhi? symptoms kab tak rahenge"
+    written = native(query, "hi", lists, keep, common_english)
+    for word in ("precautions", "symptoms", "vitamin C", "N95", "mask"):
+        assert word in written, written
+    assert not any(w in written.split() for w in ("kya", "baad", "hain", "kab", "tak")), written
+    guessed = native(query, "hi", lists, keep)
+    assert "precautions" not in guessed and "symptoms" not in guessed  # by rule: a Devanagari guess
+    assert common_english("symptoms") and not common_english("dawai") and not common_english("aankh")

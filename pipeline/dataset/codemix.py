@@ -54,6 +54,19 @@ def english_words() -> frozenset[str]:
                      for v in entries.values() for w in re.findall(r"[A-Za-z]+", v.split("-", 1)[0]))
 
 
+# A word at least this common in English (Zipf scale: once per million words, wordfreq's English list) is English
+# when the language's word lists lack it: "symptoms", "quarantine", "lockdown" stay in Latin in a reverse to native
+# script instead of being guessed letter by letter. Set from the scale's meaning, not fitted to a set.
+ENGLISH_ZIPF = 3.0
+
+
+def common_english(word: str) -> bool:
+    """Whether the lower-case ``word`` is a common English word (``ENGLISH_ZIPF``), for ``romanize.native``."""
+    from wordfreq import zipf_frequency
+
+    return zipf_frequency(word, "en") >= ENGLISH_ZIPF
+
+
 def _swap(word: str, table: dict[str, str], stems: bool) -> str | None:
     key = skeleton(word) if word.isascii() else word
     if key in table:

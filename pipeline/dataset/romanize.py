@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections import Counter
+from collections.abc import Callable
 from functools import cache
 from typing import Protocol
 
@@ -232,20 +233,25 @@ class Vocabulary:
         return max(sorted(counts), key=counts.__getitem__) if counts else None
 
 
-def native(text: str, language: str, vocabulary: WordList | None = None, keep: frozenset[str] = frozenset()) -> str:
+def native(text: str, language: str, vocabulary: WordList | None = None, keep: frozenset[str] = frozenset(),
+           english: Callable[[str], bool] | None = None) -> str:
     """Romanized ``text`` in ``language`` written back in its native script: each Latin word as the
-    ``vocabulary``'s word for it, else by rule (a guess: see the module's notes). Words with a capital after their
-    first letter ("TV", "BP") and the lower-case words of ``keep`` (English words patients mix in: "drops") stay."""
+    ``vocabulary``'s word for it, else by rule (a guess: see the module's notes). Words in capitals or with a capital
+    after their first letter ("TV", "BP", the "C" of "vitamin C", the "N" of "N95") and the lower-case words of
+    ``keep`` (English words patients mix in: "drops") stay, and so does a word the ``vocabulary`` lacks that
+    ``english`` says is English ("symptoms", "quarantine"), rather than be guessed by rule."""
     if language not in SCRIPTS:
         raise ValueError(f"no native script for language {language!r} (known: {', '.join(SCRIPTS)})")
 
     def word(m: re.Match[str]) -> str:
         w = m.group(0)
-        if w.lower() in keep or any(ch.isupper() for ch in w[1:]):
+        if w.lower() in keep or w.isupper() or any(ch.isupper() for ch in w[1:]):
             return w
         known = vocabulary.get(w) if vocabulary is not None else None
         if known is not None:
             return known
+        if english is not None and english(w.lower()):
+            return w
         iso = _iso_guess(w, language)
         if language == "ta":
             return _from_devanagari_block(sanscript.transliterate(iso, sanscript.ISO, sanscript.DEVANAGARI))
@@ -265,18 +271,18 @@ def words(text: str) -> list[str]:
     return re.findall(r"(?:[^\W_]|[\u0900-\u0963\u0966-\u0DFF])+", unicodedata.normalize("NFC", text))
 
 
-def round_trip(text: str, language: str, vocabulary: WordList | None = None,
-               keep: frozenset[str] = frozenset()) -> tuple[int, int]:
+def round_trip(text: str, language: str, vocabulary: WordList | None = None, keep: frozenset[str] = frozenset(),
+               english: Callable[[str], bool] | None = None) -> tuple[int, int]:
     """(words that come back, native-script words): ``text`` romanized, then written back in its native script
-    (``native`` with ``vocabulary`` and ``keep``), compared word by word in order (chandrabindu and anusvara counted
-    alike). Latin words are not counted."""
+    (``native`` with ``vocabulary``, ``keep`` and ``english``), compared word by word in order (chandrabindu and
+    anusvara counted alike). Latin words are not counted."""
     fold = _fold(language)
 
     def norm(w: str) -> str:
         return "".join(fold.get(ch, ch) for ch in w)
 
     before = [norm(w) for w in words(text)]
-    after = [norm(w) for w in words(native(romanize(text, language), language, vocabulary, keep))]
+    after = [norm(w) for w in words(native(romanize(text, language), language, vocabulary, keep, english))]
     own = [i for i, w in enumerate(before) if not w.isascii()]
     if len(before) != len(after):
         return 0, len(own)

@@ -115,7 +115,8 @@ def _to_native(q: Any) -> None:
 def _romanized(q: Any, ctx: Context) -> Made:
     _to_latin(q)
     text = romanize.romanize(q.query, q.language)
-    back, total = romanize.round_trip(q.query, q.language, ctx.lexicon(q.language), codemix.english_words())
+    back, total = romanize.round_trip(q.query, q.language, ctx.lexicon(q.language), codemix.english_words(),
+                                      codemix.common_english)
     return Made(text, q.language, "latin", {"scheme": "casual"},
                 {"round_trip_words": back / total if total else 1.0})
 
@@ -123,7 +124,7 @@ def _romanized(q: Any, ctx: Context) -> Made:
 def _native(q: Any, ctx: Context) -> Made:
     _to_native(q)
     words = ctx.lexicon(q.language)
-    text = romanize.native(q.query, q.language, words, codemix.english_words())
+    text = romanize.native(q.query, q.language, words, codemix.english_words(), codemix.common_english)
     if script_letters(text, q.language) == 0:
         raise Dropped("no letter of its script came out")
     return Made(text, q.language, "native", {"scheme": "casual", "word_list": words.source},
