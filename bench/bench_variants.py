@@ -242,6 +242,12 @@ HELD_OUT_ENGLISH = frozenset(
     "antibodies mask sanitize plasma therapy effective test booster dose donation quarantine isolation symptoms "
     "flu vitamin c vaccine fever normal n herd immunity antibiotics delta fertility problems hand sanitizer "
     "alcohol hair loss".split())
+# The Hindi words of that half as Hindi writes them (the team's labels; a second accepted spelling after a "|").
+HELD_OUT_HINDI = {w: tuple(v.split("|")) for w, v in (pair.split("=") for pair in (
+    "aana=आना alag=अलग aur=और baad=बाद baar=बार bacha=बचा chahiye=चाहिए|चाहिये dauran=दौरान fark=फ़र्क|फर्क hai=है "
+    "hain=हैं ho=हो hona=होना hota=होता hote=होते jana=जाना ka=का kaam=काम kab=कब kaise=कैसे kar=कर karein=करें "
+    "karna=करना karte=करते ke=के kise=किसे kitna=कितना kitne=कितने ko=को koi=कोई kya=क्या liye=लिए|लिये "
+    "matlab=मतलब mein=में rehti=रहती sakta=सकता sakte=सकते se=से tak=तक zaroorat=ज़रूरत|जरूरत").split())}
 
 
 def typed_hinglish(path: Path) -> dict:
@@ -270,20 +276,27 @@ def typed_hinglish(path: Path) -> dict:
             edits += Levenshtein.distance(back, word.lower())
             chars += len(word)
         devanagari = len(typed) - latin
-        english_ok = hindi_ok = 0
+        english_ok = hindi_ok = hindi_right = 0
         for word in held:
             written = native(word, "hi", lists, keep, english)
             if word.lower() in HELD_OUT_ENGLISH:
                 english_ok += written.isascii() or lists.get(word) is not None
             else:
                 hindi_ok += not written.isascii()
+                hindi_right += written in HELD_OUT_HINDI[word.lower()]
         n_english = sum(w.lower() in HELD_OUT_ENGLISH for w in held)
         out[way] = {"kept_latin": round(latin / len(typed), 4), "devanagari": devanagari,
                     "from_word_lists": round(listed / devanagari, 4),
                     "back_exactly_as_typed": round(exact / devanagari, 4), "cer_back_vs_typed": round(edits / chars, 4),
                     "held_out_english_not_guessed": round(english_ok / n_english, 4),
                     "held_out_hindi_in_devanagari": round(hindi_ok / (len(held) - n_english), 4),
+                    "held_out_hindi_as_hindi_writes_it": round(hindi_right / (len(held) - n_english), 4),
                     "held_out_english_words": n_english}
+    hindi = [w for w in held if w.lower() not in HELD_OUT_ENGLISH]
+    pairs = [(romanize(HELD_OUT_HINDI[w.lower()][0], "hi"), w.lower()) for w in hindi]
+    out["held_out_romanize_vs_typed"] = {
+        "words": len(hindi), "exact": round(sum(m == w for m, w in pairs) / len(hindi), 4),
+        "cer": round(sum(Levenshtein.distance(m, w) for m, w in pairs) / sum(map(len, hindi)), 4)}
     return out
 
 
@@ -338,7 +351,11 @@ def main() -> None:
                   f"{r['from_word_lists']:.3f}, romanized back exactly as typed {r['back_exactly_as_typed']:.3f}, "
                   f"CER {r['cer_back_vs_typed']:.3f}; held out ({t['held_out_words']} words): English not guessed "
                   f"{r['held_out_english_not_guessed']:.3f}, Hindi in Devanagari "
-                  f"{r['held_out_hindi_in_devanagari']:.3f}")
+                  f"{r['held_out_hindi_in_devanagari']:.3f}, as Hindi writes it "
+                  f"{r['held_out_hindi_as_hindi_writes_it']:.3f}")
+        r = t["held_out_romanize_vs_typed"]
+        print(f"  romanize of the held-out Hindi words as Hindi writes them, against what was typed ({r['words']} "
+              f"words): exact {r['exact']:.3f}, CER {r['cer']:.3f}")
     for lang, splits in result.get("dakshina", {}).items():
         for split, r in (splits.items() if isinstance(splits, dict) else ()):
             print(f"Dakshina {lang} {split} ({r['words']} words): romanize CER vs most attested "
