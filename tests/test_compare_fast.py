@@ -290,6 +290,19 @@ def test_a_provenance_cell(value: Any, cell: str) -> None:
     assert _cell(value) == cell
 
 
+def test_the_paired_interval_is_the_bootstrap_of_the_differences() -> None:
+    """``paired_ci`` against a plain percentile bootstrap written here (numpy, 20,000 resamples of the differences):
+    the reference above computes its intervals with the module's own function, so this is what checks them."""
+    from pipeline.read.compare import paired_ci
+
+    rng = np.random.default_rng(7)
+    diffs = rng.choice([-1.0, -0.5, 0.0, 0.5, 1.0], size=120, p=[0.1, 0.15, 0.3, 0.25, 0.2])
+    means = rng.choice(diffs, size=(20_000, diffs.size)).mean(axis=1)
+    lo, hi = np.percentile(means, [2.5, 97.5])
+    assert paired_ci(diffs) == (pytest.approx(lo, abs=0.012), pytest.approx(hi, abs=0.012))
+    assert np.isnan(paired_ci(np.array([0.5]))).all()  # one pair: no interval
+
+
 def test_config_diff_lists_the_dotted_keys_that_differ() -> None:
     a = json.dumps({"name": "first", "db": "a.duckdb", "retrieval": {"top_k": 3, "split": "separate"},
                     "models": [{"id": "m1", "max_tokens": 10}, {"id": "m2"}]})
