@@ -9,7 +9,6 @@ user as one line on stderr and exit code 1.
 
 from __future__ import annotations
 
-import importlib
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -162,8 +161,9 @@ def label_import(columns: str, entry: str) -> Callable[..., None]:
     # the CSV's help as a default, not Annotated: typer resolves annotations in the module's globals
     def command(csv: Path = typer.Argument(..., help=columns), db: DbOption = RESULTS_DB,
                 dataset: CsvDatasetOption = None) -> None:
-        module, _, name = entry.partition(":")
-        raise typer.Exit(getattr(importlib.import_module(module), name)(csv, db=db, dataset=dataset))
+        from pipeline.registry import load
+
+        raise typer.Exit(load(entry)(csv, db=db, dataset=dataset))
 
     return command
 

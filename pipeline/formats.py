@@ -12,13 +12,12 @@ that the command line builds its help without importing the dataset package.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pipeline.registry import Registry
+from pipeline.registry import Registry, load
 
 QA_TABLES = (".csv", ".jsonl")  # approved Q&A pairs (``--kind update``), read by the dataset reader, not a format
 
@@ -52,8 +51,7 @@ class DocumentFormat:
     def read(self, path: Path, report: Any, options: Any, limits: InputLimits) -> list[Any]:
         """The document's sections, by its reader (imported now: a missing library breaks only this format), given
         its reading options (an instance of ``self.options``, or None) and the limits of the input."""
-        module, _, function = self.reader.partition(":")
-        return getattr(importlib.import_module(module), function)(path, report, options, limits)
+        return load(self.reader)(path, report, options, limits)
 
 
 FORMATS = Registry("document format", {

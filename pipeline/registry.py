@@ -20,6 +20,13 @@ from typing import Any
 from pipeline.errors import UserError
 
 
+def load(where: str) -> Any:
+    """The object ``"package.module:object"`` names (the module itself for ``"package.module"``), imported now."""
+    module, _, attribute = where.partition(":")
+    found = importlib.import_module(module)
+    return getattr(found, attribute) if attribute else found
+
+
 class Registry(Mapping[str, Any]):
     """Names (in the order given) → objects imported on first use. ``register`` adds an entry and refuses a name
     already there; ``replaced`` serves another object under a name for the length of a ``with`` block (tests and
@@ -33,12 +40,7 @@ class Registry(Mapping[str, Any]):
     def __getitem__(self, name: str) -> Any:
         if name not in self._loaded:
             where = self._entries[name]
-            if isinstance(where, str):
-                module, _, attribute = where.partition(":")
-                found = importlib.import_module(module)
-                self._loaded[name] = getattr(found, attribute) if attribute else found
-            else:
-                self._loaded[name] = where
+            self._loaded[name] = load(where) if isinstance(where, str) else where
         return self._loaded[name]
 
     def register(self, name: str, where: Any) -> None:
