@@ -15,7 +15,7 @@ from pages import _ui as ui
 
 SHOWN = 100  # excluded messages listed per reason
 
-ctx = ui.page("Dataset", results=False,
+ctx = ui.page("Dataset",
               caption="Health-Pariksha §3.1–3.2: a KB from the team's documents, chunked to at most 1,000 tokens and "
                       "grown by doctor-approved answers; queries from the chatbot log without duplicates, identifiers "
                       "or non-health messages. Built with `python -m pipeline ingest-kb` and `curate-queries` "

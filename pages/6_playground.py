@@ -37,7 +37,7 @@ def model(mc: ModelConfig) -> Any:
     return cached_model(mc.model_dump_json())
 
 
-ctx = ui.page("Playground", results=False)
+ctx = ui.page("Playground")
 try:
     config = pg.load_playground_config()
 except UserError as exc:

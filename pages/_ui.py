@@ -9,10 +9,12 @@ No SQL here: data comes from ``pages/_data.py`` (the cached read models). Model 
 from __future__ import annotations
 
 import re
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 import duckdb
@@ -31,6 +33,8 @@ from pages._login import (  # noqa: F401  (re-exported for the pages)
 )
 from pipeline.dataset import LANGUAGES, THEMES
 from pipeline.metrics import LABELS, METRICS
+
+ROOT = Path(__file__).resolve().parent.parent  # page scripts' paths in the catalog are from here
 
 AGG_LABEL = "Aggregate (weighted)"
 FILL_COMMAND = "python -m pipeline run --config configs/default.yaml"
@@ -276,23 +280,31 @@ def judge_banner(ctx: Context) -> None:
         st.warning(md_escape(warning), icon=":material/warning:")
 
 
-def page(title: str, caption: str = "", *, results: bool = True,
-         judge: Literal["none", "shown", "needed"] = "none") -> Context:
-    """A page's opening, the same on every page: the sidebar's context, the title and the caption (Markdown); with
-    ``results`` (the page's ``needs_results``) the page stops, saying how to fill the database, while there is
-    nothing to show (``require_data``); ``judge`` "shown" draws the judge banner, "needed" also stops the page
-    when no judge scored the dataset."""
+def page(title: str, caption: str = "", *, judge: Literal["none", "shown", "needed"] = "none") -> Context:
+    """A page's opening, the same on every page: the sidebar's context, the title and the caption (Markdown); a
+    page whose spec needs results (``Page.needs_results``, found by the calling script's file) stops, saying how to
+    fill the database, while there is nothing to show (``require_data``); ``judge`` "shown" draws the judge
+    banner, "needed" also stops the page when no judge scored the dataset."""
     ctx = context()
     st.title(title)
     if caption:
         st.caption(caption)
-    if results:
+    if _needs_results(Path(sys._getframe(1).f_code.co_filename)):
         require_data(ctx)
     if judge != "none":
         judge_banner(ctx)
     if judge == "needed" and ctx.judge is None:
         st.stop()
     return ctx
+
+
+def _needs_results(script: Path) -> bool:
+    """Whether the page whose script is ``script`` needs a results database (its spec in the catalog; a script no
+    spec names: yes)."""
+    from pipeline.catalog import catalog
+
+    here = script.resolve()
+    return next((p.needs_results for p in catalog().pages.values() if (ROOT / p.file).resolve() == here), True)
 
 
 def languages_in_view(ctx: Context) -> list[str]:
