@@ -100,8 +100,9 @@ def upgrade(db: DbOption = RESULTS_DB):
 
 @app.command()
 def cluster(db: DbOption = RESULTS_DB):
-    """Rewrite the per-query tables of a large database in query order, so the browser's and the review queue's
-    lookups of one query read a few row groups (run again after large runs; minutes at millions of rows)."""
+    """Rewrite the per-query tables of a large database in query order and the by-model copies in model order, so the
+    browser's lookups of one query and Compare runs' reads of two models read a few row groups (run again after large
+    runs; minutes at millions of rows)."""
     raise typer.Exit(cluster_command(db))
 
 
@@ -548,7 +549,7 @@ def cluster_command(db: Path) -> int:
     with out.status("clustering") as status:
         done = Store(db).cluster(lambda table, rows: status.update(f"clustering {table} ({rows:,} rows)"))
     for table, rows in done.items():
-        out.print(f"  {table}: {rows:,} rows in query order", highlight=False)
+        out.print(f"  {table}: {rows:,} rows in key order", highlight=False)
     out.print(f"{db}: {len(done)} table{'s' * (len(done) != 1)} clustered in {time.perf_counter() - start:.0f} s"
               + ("" if done else " (none spans more than one row group)"), highlight=False)
     return 0

@@ -11,6 +11,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import numpy as np
 import pandas as pd
 import pytest
@@ -31,7 +32,8 @@ from pipeline.read.compare import (
     with_agg,
 )
 from pipeline.read.responses import has_table
-from pipeline.store import SHARED_READERS
+from pipeline.store import SHARED_READERS, Store, derived_models
+from pipeline.store import writer as store_writer
 from tests.test_compare_review import JUDGE, SECOND, _second_run
 
 W = (0.4, 0.3, 0.15, 0.15)
@@ -176,14 +178,29 @@ def reference_compare(a: Side, b: Side, weights: tuple[float, ...], *, metric: s
 
 
 # -- the cases -------------------------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def dbs(synthetic_db: Path, jury_db: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    """The synthetic database, a copy as a second run left it (6 of gpt-4o's answers rewritten) and the jury one."""
+@pytest.fixture(scope="module", params=["as written", "clustered", "without the by-model copies"])
+def dbs(synthetic_db: Path, jury_db: Path, tmp_path_factory: pytest.TempPathFactory,
+        request: pytest.FixtureRequest) -> dict[str, str]:
+    """The synthetic database, a copy as a second run left it (6 of gpt-4o's answers rewritten) and the jury one:
+    as the writer left them; clustered (every table in key order, the by-model copies by model, as ``pipeline
+    cluster`` leaves a large file); and as an older file without the by-model copies (``derived_models``), which
+    Compare runs reads from the per-query tables instead."""
     folder = tmp_path_factory.mktemp("compare-fast")
     a = folder / "a.duckdb"
     shutil.copy(synthetic_db, a)
     _second_run(a, folder / "b.duckdb", "openai/gpt-4o", 6)
-    return {"a": str(a), "b": str(folder / "b.duckdb"), "jury": str(jury_db)}
+    shutil.copy(jury_db, folder / "jury.duckdb")
+    out = {"a": str(a), "b": str(folder / "b.duckdb"), "jury": str(folder / "jury.duckdb")}
+    for db in out.values():
+        if request.param == "clustered":
+            with pytest.MonkeyPatch.context() as mp:
+                mp.setattr(store_writer, "ROW_GROUP_ROWS", 0)  # the fixtures' tables fit one row group each
+                assert "model_scores" in Store(db).cluster()
+        elif request.param == "without the by-model copies":
+            with duckdb.connect(db) as con:
+                for table in derived_models.DERIVED:
+                    con.execute(f"DROP TABLE {table.name}")
+    return out
 
 
 def same_frame(got: pd.DataFrame, want: pd.DataFrame, what: str) -> None:

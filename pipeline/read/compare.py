@@ -38,7 +38,7 @@ import pyarrow.compute as pc
 from pipeline.analysis.significance import MIN_ITEMS_FOR_RANKS
 from pipeline.analysis.stats import bootstrap_mean_ci, histogram
 from pipeline.metrics import METRICS
-from pipeline.read.common import current_hash, weights_dict
+from pipeline.read.common import current_hash, has_columns, weights_dict
 from pipeline.read.responses import has_table
 from pipeline.store import LEXICAL, SHARED_READERS
 
@@ -112,7 +112,13 @@ def _in(values: list[Any]) -> str:
     return "(" + ", ".join("?" * len(values)) + ")"
 
 
-def _sources(db: str, dataset: str, sides: dict[str, tuple[Side, str | None]]) -> list[tuple[str, str, list[Any]]]:
+def _by_model(db: str) -> bool:
+    """Whether the file has the by-model copies (``pipeline.store.derived_models``; an older file lacks them)."""
+    return has_columns(db, "model_responses", "response_hash")
+
+
+def _sources(db: str, dataset: str, sides: dict[str, tuple[Side, str | None]],
+             queries: bool = True) -> list[tuple[str, str, list[Any]]]:
     """(name, SQL, parameters) of the tables the items of ``sides`` (tag → side and its rubric grader, all of one
     dataset of ``db``) are made of: each table read once, lean, filtered to the sides' models (every model when
     one takes every model), judges and graders, with ``for_{tag}`` telling which rows are the side's — two
@@ -136,18 +142,20 @@ def _sources(db: str, dataset: str, sides: dict[str, tuple[Side, str | None]]) -
     judges = [side.judge or "" for side, _ in sides.values()]
     graders = [g for _, g in sides.values() if g]
     item = "query_id" if models is not None else "query_id, model_id"  # what identifies a side's item
-    text_hash = current_hash(db, "r")
+    by_model = _by_model(db)  # read the by-model copies where the file has them: a model's rows lie together
+    text_hash = "r.response_hash" if by_model else current_hash(db, "r")
+    failed = "failed" if by_model else "error IS NOT NULL"
     # the stored hash is NULL exactly when the text is (``ResponseRow``): the texts themselves are not read
     no_text = "r.response_hash IS NULL" if text_hash == "r.response_hash" else "text IS NULL"
     parts: list[tuple[str, str, list[Any]]] = []
     for name, columns, table, extra, where, values in (
-            ("responses", f"query_id, model_id, error IS NOT NULL AS failed, {no_text} AS no_text, "
-             f"{text_hash} AS text_hash, prompt_hash, run_id, hash({item}, {text_hash}) AS kt", "responses r", (),
-             "", []),
-            ("scores", "query_id, model_id, " + ", ".join(f"{m}::DOUBLE AS {m}" for m in METRICS), "item_scores",
-             ("judge_id",), f" AND judge_id IN {_in(judges)}", judges),
-            ("facts", "query_id, model_id, " + ", ".join(f"{c}::DOUBLE AS {c}" for c in LEXICAL), "response_facts",
-             (), "", []),
+            ("responses", f"query_id, model_id, {failed} AS failed, {no_text} AS no_text, "
+             f"{text_hash} AS text_hash, prompt_hash, run_id, hash({item}, {text_hash}) AS kt",
+             f"{'model_responses' if by_model else 'responses'} r", (), "", []),
+            ("scores", "query_id, model_id, " + ", ".join(f"{m}::DOUBLE AS {m}" for m in METRICS),
+             "model_scores" if by_model else "item_scores", ("judge_id",), f" AND judge_id IN {_in(judges)}", judges),
+            ("facts", "query_id, model_id, " + ", ".join(f"{c}::DOUBLE AS {c}" for c in LEXICAL),
+             "model_facts" if by_model else "response_facts", (), "", []),
             ("rubric", f"query_id, model_id, score::DOUBLE AS {RUBRIC}", "rubric_items", ("grader_id",),
              f" AND grader_id IN {_in(graders)}", graders)):
         if name == "rubric" and not graders:
@@ -159,11 +167,13 @@ def _sources(db: str, dataset: str, sides: dict[str, tuple[Side, str | None]]) -
     # read as stored; averaged over critics (GROUP BY ALL, half the read's cost) only when a text has several
     parts.append(("critiques", f"SELECT query_id, model_id, response_hash, {MEDCODE}, "
                   f"hash({item}, response_hash) AS kt, {flags}{{texts}} FROM (SELECT query_id, model_id, "
-                  f"response_hash, {{p_high}} AS {MEDCODE} FROM critiques WHERE dataset = ?{model} "
+                  f"response_hash, {{p_high}} AS {MEDCODE} FROM {'model_critiques' if by_model else 'critiques'} "
+                  f"WHERE dataset = ?{model} "
                   "AND p_high IS NOT NULL{group})",
                   [*flag_params, dataset, *ms]))
-    parts.append(("queries", "SELECT query_id, language IS NULL AS no_language FROM queries WHERE dataset = ?",
-                  [dataset]))
+    if queries:
+        parts.append(("queries", "SELECT query_id, language IS NULL AS no_language FROM queries WHERE dataset = ?",
+                      [dataset]))
     return parts
 
 
@@ -195,7 +205,10 @@ def _lookup(r: pa.Table, t: pa.Table, key: str, columns: list[str], r_columns: l
     """For each row of ``r`` its row in ``t`` (null: none) by ``columns`` (of ``r``: ``r_columns``): by their hash
     ``key`` (DuckDB's ``hash``, read beside them: integers look up several times faster than strings), checked against
     the columns themselves, by the strings when two differ there (a hash collision)."""
-    at = pc.index_in(r[key], value_set=t[key])
+    if len(r) == len(t) and pc.all(pc.equal(r[key], t[key])).as_py():  # the same keys in the same order (a
+        at = pa.array(np.arange(len(r)))  # clustered file's by-model copies of a model): each row is its own row
+    else:
+        at = pc.index_in(r[key], value_set=t[key])
     found, matched = pc.drop_null(at), pc.is_valid(at)
     if all(pc.all(pc.fill_null(pc.equal(r[a].filter(matched), t[b].take(found)), False)).as_py()
            for a, b in zip(r_columns or columns, columns, strict=True)):
@@ -435,13 +448,17 @@ def compare(a: Side, b: Side, weights: tuple[float, ...], *, metric: str = "AGG"
         con_b = con if one_file else stack.enter_context(SHARED_READERS.cursor(b.db))
         sa = _side_meta(con, a)
         sb = dict(sa) if one_file and a.dataset == b.dataset else _side_meta(con_b, b)
-        if one_file and a.dataset == b.dataset and a.model:  # one read of each table for both
+        same_data = one_file and a.dataset == b.dataset
+        # one read of each table for both sides, unless the file keeps a model's rows together: then each side reads
+        # its own row groups, cheaper than splitting one read of both (the queries are read once either way)
+        if same_data and a.model and not _by_model(a.db):
             src = read_sources(con, _sources(a.db, a.dataset, {"a": (a, sa["grader"]), "b": (b, sb["grader"])}))
             ta, tb = side_items(a, "a", src), side_items(b, "b", src)
         else:
-            ta, tb = (side_items(side, tag, read_sources(c, _sources(side.db, side.dataset,
-                                                                     {tag: (side, meta["grader"])})))
-                      for c, side, tag, meta in ((con, a, "a", sa), (con_b, b, "b", sb)))
+            src_a = read_sources(con, _sources(a.db, a.dataset, {"a": (a, sa["grader"])}))
+            src_b = read_sources(con_b, _sources(b.db, b.dataset, {"b": (b, sb["grader"])}, queries=not same_data))
+            ta, tb = side_items(a, "a", src_a), side_items(b, "b", src_b | ({"queries": src_a["queries"]}
+                                                                            if same_data else {}))
         paired = _pair(ta, tb, keys)
         shared_ids = pa.table({"query_id": pc.unique(paired["query_id"])})
         for c in {id(con): con, id(con_b): con_b}.values():

@@ -104,19 +104,20 @@ class Store:
             pass
 
     def cluster(self, progress: Callable[[str, int], None] | None = None) -> dict[str, int]:
-        """Rewrite each table keyed by query (key starting dataset, query_id) that spans more than one row group
-        in key order, one table per transaction; returns the rows rewritten per table.
+        """Rewrite each table keyed by query or by model (key starting dataset, query_id or dataset, model_id) that
+        spans more than one row group in key order, one table per transaction; returns the rows rewritten per table.
 
         DuckDB skips a row group whose min/max excludes a filter's values, so a file written as runs finish
         (model by model) makes one query's lookup read a third of a table; clustered, it reads one or two row
-        groups. Rows written later are appended unclustered: run it again after large runs. ``progress`` is
-        told each table and its rows before its rewrite.
+        groups (and a model's rows of the by-model copies, ``derived_models``, lie together). Rows written later
+        are appended unclustered: run it again after large runs. ``progress`` is told each table and its rows
+        before its rewrite.
         """
         done: dict[str, int] = {}
         with self.connect() as con:
             present = {t for (t,) in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
             sizes = {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t, spec in self.schema.tables.items()
-                     if t in present and spec.key[:2] == ("dataset", "query_id")}
+                     if t in present and spec.key[:2] in (("dataset", "query_id"), ("dataset", "model_id"))}
         for table, rows in sizes.items():
             if rows <= ROW_GROUP_ROWS:
                 continue
