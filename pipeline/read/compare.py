@@ -122,8 +122,8 @@ def _sources(db: str, dataset: str, sides: dict[str, tuple[Side, str | None]],
     """(name, SQL, parameters) of the tables the items of ``sides`` (tag → side and its rubric grader, all of one
     dataset of ``db``) are made of: each table read once, lean, filtered to the sides' models (every model when
     one takes every model), judges and graders, with ``for_{tag}`` telling which rows are the side's — two
-    one-model sides of the same dataset and file share one read of each (on a large file the scan, not the join,
-    is what costs)."""
+    one-model sides of the same dataset and file share one read of each where the file has no by-model copies (on
+    a large file the scan, not the join, is what costs) — and the dataset's queries unless ``queries`` is False."""
     models = None if any(side.model is None for side, _ in sides.values()) else [s.model for s, _ in sides.values()]
     model = f" AND model_id IN {_in(models)}" if models is not None else ""
     ms = models or []
