@@ -178,13 +178,13 @@ def reference_compare(a: Side, b: Side, weights: tuple[float, ...], *, metric: s
 
 
 # -- the cases -------------------------------------------------------------------------------------------------
-@pytest.fixture(scope="module", params=["as written", "clustered", "without the by-model copies"])
+@pytest.fixture(scope="module", params=["as written", "clustered", "without the by-model table"])
 def dbs(synthetic_db: Path, jury_db: Path, tmp_path_factory: pytest.TempPathFactory,
         request: pytest.FixtureRequest) -> dict[str, str]:
     """The synthetic database, a copy as a second run left it (6 of gpt-4o's answers rewritten) and the jury one:
-    as the writer left them; clustered (every table in key order, the by-model copies by model, as ``pipeline
-    cluster`` leaves a large file); and as an older file without the by-model copies (``derived_models``), which
-    Compare runs reads from the per-query tables instead."""
+    as the writer left them; clustered (every table in key order, ``model_items`` by model, as ``pipeline cluster``
+    leaves a large file); and as an older file without ``model_items`` (``derived_models``), which Compare runs
+    reads from the per-query tables instead."""
     folder = tmp_path_factory.mktemp("compare-fast")
     a = folder / "a.duckdb"
     shutil.copy(synthetic_db, a)
@@ -195,8 +195,8 @@ def dbs(synthetic_db: Path, jury_db: Path, tmp_path_factory: pytest.TempPathFact
         if request.param == "clustered":
             with pytest.MonkeyPatch.context() as mp:
                 mp.setattr(store_writer, "ROW_GROUP_ROWS", 0)  # the fixtures' tables fit one row group each
-                assert "model_scores" in Store(db).cluster()
-        elif request.param == "without the by-model copies":
+                assert "model_items" in Store(db).cluster()
+        elif request.param == "without the by-model table":
             with duckdb.connect(db) as con:
                 for table in derived_models.DERIVED:
                     con.execute(f"DROP TABLE {table.name}")

@@ -41,8 +41,7 @@ def test_cluster_keeps_every_row_and_orders_the_per_query_and_per_model_tables(s
     done = Store(db).cluster(lambda table, rows: told.append(table))
     keyed = {t for t, spec in TABLES.items() if spec.key[:2] in (("dataset", "query_id"), ("dataset", "model_id"))
              and t in before and before[t][2]}
-    assert set(done) == set(told) == keyed and {"responses", "judgments", "item_scores", "model_responses",
-                                                 "model_scores", "model_facts", "model_critiques"} <= keyed
+    assert set(done) == set(told) == keyed and {"responses", "judgments", "item_scores", "model_items"} <= keyed
     assert _snapshot(db) == before  # same columns in the same order, same keys, same rows
     with duckdb.connect(str(db), read_only=True) as con:
         for table in done:
@@ -98,26 +97,26 @@ def test_cluster_makes_a_query_lookup_read_fewer_row_groups(tmp_path):
     assert before >= 2 and row_groups() <= 1 < before
 
 
-def test_cluster_makes_a_two_model_read_of_the_by_model_copies_read_fewer_row_groups(tmp_path):
-    """The by-model copies (``derived_models``) written query by query, every model in every row group: two models'
+def test_cluster_makes_a_two_model_read_of_the_by_model_table_read_fewer_row_groups(tmp_path):
+    """The by-model table (``derived_models``) written query by query, every model in every row group: two models'
     rows are in every row group before, in at most two each after (what Compare runs reads)."""
     db = tmp_path / "rows.duckdb"
     models, queries = 16, 40_000
     Store(db).upgrade()
     with duckdb.connect(str(db)) as con:
-        con.execute("INSERT INTO model_responses (dataset, model_id, query_id, failed, response_hash) SELECT 'd', "
+        con.execute("INSERT INTO model_items (dataset, model_id, query_id, failed, response_hash) SELECT 'd', "
                     "printf('m%d', m), printf('q-%06d', q), false, 'h' FROM range(?) q(q), range(?) m(m) ORDER BY q, m",
                     [queries, models])
 
     def row_groups() -> tuple[int, int]:
         with duckdb.connect(str(db), read_only=True) as con:
-            plan = con.execute("EXPLAIN ANALYZE SELECT count(*) FROM model_responses WHERE dataset = 'd' AND "
+            plan = con.execute("EXPLAIN ANALYZE SELECT count(*) FROM model_items WHERE dataset = 'd' AND "
                                "model_id IN ('m2', 'm5')").fetchall()[0][1]
         line = next(x for x in plan.splitlines() if "Row Groups Scanned" in x)
         scanned, total = (int(n.strip(" │")) for n in line.split(":")[1].split("/"))
         return scanned, total
 
     before, total = row_groups()
-    assert Store(db).cluster() == {"model_responses": models * queries}
+    assert Store(db).cluster() == {"model_items": models * queries}
     after, _ = row_groups()
     assert before == total >= 5 and after <= 4 < before  # each model 40,000 rows: in one or two row groups

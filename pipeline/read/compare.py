@@ -13,8 +13,9 @@ difference is taken over the pairs both sides scored. ``diff`` is B − A, and i
 percentile paired bootstrap of the mean of the per-item differences (the same resampled items on both sides:
 ``stats.bootstrap_mean_ci`` on their histogram, which costs the same for any number of items).
 
-Scores are the current ones (``item_scores``, ``response_facts``, current critiques, ``rubric_items``);
-AGG uses the weights given (the page passes the run's).
+Scores are the current ones (``item_scores``, ``response_facts``, current critiques, ``rubric_items``), read from
+``model_items`` where the file has it (one read of a side's rows, which a clustered file keeps together); AGG uses
+the weights given (the page passes the run's).
 
 Over 450 lines: the two sides' reads, their pairing, the bootstrap and the provenance diff share the sides'
 resolution (``Side``, one read per table for both sides of a file); split apart they would pass it around.
@@ -112,18 +113,12 @@ def _in(values: list[Any]) -> str:
     return "(" + ", ".join("?" * len(values)) + ")"
 
 
-def _by_model(db: str) -> bool:
-    """Whether the file has the by-model copies (``pipeline.store.derived_models``; an older file lacks them)."""
-    return has_columns(db, "model_responses", "response_hash")
-
-
-def _sources(db: str, dataset: str, sides: dict[str, tuple[Side, str | None]],
-             queries: bool = True) -> list[tuple[str, str, list[Any]]]:
+def _sources(db: str, dataset: str, sides: dict[str, tuple[Side, str | None]]) -> list[tuple[str, str, list[Any]]]:
     """(name, SQL, parameters) of the tables the items of ``sides`` (tag → side and its rubric grader, all of one
     dataset of ``db``) are made of: each table read once, lean, filtered to the sides' models (every model when
     one takes every model), judges and graders, with ``for_{tag}`` telling which rows are the side's — two
-    one-model sides of the same dataset and file share one read of each where the file has no by-model copies (on
-    a large file the scan, not the join, is what costs) — and the dataset's queries unless ``queries`` is False."""
+    one-model sides of the same dataset and file share one read of each (on a large file the scan, not the join,
+    is what costs)."""
     models = None if any(side.model is None for side, _ in sides.values()) else [s.model for s, _ in sides.values()]
     model = f" AND model_id IN {_in(models)}" if models is not None else ""
     ms = models or []
@@ -142,20 +137,18 @@ def _sources(db: str, dataset: str, sides: dict[str, tuple[Side, str | None]],
     judges = [side.judge or "" for side, _ in sides.values()]
     graders = [g for _, g in sides.values() if g]
     item = "query_id" if models is not None else "query_id, model_id"  # what identifies a side's item
-    by_model = _by_model(db)  # read the by-model copies where the file has them: a model's rows lie together
-    text_hash = "r.response_hash" if by_model else current_hash(db, "r")
-    failed = "failed" if by_model else "error IS NOT NULL"
+    text_hash = current_hash(db, "r")
     # the stored hash is NULL exactly when the text is (``ResponseRow``): the texts themselves are not read
     no_text = "r.response_hash IS NULL" if text_hash == "r.response_hash" else "text IS NULL"
     parts: list[tuple[str, str, list[Any]]] = []
     for name, columns, table, extra, where, values in (
-            ("responses", f"query_id, model_id, {failed} AS failed, {no_text} AS no_text, "
-             f"{text_hash} AS text_hash, prompt_hash, run_id, hash({item}, {text_hash}) AS kt",
-             f"{'model_responses' if by_model else 'responses'} r", (), "", []),
-            ("scores", "query_id, model_id, " + ", ".join(f"{m}::DOUBLE AS {m}" for m in METRICS),
-             "model_scores" if by_model else "item_scores", ("judge_id",), f" AND judge_id IN {_in(judges)}", judges),
-            ("facts", "query_id, model_id, " + ", ".join(f"{c}::DOUBLE AS {c}" for c in LEXICAL),
-             "model_facts" if by_model else "response_facts", (), "", []),
+            ("responses", f"query_id, model_id, error IS NOT NULL AS failed, {no_text} AS no_text, "
+             f"{text_hash} AS text_hash, prompt_hash, run_id, hash({item}, {text_hash}) AS kt", "responses r", (),
+             "", []),
+            ("scores", "query_id, model_id, " + ", ".join(f"{m}::DOUBLE AS {m}" for m in METRICS), "item_scores",
+             ("judge_id",), f" AND judge_id IN {_in(judges)}", judges),
+            ("facts", "query_id, model_id, " + ", ".join(f"{c}::DOUBLE AS {c}" for c in LEXICAL), "response_facts",
+             (), "", []),
             ("rubric", f"query_id, model_id, score::DOUBLE AS {RUBRIC}", "rubric_items", ("grader_id",),
              f" AND grader_id IN {_in(graders)}", graders)):
         if name == "rubric" and not graders:
@@ -167,13 +160,11 @@ def _sources(db: str, dataset: str, sides: dict[str, tuple[Side, str | None]],
     # read as stored; averaged over critics (GROUP BY ALL, half the read's cost) only when a text has several
     parts.append(("critiques", f"SELECT query_id, model_id, response_hash, {MEDCODE}, "
                   f"hash({item}, response_hash) AS kt, {flags}{{texts}} FROM (SELECT query_id, model_id, "
-                  f"response_hash, {{p_high}} AS {MEDCODE} FROM {'model_critiques' if by_model else 'critiques'} "
-                  f"WHERE dataset = ?{model} "
+                  f"response_hash, {{p_high}} AS {MEDCODE} FROM critiques WHERE dataset = ?{model} "
                   "AND p_high IS NOT NULL{group})",
                   [*flag_params, dataset, *ms]))
-    if queries:
-        parts.append(("queries", "SELECT query_id, language IS NULL AS no_language FROM queries WHERE dataset = ?",
-                      [dataset]))
+    parts.append(("queries", "SELECT query_id, language IS NULL AS no_language FROM queries WHERE dataset = ?",
+                  [dataset]))
     return parts
 
 
@@ -205,10 +196,7 @@ def _lookup(r: pa.Table, t: pa.Table, key: str, columns: list[str], r_columns: l
     """For each row of ``r`` its row in ``t`` (null: none) by ``columns`` (of ``r``: ``r_columns``): by their hash
     ``key`` (DuckDB's ``hash``, read beside them: integers look up several times faster than strings), checked against
     the columns themselves, by the strings when two differ there (a hash collision)."""
-    if len(r) == len(t) and pc.all(pc.equal(r[key], t[key])).as_py():  # the same keys in the same order (a
-        at = pa.array(np.arange(len(r)))  # clustered file's by-model copies of a model): each row is its own row
-    else:
-        at = pc.index_in(r[key], value_set=t[key])
+    at = pc.index_in(r[key], value_set=t[key])
     found, matched = pc.drop_null(at), pc.is_valid(at)
     if all(pc.all(pc.fill_null(pc.equal(r[a].filter(matched), t[b].take(found)), False)).as_py()
            for a, b in zip(r_columns or columns, columns, strict=True)):
@@ -240,6 +228,32 @@ def side_items(side: Side, tag: str, src: dict[str, pa.Table]) -> pa.Table:
     at = _lookup(r, mine["critiques"], "kt", [*keys, "response_hash"], [*keys, "text_hash"])
     columns[MEDCODE] = mine["critiques"][MEDCODE].take(at)  # an errored response's is dropped with its other scores
     return pa.table(columns).combine_chunks()
+
+
+def _by_model(db: str) -> bool:
+    """Whether the file has ``model_items`` (``pipeline.store.derived_models``; an older file lacks it)."""
+    return has_columns(db, "model_items", "judges")
+
+
+def model_side_items(con: duckdb.DuckDBPyConnection, side: Side, grader: str | None) -> pa.Table:
+    """``side_items``' table read from ``model_items``: the side's rows in one scan (by model, a clustered file's rows
+    of one model lie in its own row groups, in query order, and a scan keeps that order), its judge's scores picked
+    from the per-judge lists, and the rubric score of the dataset's grader looked up by query (and model)."""
+    where, params = (("dataset = ? AND model_id = ?", [side.dataset, side.model]) if side.model
+                     else ("dataset = ?", [side.dataset]))
+    items = con.sql("SELECT query_id, model_id, failed, response_hash IS NULL AS no_text, no_language, response_hash "
+                    "AS text_hash, prompt_hash, run_id, " + ", ".join(f"{m}[list_position(judges, ?)] AS {m}"
+                                                                      for m in METRICS)
+                    + ", " + ", ".join(f"{c}::DOUBLE AS {c}" for c in LEXICAL) + f", p_high AS {MEDCODE} "
+                    f"FROM model_items WHERE {where}", params=[side.judge or ""] * len(METRICS) + params
+                    ).to_arrow_table()
+    rubric = pa.nulls(items.num_rows, pa.float64())
+    if grader:
+        keys = ["query_id"] if side.model else ["query_id", "model_id"]
+        graded = con.sql(f"SELECT query_id, model_id, score::DOUBLE AS score FROM rubric_items WHERE grader_id = ? "
+                         f"AND {where}", params=[grader, *params]).to_arrow_table()
+        rubric = graded["score"].take(pc.index_in(_key(items, keys), value_set=_key(graded, keys)))
+    return items.add_column(items.column_names.index(MEDCODE), RUBRIC, rubric)
 
 
 def _side_meta(con: duckdb.DuckDBPyConnection, side: Side) -> dict[str, Any]:
@@ -409,10 +423,18 @@ def _runs_rows(con: duckdb.DuckDBPyConnection, counts: list[tuple[str, int]]) ->
                        "WHERE list_contains(?, run_id)", [[r for r, _ in counts]]).df()
 
 
+def _same_sorted(x: pa.ChunkedArray, y: pa.ChunkedArray) -> bool:
+    """Whether ``x`` and ``y`` hold the same values in the same ascending order, none repeated."""
+    return len(x) == len(y) and (len(x) < 2 or pc.all(pc.less(x[:-1], x[1:])).as_py()) \
+        and bool(pc.all(pc.equal(x, y)).as_py() if len(x) else True)
+
+
 def _pair(ta: pa.Table, tb: pa.Table, keys: list[str]) -> pa.Table:
     """The items both sides have, by ``keys``, in key order: the keys, then the other columns as ``{column}_a`` and
     ``{column}_b``."""
-    if len(keys) == 1:  # by query: where each of A's items is in B
+    if len(keys) == 1 and _same_sorted(ta[keys[0]], tb[keys[0]]):  # the same queries in key order (one model of a
+        pass  # clustered file's ``model_items`` each): paired as read
+    elif len(keys) == 1:  # by query: where each of A's items is in B
         ta = ta.take(pc.sort_indices(ta, sort_keys=[(keys[0], "ascending")]))
         at = pc.index_in(ta[keys[0]], value_set=tb[keys[0]])
         found = pc.is_valid(at)
@@ -448,17 +470,14 @@ def compare(a: Side, b: Side, weights: tuple[float, ...], *, metric: str = "AGG"
         con_b = con if one_file else stack.enter_context(SHARED_READERS.cursor(b.db))
         sa = _side_meta(con, a)
         sb = dict(sa) if one_file and a.dataset == b.dataset else _side_meta(con_b, b)
-        same_data = one_file and a.dataset == b.dataset
-        # one read of each table for both sides, unless the file keeps a model's rows together: then each side reads
-        # its own row groups, cheaper than splitting one read of both (the queries are read once either way)
-        if same_data and a.model and not _by_model(a.db):
+        if one_file and a.dataset == b.dataset and a.model and not _by_model(a.db):  # one read of each for both
             src = read_sources(con, _sources(a.db, a.dataset, {"a": (a, sa["grader"]), "b": (b, sb["grader"])}))
             ta, tb = side_items(a, "a", src), side_items(b, "b", src)
         else:
-            src_a = read_sources(con, _sources(a.db, a.dataset, {"a": (a, sa["grader"])}))
-            src_b = read_sources(con_b, _sources(b.db, b.dataset, {"b": (b, sb["grader"])}, queries=not same_data))
-            ta, tb = side_items(a, "a", src_a), side_items(b, "b", src_b | ({"queries": src_a["queries"]}
-                                                                            if same_data else {}))
+            ta, tb = (model_side_items(c, side, meta["grader"]) if _by_model(side.db) else
+                      side_items(side, tag, read_sources(c, _sources(side.db, side.dataset,
+                                                                     {tag: (side, meta["grader"])})))
+                      for c, side, tag, meta in ((con, a, "a", sa), (con_b, b, "b", sb)))
         paired = _pair(ta, tb, keys)
         shared_ids = pa.table({"query_id": pc.unique(paired["query_id"])})
         for c in {id(con): con, id(con_b): con_b}.values():

@@ -8,7 +8,7 @@ tables, which read only those. The catalog (``pipeline.catalog``) adds the table
 (the run, ``upgrade``, ``export``, ``status``). ``Store`` creates missing tables and adds missing columns to an
 existing database (a new metric, a new field), backfilling what can be derived (``BACKFILL``).
 
-Twenty-two tables are derived, each one declaration (``pipeline.store.derived.Derived``: its key, the tables it
+Nineteen tables are derived, each one declaration (``pipeline.store.derived.Derived``: its key, the tables it
 reads, its SELECT, how it is kept) in a module of its family, collected here in refresh order (``DERIVED``, checked at
 import: a cycle or a table read but not declared fails). After a batch is written the writer recomputes the rows of
 every key it touched in the same transaction, so they never disagree with their sources; they count only what
@@ -24,8 +24,8 @@ belongs to the response text now stored. docs/store.md has the rules.
 - ``pipeline/store/derived_review.py``: ``review_facts`` — what the review queue's severity is made of.
 - ``pipeline/store/derived_jury.py``: ``jury_items`` (a jury's per-item scores and spread) and ``jury_patterns``
   (the judges' score tuples, counted from ``jury_items`` by deltas).
-- ``pipeline/store/derived_models.py``: ``model_responses``, ``model_scores``, ``model_facts``, ``model_critiques``
-  — what Compare runs pairs of each answer, keyed by model first so that ``Store.cluster`` orders them by model.
+- ``pipeline/store/derived_models.py``: ``model_items`` — what Compare runs pairs of each answer, keyed by model
+  first so that ``Store.cluster`` orders it by model.
 - ``pipeline/store/derived_arena.py``: ``arena_comparisons`` (per current vote or judged pair), ``arena_pairs`` and
   ``arena_styles`` (counted from it: what the arena's leaderboards and the judge's bias view fit).
 
@@ -74,8 +74,7 @@ SCHEMA_VERSION = 14  # 2: item_scores; 3: response_facts; 4: responses.response_
 # 12: queries.variant_kind, variant_made (a generated variant's kind and how it was made, `pipeline variants`; NULL
 # in an older file's queries: none of them was generated)
 # 13: responses.engine (llamacpp/'s llama-cpp-python or prebuilt xllamacpp; NULL in an older file's rows: unrecorded)
-# 14: model_responses, model_scores, model_facts, model_critiques (Compare runs' columns keyed by model first; an
-# older file makes them on upgrade)
+# 14: model_items (what Compare runs pairs of each answer, keyed by model first; an older file makes it on upgrade)
 REBUILT_AT = 7  # the last version that changed what an existing derived table holds: an older file rebuilds them all,
 # a newer one only makes the derived tables it lacks
 RETIRED = ("labelled_scores",)  # derived tables of older versions, dropped on upgrade (label_pairs replaced it)
