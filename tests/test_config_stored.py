@@ -15,11 +15,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from pipeline.catalog import catalog
-from pipeline.config import ModelConfig
+from pipeline.config import ModelConfig, RunConfig
 from pipeline.config import load_config as read_config
+from pipeline.errors import UserError
 from pipeline.steps.spec import Step
 
 REPO = Path(__file__).resolve().parent.parent
@@ -107,3 +108,47 @@ def test_a_stored_config_and_its_hash_do_not_change(case: str, tmp_path: Path) -
     config = load(case, tmp_path)
     assert config.to_json() == STORED[case]
     assert config.config_hash() == EXPECTED_HASH[case]
+
+
+@pytest.mark.parametrize("case", list(EXPECTED_HASH))
+def test_a_stored_config_reads_back_as_the_config_it_was(case: str, tmp_path: Path) -> None:
+    config = load(case, tmp_path)
+    steps = (*catalog().steps.values(), TOY) if case == "a-new-step" else tuple(catalog().steps.values())
+    back = RunConfig.model_validate_json(STORED[case], context={"steps": steps})
+    assert back == config and back.models_by_role() == config.models_by_role()
+
+
+def test_every_step_section_is_its_steps_settings_model(tmp_path: Path) -> None:
+    """Built-in or new, a step's section is read the same way: ``section(name)`` is its ``settings`` model."""
+    for case in ("every-section-by-id", "every-section-by-options"):
+        config = load(case, tmp_path)
+        for step in catalog().steps.values():
+            if step.section:
+                assert type(config.section(step.section)) is step.settings, (case, step.section)
+    toy = load("a-new-step", tmp_path).section("toy")
+    assert type(toy) is ToySettings and toy.max_tokens == 6
+
+
+@pytest.mark.parametrize(("section", "value", "says"), [
+    ("medcode", {"classifier": ""}, "field medcode.classifier: String should have at least 1 character"),
+    ("medcode", {"teacher": "gpt-4o"}, "field medcode.teacher.id: Value error, model id 'gpt-4o' must look like"),
+    ("pairwise", {"pairs": "some"}, "field pairwise.pairs: Input should be 'all' or 'sample'"),
+    ("translator", "nonsense", "field translator.id: Value error, model id 'nonsense' must look like"),
+    ("rubric_grader", {"id": SMOL, "max_tokens": 0}, "field rubric_grader.max_tokens: Input should be greater"),
+    ("llm_accuracy", {"idd": 1}, "field llm_accuracy.id: Field required (+1 more)"),
+    ("toy", {"model": SMOL, "max_tokens": "lots"}, "field toy.max_tokens: Input should be a valid integer"),
+])
+def test_a_bad_section_is_refused_in_one_line_naming_its_field(section, value, says, tmp_path: Path) -> None:
+    """The built-in sections' lines are the ones 86d7351 wrote (checked by hand on that commit); the toy's is alike."""
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump({**WRITTEN["a-new-step"], "toy": None, section: value}), encoding="utf-8")
+    with pytest.raises(UserError) as exc:
+        read_config(path, steps=(*catalog().steps.values(), TOY))
+    assert f"{path}: {says}" in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_a_config_validated_without_steps_refuses_a_section_and_reads_back_one_without() -> None:
+    with pytest.raises(ValidationError, match="medcode: no step given to this validation declares this section"):
+        RunConfig.model_validate(json.loads(STORED["configs/default.yaml"]))
+    plain = {**json.loads(STORED["configs/default-closed-book.yaml"]), "medcode": None, "llm_accuracy": None}
+    assert RunConfig.model_validate(plain).sections == {}
