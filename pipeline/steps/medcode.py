@@ -53,6 +53,9 @@ TRAINED_CLASSIFIER = Path(__file__).resolve().parents[2] / ".cache" / "medcode-c
 
 
 class MedcodeConfig(Frozen):
+    """The config's ``medcode:`` section (this stage's and ``medcode-label``'s): the critic, the classifier of its
+    critiques, the teacher that labels critiques for training."""
+
     critic: str | ModelConfig = "llamacpp/smollm2-135m-instruct"
     classifier: str = Field(
         "trained",
