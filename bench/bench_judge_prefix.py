@@ -58,6 +58,7 @@ import yaml  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
+from pipeline.catalog import catalog  # noqa: E402
 from pipeline.config import ModelConfig, RunConfig  # noqa: E402
 from pipeline.dataset import load_dataset  # noqa: E402
 from pipeline.models import Model, create_backend, llamacpp  # noqa: E402
@@ -239,7 +240,7 @@ def stage_config(db: Path, *, limit: int, max_tokens: int | None, judge_only: bo
     if judge_only:
         raw.update(models=[{"id": BENCH_MODEL}], medcode=None, translator=None)
         raw["judge"] = {**raw["judge"], "max_tokens": judge_max_tokens}
-        return RunConfig.model_validate(raw)
+        return catalog().config(raw)
     raw["models"] = [m for m in raw["models"] if not str(m.get("id", "")).startswith("openai/")]
     if max_tokens:
         cap = lambda section: {**section, "max_tokens": min(section.get("max_tokens", max_tokens), max_tokens)}  # noqa: E731
@@ -253,7 +254,7 @@ def stage_config(db: Path, *, limit: int, max_tokens: int | None, judge_only: bo
     raw["judge"] = {**raw["judge"], "sanity_items": 1}
     # the zero-shot classifier is the Med-CoDE path that calls the LLM (a trained checkpoint would not)
     raw["medcode"] = {**raw["medcode"], "classifier": "logprobs"}
-    return RunConfig.model_validate(raw)
+    return catalog().config(raw)
 
 
 def store_retrievals(store: Store, dataset, queries) -> None:

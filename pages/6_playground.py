@@ -234,10 +234,10 @@ if c3.button("Score the answers", disabled=not (do_judge or do_medcode) or not r
             with st.spinner(f"Judging {model_id} on {', '.join(metrics)}…"):
                 result["scores"][model_id] = pg.judge(model(judge_mc), query, answer["text"], result["raw"],
                                                       result["updates"], metrics)
-        if do_medcode and critic_mc is not None and config.medcode is not None:
+        if do_medcode and critic_mc is not None and config.section("medcode") is not None:
             with st.spinner(f"Critiquing {model_id}…"):
                 result["critiques"][model_id] = pg.critique(model(critic_mc), query, answer["text"],
-                                                            config.medcode.classifier)
+                                                            config.section("medcode").classifier)
     st.rerun()
 
 if st.button("Save to the database", icon=":material/save:", disabled=not result["answers"],

@@ -68,13 +68,18 @@ class Catalog:
                 step.prepare(inputs)
 
     def load_config(self, path: str | Path, **overrides: Any) -> RunConfig:
-        """``pipeline.config.load_config`` knowing every step: a step's own section is validated by its settings."""
+        """``pipeline.config.load_config`` knowing every step: each step's section is validated by its settings."""
         return read_config(path, steps=tuple(self.steps.values()), **overrides)
+
+    def config(self, raw: Mapping[str, Any]) -> RunConfig:
+        """A run configuration from a mapping (a YAML's settings, or a stored run's JSON read back), validated with
+        every step; a ``pydantic.ValidationError`` when it does not validate."""
+        return RunConfig.model_validate(raw, context={"steps": tuple(self.steps.values())})
 
 
 def build() -> Catalog:
     """A catalog of the registries as they are now (every step module is imported: their declarations are read)."""
-    schema, writers = SCHEMA, {}
+    schema, writers, sections = SCHEMA, {}, {}
     for name, step in STEPS.items():
         try:
             schema = schema.with_rows(*step.rows)
@@ -82,6 +87,9 @@ def build() -> Catalog:
             raise ValueError(f"stage {name!r}: {exc}") from None
         for row in step.rows:
             writers.setdefault(row.TABLE, name)
+        if step.section and sections.setdefault(step.section, step.settings) is not step.settings:
+            raise ValueError(f"stage {name!r}: section {step.section!r} is declared by an earlier stage with other "
+                             "settings (stages sharing a section declare the same settings model)")
     return Catalog(steps=STEPS, schema=schema, writers=MappingProxyType(writers),
                    formats=MappingProxyType({name: FORMATS[name] for name in FORMATS}), importers=IMPORTERS,
                    providers=PROVIDERS, pages=MappingProxyType({name: PAGES[name] for name in PAGES}))

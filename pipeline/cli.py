@@ -479,7 +479,7 @@ def medcode_label(
 
     cfg = catalog().load_config(config, db=str(db) if db else None, limit=limit)
     run(cfg, stages="medcode-label", console=console)
-    teacher = cfg.medcode.teacher.id
+    teacher = cfg.get("medcode.teacher").id
     total, unparsed = Store(cfg.db).fetch("SELECT count(*), count(*) FILTER (WHERE label IS NULL) FROM "
                                           "labelled_critiques WHERE source = ?", [teacher])[0]
     console.print(f"labelled_critiques in {cfg.db}: {total} by {teacher}, {unparsed} with an unparsed label "

@@ -14,9 +14,11 @@ from pydantic import (
     ConfigDict,
     Field,
     PrivateAttr,
+    SerializerFunctionWrapHandler,
     ValidationError,
     ValidationInfo,
     field_validator,
+    model_serializer,
     model_validator,
 )
 
@@ -27,11 +29,13 @@ if TYPE_CHECKING:
     from pipeline.steps.spec import Step
 
 
-class _Frozen(BaseModel):
+class Frozen(BaseModel):
+    """A frozen settings model that refuses unknown keys: every section of the config, a step's settings too."""
+
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
-class ModelConfig(_Frozen):
+class ModelConfig(Frozen):
     """One model, addressed as ``provider/name`` (Inspect AI style), with its backend options."""
 
     id: str
@@ -56,6 +60,12 @@ class ModelConfig(_Frozen):
         None, description="answer only queries in these languages (Health-Pariksha Table 1: some Indic models "
         "were tested on English and their own language only)")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _by_id(cls, v: Any) -> Any:
+        """A model may be given by its id alone (``judge: llamacpp/smollm2-135m-instruct``)."""
+        return {"id": v} if isinstance(v, str) else v
+
     @field_validator("id")
     @classmethod
     def _has_provider(cls, v: str) -> str:
@@ -73,7 +83,7 @@ class ModelConfig(_Frozen):
         return self.id.split("/", 1)[1]
 
 
-class RetrievalConfig(_Frozen):
+class RetrievalConfig(Frozen):
     """How each query's chunks are chosen (once, stored: every model and the judge see the same chunks).
 
     ``split: by_kind`` is Health-Pariksha's (§3.2, §3.4): one ranked top-``top_k`` over the whole KB,
@@ -113,53 +123,22 @@ class JudgeConfig(ModelConfig):
         return v
 
 
-class MedcodeConfig(_Frozen):
-    critic: str | ModelConfig = "llamacpp/smollm2-135m-instruct"
-    classifier: str = Field(
-        "trained",
-        min_length=1,
-        description="'trained' (the paper's way: the studio's checkpoint fine-tuned on data/medcode-critiques "
-        "by `make classifier`, in .cache/medcode-classifier/), a path to another fine-tuned transformers "
-        "sequence-classification checkpoint, or 'logprobs' (zero-shot from the critic's label-token "
-        "log-probabilities; not the paper's method)",
-    )
-
-    teacher: ModelConfig | None = Field(
-        None, description="Med-CoDE's GPT-4 step (`python -m pipeline medcode label`): this model writes a critique "
-        "and a None/Low/Moderate/High label for each stored response, into labelled_critiques (training data)")
-
-    @field_validator("teacher", mode="before")
-    @classmethod
-    def _teacher_id(cls, v):
-        return {"id": v} if isinstance(v, str) else v
-
-    @property
-    def critic_id(self) -> str:
-        return self.critic if isinstance(self.critic, str) else self.critic.id
-
-
 JUDGE_ONLY_FIELDS = {"metrics", "samples", "sanity_items"}
+# The step sections a run's JSON keeps at its top level, in this order (after ``weights_preset``), where every run
+# stored them before the steps declared their sections: stored configs and their ``config_hash`` stay the same. Any
+# other step's section is stored under ``sections``. Where a section is stored, nothing more: each is declared,
+# validated and read like any other (``Step.section``/``settings``, ``RunConfig.section``).
+STORED_AT_TOP = ("medcode", "pairwise", "llm_accuracy", "rubric_grader", "translator")
 
 
-class PairwiseConfig(_Frozen):
-    """The pairwise judge (stage ``pairwise``, docs/arena.md): every judge of ``judge:`` compares two models'
-    responses to the same query, seeing what the direct judge sees, in both orders."""
-
-    pairs: Literal["all", "sample"] = Field("all", description="all: every pair of models on every query; sample: "
-                                            "`per_language` (query, pair) comparisons per language, seeded")
-    per_language: int = Field(50, ge=1, le=1_000_000, description="comparisons per language with pairs: sample")
-    seed: int = 0
-    max_tokens: int = Field(200, gt=0)
-
-
-class Price(_Frozen):
+class Price(Frozen):
     """A model's price in US dollars per million tokens (``pipeline.read.cost`` turns tokens into cost)."""
 
     input: float = Field(ge=0, description="$ per 1M prompt tokens")
     output: float = Field(ge=0, description="$ per 1M completion tokens")
 
 
-class ReaskConfig(_Frozen):
+class ReaskConfig(Frozen):
     """Bounded re-asks of outputs a step cannot read (a judge's score, a grader's verdict, a critic's critique or
     label, a checker's verdict), as HealthBench's grader asks again until it can read ``criteria_met``."""
 
@@ -170,8 +149,9 @@ class ReaskConfig(_Frozen):
     on_rerun: bool = Field(True, description="a rerun asks again for the items an earlier run left unparsed")
 
 
-class RunConfig(_Frozen):
-    """The whole run: dataset, retrieval, models, judge, weights, Med-CoDE, concurrency."""
+class RunConfig(Frozen):
+    """The whole run: dataset, retrieval, models, judge, weights, concurrency, and each step's own section (Med-CoDE's,
+    the translator, a rubric grader, …: ``Step.section``/``settings``, read with ``section(name)``)."""
 
     name: str
     dataset: str
@@ -184,73 +164,73 @@ class RunConfig(_Frozen):
     jury_aggregate: Literal["mean", "median"] = "mean"
     weights: dict[str, float] = Field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
     weights_preset: str | None = Field(None, description="set when `weights:` names a preset (e.g. paper-fit)")
-    medcode: MedcodeConfig | None = None
-    pairwise: PairwiseConfig | None = Field(
-        None, description="the pairwise judge (stage 'pairwise'): the judge compares the models' responses two by "
-        "two in both orders, for the arena's judge leaderboard and bias figures; needs `judge:`")
-    llm_accuracy: ModelConfig | None = Field(
-        None, description="Med-CoDE's LLM-Accuracy: this model decides whether each answer is correct against "
-        "the ground truth (multiple-choice items are also checked by their parsed option)")
-    rubric_grader: ModelConfig | None = Field(
-        None, description="HealthBench rubric grading (stage 'rubric'): this model decides met / not met for each "
-        "criterion of every response to a query that has a rubric, one call per criterion")
-    translator: ModelConfig | None = Field(
-        None, description="renders non-English queries without query_en before retrieval, and non-English "
-        "responses for readers (machine-made, never scored)")
     concurrency: int = Field(8, ge=1, le=1024)
     reask: ReaskConfig = ReaskConfig()
     limit: int | None = Field(None, ge=1, description="evaluate only the first N queries")
     per_language: int | None = Field(None, ge=1, description="evaluate only the first N queries of each language")
     languages: tuple[str, ...] | None = Field(None, description="evaluate only these languages")
     sections: dict[str, Any] = Field(
-        default_factory=dict, description="the sections of steps the config does not declare itself, as their steps "
-        "validated them (a new step's `toy:` section; pipeline.steps.spec.Step.section)")
+        default_factory=dict, description="every step's own section (`medcode:`, `translator:`, a new step's `toy:`: "
+        "pipeline.steps.spec.Step.section), validated by its step's settings model; read with `section(name)`")
     prices: dict[str, Price] = Field(
         default_factory=dict, description="model id -> {input, output}: $ per 1M tokens; stored with the run, read "
         "by pipeline.read.cost and the dry-run estimate (not part of config_hash: prices change no result)")
     # what the steps it was validated with declare (``load_config(steps=...)``, the catalog's): each step's
-    # (role, model) pairs and its own section's settings; empty for a config built without them
+    # (role, model) pairs; empty for a config built without them
     _roles: tuple[tuple[str, ModelConfig | str], ...] = PrivateAttr(default=())
-    _settings: dict[str, Any] = PrivateAttr(default_factory=dict)
 
     def __eq__(self, other: object) -> bool:
         """Equal when the settings are (a config read back from a run's JSON equals the one loaded): what the steps
         declare of it is derived from them."""
         return isinstance(other, RunConfig) and self.__dict__ == other.__dict__
 
-    __hash__ = _Frozen.__hash__
+    __hash__ = Frozen.__hash__
 
     @model_validator(mode="before")
     @classmethod
-    def _step_sections(cls, raw, info: ValidationInfo):
-        """A step's own section (``Step.section``, one the config does not declare) is validated by that step's
-        ``settings`` model and kept under ``sections``; any other unknown key is refused as before. The steps are
-        the ones given to the validation (``load_config(steps=...)``)."""
-        if not isinstance(raw, dict) or set(raw) <= set(cls.model_fields):  # no section of a step's own: no lookup
+    def _step_sections(cls, raw: Any, info: ValidationInfo) -> Any:
+        """Every step's own section (``Step.section``: a top-level key of the YAML, or where a stored run's JSON keeps
+        it) validated by that step's ``settings`` model into ``sections``; a section given as null is unset. A key
+        that is neither a field nor the section of a step given to the validation (``load_config(steps=...)``) is
+        refused."""
+        if not isinstance(raw, dict):
             return raw
-        own = {step.section: step for step in _given_steps(info)
-               if step.section and step.section not in cls.model_fields}
-        found = {k: own[k] for k in raw if k in own}
-        if not found:
-            return raw
-        sections = dict(raw.get("sections") or {})
-        for name, step in found.items():
-            if step.settings is None:
-                sections[name] = raw[name]
+        declared = {step.section: step.settings for step in _given_steps(info) if step.section}
+        given = {**(raw.get("sections") or {}),
+                 **{k: v for k, v in raw.items() if k in declared or k in STORED_AT_TOP}}
+        sections = {}
+        for name, value in given.items():
+            if value is None:
                 continue
+            if name not in declared:
+                raise SectionError(name, "no step given to this validation declares this section (validate the "
+                                   "config with the catalog's steps: pipeline.catalog)")
+            settings = declared[name]
             try:
-                sections[name] = step.settings.model_validate(raw[name]).model_dump(mode="json")
+                sections[name] = value if settings is None else settings.model_validate(value)
             except ValidationError as exc:
                 err = exc.errors()[0]
-                raise ValueError(f"{'.'.join(str(p) for p in (name, *err['loc']))}: {err['msg']}") from None
-        return {**{k: v for k, v in raw.items() if k not in found}, "sections": sections}
+                raise SectionError(".".join(str(p) for p in (name, *err["loc"])), err["msg"],
+                                   len(exc.errors()) - 1) from None
+        return {**{k: v for k, v in raw.items() if k not in given}, "sections": sections}
+
+    @model_serializer(mode="wrap")
+    def _stored_layout(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """The fields, with the sections of ``STORED_AT_TOP`` at the top level right after ``weights_preset`` (null
+        when unset) and every other step's section under ``sections``: the layout of every stored run's JSON."""
+        data = handler(self)
+        sections = dict(data.get("sections", {}))
+        out = {}
+        for key, value in data.items():
+            out[key] = value if key != "sections" else sections
+            if key == "weights_preset":
+                out.update({name: sections.pop(name, None) for name in STORED_AT_TOP})
+        return out
 
     @model_validator(mode="after")
     def _declared_by_steps(self, info: ValidationInfo) -> RunConfig:
-        """Keep what the given steps declare of this config: their roles and their own sections' settings."""
+        """Keep the roles of the models the given steps call (``Step.models``) when they can run."""
         steps = _given_steps(info)
-        self._settings = {s.section: s.settings.model_validate(self.sections[s.section]) if s.settings
-                          else self.sections[s.section] for s in steps if s.section in self.sections}
         self._roles = tuple(pair for step in steps if step.missing(self) is None for pair in step.models(self))
         return self
 
@@ -287,11 +267,6 @@ class RunConfig(_Frozen):
             raw = {**raw, "weights": dict(WEIGHT_PRESETS[name]), "weights_preset": name}
         return raw
 
-    @field_validator("translator", "llm_accuracy", "rubric_grader", mode="before")
-    @classmethod
-    def _translator_id(cls, v):
-        return {"id": v} if isinstance(v, str) else v
-
     @model_validator(mode="before")
     @classmethod
     def _judge_list(cls, raw):
@@ -302,11 +277,6 @@ class RunConfig(_Frozen):
                 raise ValueError("judge: an empty list; give one judge or several")
             raw = {**raw, "judge": judges[0], "jury": judges[1:]}
         return raw
-
-    @field_validator("judge", mode="before")
-    @classmethod
-    def _judge_id(cls, v):
-        return {"id": v} if isinstance(v, str) else v
 
     @field_validator("jury", mode="before")
     @classmethod
@@ -336,16 +306,18 @@ class RunConfig(_Frozen):
         return self
 
     def get(self, path: str) -> Any:
-        """A section by its dotted path (``"medcode.teacher"``, or a step's own section), None where it is unset."""
+        """A setting by its dotted path (``"judge"``, ``"medcode.teacher"``: a field or a step's own section), None
+        where it is unset."""
         head, _, rest = path.partition(".")
-        value = getattr(self, head, None) if head in type(self).model_fields else self.sections.get(head)
+        value = getattr(self, head, None) if head in type(self).model_fields else self.section(head)
         for part in rest.split(".") if rest else ():
             value = getattr(value, part, None) if not isinstance(value, dict) else value.get(part)
         return value
 
     def section(self, name: str) -> Any:
-        """A step's own section (``Step.section``), validated by its ``settings`` model; None when unset."""
-        return self._settings.get(name)
+        """A step's own section (``Step.section``) as its ``settings`` model (``MedcodeConfig``, ``ModelConfig``,
+        …); None when unset."""
+        return self.sections.get(name)
 
     def models_by_role(self) -> list[tuple[str, ModelConfig | str]]:
         """``(role, model)`` of every model this config names, whatever the stages run: each step's declared
@@ -400,9 +372,20 @@ def load_config(path: str | Path, *, steps: Iterable[Step], **overrides) -> RunC
         return RunConfig.model_validate(raw, context={"steps": tuple(steps)})
     except ValidationError as exc:
         err = exc.errors()[0]
-        field = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        more = f" (+{len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
-        raise UserError(f"{path}: field {field}: {err['msg']}{more}") from None
+        cause = (err.get("ctx") or {}).get("error")
+        field, msg, others = (cause.field, cause.msg, cause.others) if isinstance(cause, SectionError) else (
+            ".".join(str(p) for p in err["loc"]) or "(top level)", err["msg"], len(exc.errors()) - 1)
+        more = f" (+{others} more)" if others else ""
+        raise UserError(f"{path}: field {field}: {msg}{more}") from None
+
+
+class SectionError(ValueError):
+    """A step's section that does not validate: the dotted field, the message and how many other errors the
+    section has, for ``load_config``'s line."""
+
+    def __init__(self, field: str, msg: str, others: int = 0) -> None:
+        super().__init__(f"{field}: {msg}")
+        self.field, self.msg, self.others = field, msg, others
 
 
 def _given_steps(info: ValidationInfo) -> tuple[Step, ...]:

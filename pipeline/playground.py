@@ -89,8 +89,8 @@ def role_config(config: RunConfig, role: str) -> ModelConfig | None:
     """The judge's or critic's model options, or None when the config has no such role."""
     if role == "judge" and config.judge is not None:
         return config.model_config_for(config.judge.id)
-    if role == "critic" and config.medcode is not None:
-        return config.model_config_for(config.medcode.critic_id)
+    if role == "critic" and (medcode := config.section("medcode")) is not None:
+        return config.model_config_for(medcode.critic_id)
     return None
 
 
@@ -144,8 +144,8 @@ def detect_language(text: str) -> str | None:
 
 def translator_choices(config: RunConfig) -> list[ModelConfig]:
     """Models that can translate here: the config's ``translator`` first, then the available LLM generators."""
-    out = [config.translator] if config.translator is not None and unavailable_reason(config.translator) is None \
-        else []
+    translator = config.section("translator")
+    out = [translator] if translator is not None and unavailable_reason(translator) is None else []
     out += [m for m in config.models if m.provider != "extractive" and not is_reference(m.id)
             and unavailable_reason(m) is None and m.id not in {o.id for o in out}]
     return out

@@ -40,14 +40,14 @@ def pipeline_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A results database produced by the pipeline itself (real local models, no mocks)."""
     from rich.console import Console
 
-    from pipeline.config import RunConfig
+    from pipeline.catalog import catalog
     from pipeline.runner import run
 
     db = tmp_path_factory.mktemp("pipeline-db") / "results.duckdb"
     reuse = os.environ.get("PARIKSHA_TEST_PIPELINE_DB")  # development shortcut: a database built by this fixture
     if reuse and Path(reuse).is_file():
         return copy_results_db(Path(reuse), db)
-    config = RunConfig.model_validate({
+    config = catalog().config({
         "name": "app-tests", "dataset": str(REPO / "data" / "cataract"), "db": str(db),
         "languages": ["en", "hi"], "per_language": 1,
         "retrieval": {"top_k": 1, "split": "separate", "top_k_updates": 1},

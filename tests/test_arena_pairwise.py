@@ -161,10 +161,9 @@ def test_the_embedded_judge_stores_both_orders_of_every_judged_pair(tmp_path: Pa
 
 
 def test_a_sample_per_language_takes_that_many_pairs_of_each_language_seeded():
-    from pipeline.config import PairwiseConfig
     from pipeline.dataset import Query
     from pipeline.steps.context import ResponseItem
-    from pipeline.steps.pairwise import pairs_to_judge
+    from pipeline.steps.pairwise import PairwiseConfig, pairs_to_judge
 
     items = [ResponseItem(Query(query_id=f"{lang}-{k}", language=lang, query="q", gt_response="g"), m, "t", "h")
              for lang in ("hi", "ta") for k in range(4) for m in ("m1", "m2", "m3")]

@@ -16,8 +16,7 @@ import pandas as pd
 import pytest
 from rich.console import Console
 
-from pipeline.catalog import load_config
-from pipeline.config import RunConfig
+from pipeline.catalog import catalog, load_config
 from pipeline.errors import UserError
 from pipeline.read.cost import cost_by_model, cost_by_run, cost_of, cost_table
 from pipeline.store import Store
@@ -160,9 +159,9 @@ def test_the_stored_summary_keeps_the_stage_errors_beside_the_usage(tmp_path, mo
                                        prompt_tokens=300, completion_tokens=60))
 
     monkeypatch.setattr(runner, "_run_stages", one_stage)
-    config = RunConfig.model_validate({"name": "summary", "dataset": str(REPO / "data" / "cataract"),
-                                       "db": str(tmp_path / "r.duckdb"), "per_language": 1,
-                                       "models": [{"id": "extractive/top-sentences"}]})
+    config = catalog().config({"name": "summary", "dataset": str(REPO / "data" / "cataract"),
+                               "db": str(tmp_path / "r.duckdb"), "per_language": 1,
+                               "models": [{"id": "extractive/top-sentences"}]})
     run_id = runner.run(config, stages="generate", console=Console(file=io.StringIO()))
     (summary, errors), = Store(config.db).fetch("SELECT summary, errors FROM runs WHERE run_id = ?", [run_id])
     (record,) = json.loads(summary)
@@ -190,7 +189,7 @@ def test_dry_run_estimate_is_within_20_percent_of_what_the_run_records(tmp_path)
     from pipeline.estimate import Estimate, print_estimate
     from pipeline.runner import parse_stages, run, select_queries
 
-    config = RunConfig.model_validate({
+    config = catalog().config({
         "name": "estimate", "dataset": str(REPO / "data" / "cataract"), "db": str(tmp_path / "r.duckdb"),
         "limit": 2, "retrieval": {"top_k": 1, "split": "separate", "top_k_updates": 1},
         "models": [{"id": SMOLLM2, "max_tokens": 24}],

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from pipeline.catalog import catalog
 from pipeline.config import RunConfig
 from pipeline.dataset import load_dataset
 from pipeline.errors import UserError
@@ -48,7 +49,7 @@ def test_no_label_token_is_flagged_not_invented():
 
 # -- the trained classifier's checkpoint in the dry run and the run -------------------------------------------
 def _config(tmp_path: Path, classifier: str) -> RunConfig:
-    return RunConfig.model_validate({
+    return catalog().config({
         "name": "t", "dataset": str(REPO / "data" / "cataract"), "db": str(tmp_path / "r.duckdb"), "limit": 3,
         "models": [{"id": "extractive/top-sentences"}], "medcode": {"critic": SMOLLM2, "classifier": classifier}})
 

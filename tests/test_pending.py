@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from pipeline.catalog import load_config
+from pipeline.catalog import catalog, load_config
 from pipeline.config import RunConfig
 from pipeline.dataset import load_dataset
 from pipeline.estimate import Estimate
@@ -157,8 +157,8 @@ def test_the_estimate_reads_a_missing_table_as_nothing_done_and_raises_any_other
     db = tmp_path / "r.duckdb"
     folder = Path(__file__).resolve().parent.parent / "data" / "cataract"
     dataset = load_dataset(folder)
-    config = RunConfig.model_validate({"name": "e", "dataset": str(folder), "db": str(db),
-                                       "models": [{"id": "extractive/top-sentences"}]})
+    config = catalog().config({"name": "e", "dataset": str(folder), "db": str(db),
+                               "models": [{"id": "extractive/top-sentences"}]})
     est = Estimate(config, dataset, dataset.queries[:1], ["generate"])
     assert est.fetch("SELECT 1 FROM responses", []) == []  # no file yet
     with Store(db).connect():

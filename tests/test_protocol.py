@@ -11,7 +11,7 @@ import duckdb
 import pytest
 from rich.console import Console
 
-from pipeline.config import RunConfig
+from pipeline.catalog import catalog
 from pipeline.errors import UserError
 from pipeline.runner import run
 from pipeline.store import text_hash
@@ -57,7 +57,7 @@ def dated_kb(tmp_path: Path) -> Path:
 @pytest.mark.slow
 def test_paper_retrieval_and_the_kb_as_of_the_query_date(dated_kb: Path, tmp_path: Path):
     db = tmp_path / "r.duckdb"
-    config = RunConfig.model_validate({
+    config = catalog().config({
         "name": "dated", "dataset": str(dated_kb), "db": str(db),
         "models": [{"id": SMOLLM2, "max_tokens": 8}], "judge": {"id": SMOLLM2, "max_tokens": 8},
         "reask": {"times": 0},  # one call per prompt: an 8-token verdict is rarely readable, and re-asks are not this
@@ -98,7 +98,7 @@ def test_a_hindi_query_without_english_is_machine_translated_before_retrieval(da
          "kb_refs": ["upd-1"], "update_sensitive": True},
     ])
     db = tmp_path / "r.duckdb"
-    config = RunConfig.model_validate({
+    config = catalog().config({
         "name": "translated", "dataset": str(dated_kb), "db": str(db), "models": [{"id": "extractive/top-sentences"}],
         "translator": {"id": SMOLLM2, "max_tokens": 48},
     })
@@ -155,7 +155,7 @@ def test_the_extractive_baseline_never_repeats_a_sentence():
 def test_a_jury_of_two_embedded_judges_scores_every_item(tmp_path: Path):
     """MedHELM-style jury: `judge:` a list; every judge scores every item and both are stored apart."""
     db = tmp_path / "r.duckdb"
-    config = RunConfig.model_validate({
+    config = catalog().config({
         "name": "jury", "dataset": str(REPO / "data" / "cataract"), "db": str(db), "languages": ["en"],
         "per_language": 1, "models": [{"id": "extractive/top-sentences"}],
         "judge": [{"id": SMOLLM2, "max_tokens": 16}, {"id": "llamacpp/gemma-3-270m", "max_tokens": 16}],

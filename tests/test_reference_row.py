@@ -112,11 +112,11 @@ def test_the_reference_is_one_id_and_answers_with_the_approved_text():
     items = [{"model_id": REFERENCE_ID}, {"model_id": FIXTURE}]
     assert scorable("judge", items, lambda it: it["model_id"]) == [{"model_id": FIXTURE}]
     assert scorable("rubric", items, lambda it: it["model_id"]) == items
-    from pipeline.config import RunConfig
+    from pipeline.catalog import catalog
     from pipeline.playground import model_choices, translator_choices
 
-    config = RunConfig.model_validate({"name": "x", "dataset": "data/cataract",
-                                       "models": [{"id": REFERENCE_ID}, {"id": EXTRACTIVE}]})
+    config = catalog().config({"name": "x", "dataset": "data/cataract",
+                               "models": [{"id": REFERENCE_ID}, {"id": EXTRACTIVE}]})
     assert {c.config.id: c.available for c in model_choices(config)} == {REFERENCE_ID: False, EXTRACTIVE: True}
     assert translator_choices(config) == []  # it answers no typed query, translates nothing
 

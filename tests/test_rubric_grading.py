@@ -17,7 +17,7 @@ import pytest
 from rich.console import Console
 
 from pipeline.analysis.rubric import calculate_score, item_scores, score_from_sums, tag_breakdown
-from pipeline.config import RunConfig
+from pipeline.catalog import catalog
 from pipeline.dataset import Query, load_dataset, validate
 from pipeline.dataset.importers import import_qa
 from pipeline.labels.criterion_labels import import_criterion_labels_command
@@ -319,11 +319,11 @@ def test_rubric_stage_needs_a_grader_and_the_dry_run_counts_its_calls(tmp_path: 
     folder = write_dataset(tmp_path / "rubric-set")
     base = {"name": "t", "dataset": str(folder), "db": str(tmp_path / "r.duckdb"),
             "models": [{"id": "extractive/top-sentences"}, {"id": SMOLLM2, "languages": ["en"]}]}
-    assert "rubric" not in parse_stages(None, RunConfig.model_validate(base))
+    assert "rubric" not in parse_stages(None, catalog().config(base))
     from pipeline.errors import UserError
     with pytest.raises(UserError, match="no `rubric_grader:` section"):
-        parse_stages("rubric", RunConfig.model_validate(base))
-    config = RunConfig.model_validate({**base, "rubric_grader": SMOLLM2})
+        parse_stages("rubric", catalog().config(base))
+    config = catalog().config({**base, "rubric_grader": SMOLLM2})
     assert parse_stages(None, config).index("rubric") == parse_stages(None, config).index("generate") + 1
     assert config.model_config_for(SMOLLM2).id == SMOLLM2
     dataset = load_dataset(folder)
@@ -345,7 +345,7 @@ def test_a_grader_with_known_verdicts_gives_the_hand_scores(tmp_path: Path) -> N
         {"explanation": f"verdict {i} on {qid}", "criteria_met": met})
         for qid, flags in MET["m2"].items() for i, met in enumerate(flags)}
     with FixtureServer(latency_s=0.0) as answers, FixtureServer(latency_s=0.0, replies=replies) as grader:
-        config = RunConfig.model_validate({
+        config = catalog().config({
             "name": "known", "dataset": str(folder), "db": str(tmp_path / "known.duckdb"),
             "models": [{"id": "openai-compatible/m2", "base_url": answers.base_url}],
             "rubric_grader": {"id": "openai-compatible/grader", "base_url": grader.base_url}})
@@ -369,7 +369,7 @@ def test_healthbench_fixture_imports_validates_and_grades_end_to_end(tmp_path: P
     dataset, issues = validate(folder)
     assert dataset is not None and not [i for i in issues if i.severity == "error"]
     db = tmp_path / "hb.duckdb"
-    config = RunConfig.model_validate({
+    config = catalog().config({
         "name": "hb", "dataset": str(folder), "db": str(db), "models": [{"id": "extractive/top-sentences"}],
         "rubric_grader": {"id": SMOLLM2, "max_tokens": 32}, "concurrency": 2})
     run(config, stages="generate,rubric", console=Console(file=io.StringIO()))

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from pipeline.config import RunConfig
+from pipeline.catalog import catalog
 from pipeline.disagreement import LABELS
 from pipeline.metrics import METRICS
 from pipeline.read.common import Filters, weights_tuple
@@ -36,7 +36,7 @@ def scored(tmp_path_factory):
     lines = (REPO / "data" / "cataract" / "queries.jsonl").read_text(encoding="utf-8").splitlines()
     picked = [line for line in lines if line.strip() and json.loads(line)["query_id"] in QUERY_IDS]
     (folder / "queries.jsonl").write_text("\n".join(picked) + "\n", encoding="utf-8")
-    config = RunConfig.model_validate({
+    config = catalog().config({
         "name": "scoring-test", "dataset": str(folder), "db": str(folder.parent / "results.duckdb"),
         "retrieval": {"top_k": 2, "split": "separate", "top_k_updates": 1},
         "models": [{"id": SMOLLM2, "max_tokens": 32}, {"id": "extractive/top-sentences"}],

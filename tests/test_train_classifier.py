@@ -246,11 +246,11 @@ def test_if_changed_skips_a_current_checkpoint(tiny_checkpoint, capsys):
 
 def test_config_names_trained_as_the_default():
     from pipeline.catalog import load_config
-    from pipeline.config import MedcodeConfig
+    from pipeline.steps.medcode import MedcodeConfig
 
     assert MedcodeConfig().classifier == "trained"
     for name in ("default", "full"):
-        assert load_config(REPO / "configs" / f"{name}.yaml").medcode.classifier == "trained"
+        assert load_config(REPO / "configs" / f"{name}.yaml").section("medcode").classifier == "trained"
 
 
 def test_cli_train_classifier_rejects_bad_csv(tmp_path):

@@ -12,6 +12,7 @@ import duckdb
 import pytest
 from rich.console import Console
 
+from pipeline.catalog import catalog
 from pipeline.config import RunConfig
 from pipeline.dataset.languages import in_script_of
 from pipeline.errors import UserError
@@ -40,7 +41,7 @@ def _dataset(folder: Path, query: dict) -> Path:
 
 
 def _config(folder: Path, db: Path, server: FixtureServer, times: int) -> RunConfig:
-    return RunConfig.model_validate({
+    return catalog().config({
         "name": "script", "dataset": str(folder), "db": str(db), "models": [{"id": "extractive/top-sentences"}],
         "translator": {"id": TRANSLATOR, "base_url": server.base_url, "max_retries": 0},
         "reask": {"times": times}})

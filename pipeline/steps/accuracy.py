@@ -17,6 +17,7 @@ import json
 import re
 import time
 
+from pipeline.config import ModelConfig
 from pipeline.models.base import ChatRequest, Completion, GenerateParams, Message
 from pipeline.models.reference import scorable
 from pipeline.prompts import load_text
@@ -91,7 +92,7 @@ async def step_accuracy(ctx: RunContext) -> None:
 def pending(ctx: Inputs) -> list[Pending]:
     """LLM-Accuracy's calls (with a checker configured): one per selected response not yet checked for its current
     text (an unreadable verdict is asked again, ``reask.on_rerun``)."""
-    mc = ctx.config.llm_accuracy
+    mc = ctx.config.section("llm_accuracy")
     if mc is None:
         return []
     done = finished(ctx, "answer_checks", ("query_id", "model_id"), where={"method": "llm", "checker_id": mc.id},
@@ -103,6 +104,8 @@ def pending(ctx: Inputs) -> list[Pending]:
                        unparsed=lambda c: parse_verdict(c.text) is None)]
 
 
+# its section, `llm_accuracy:` (Med-CoDE's LLM-Accuracy): this model decides whether each answer is correct against
+# the ground truth (multiple-choice items are also checked by their parsed option)
 STEP = Step(run=step_accuracy, pending=pending,
-            models=lambda config: [("accuracy checker", config.llm_accuracy)] if config.llm_accuracy else [],
-            rows=(AnswerCheckRow,))
+            models=lambda config: [("accuracy checker", mc)] if (mc := config.section("llm_accuracy")) else [],
+            rows=(AnswerCheckRow,), section="llm_accuracy", settings=ModelConfig)

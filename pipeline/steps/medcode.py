@@ -32,8 +32,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from pydantic import Field
 
-from pipeline.config import ModelConfig, RunConfig
+from pipeline.config import Frozen, ModelConfig, RunConfig
 from pipeline.dataset import Query
 from pipeline.disagreement import LABEL_ALIASES, LABELS, PROB_COLUMNS
 from pipeline.errors import UserError
@@ -49,6 +50,29 @@ CRITIQUE_MAX_TOKENS = 120  # ~60 words, Med-CoDE's average critique length is 58
 MEDCODE_BLOCK = 32  # responses critiqued and classified per block
 EMPTY_CRITIQUE = "the critic wrote an empty critique"  # stored as the item's error, never classified
 TRAINED_CLASSIFIER = Path(__file__).resolve().parents[2] / ".cache" / "medcode-classifier"  # classifier: trained
+
+
+class MedcodeConfig(Frozen):
+    """The config's ``medcode:`` section (this stage's and ``medcode-label``'s): the critic, the classifier of its
+    critiques, the teacher that labels critiques for training."""
+
+    critic: str | ModelConfig = "llamacpp/smollm2-135m-instruct"
+    classifier: str = Field(
+        "trained",
+        min_length=1,
+        description="'trained' (the paper's way: the studio's checkpoint fine-tuned on data/medcode-critiques "
+        "by `make classifier`, in .cache/medcode-classifier/), a path to another fine-tuned transformers "
+        "sequence-classification checkpoint, or 'logprobs' (zero-shot from the critic's label-token "
+        "log-probabilities; not the paper's method)",
+    )
+
+    teacher: ModelConfig | None = Field(
+        None, description="Med-CoDE's GPT-4 step (`python -m pipeline medcode label`): this model writes a critique "
+        "and a None/Low/Moderate/High label for each stored response, into labelled_critiques (training data)")
+
+    @property
+    def critic_id(self) -> str:
+        return self.critic if isinstance(self.critic, str) else self.critic.id
 
 
 # -- prompts ---------------------------------------------------------------------------------------
@@ -208,7 +232,7 @@ def classifier_tag(classifier: str) -> str:
 
 # -- the step --------------------------------------------------------------------------------------
 def _critic_config(ctx: Inputs) -> ModelConfig:
-    critic = ctx.config.medcode.critic
+    critic = ctx.config.section("medcode").critic
     return critic if isinstance(critic, ModelConfig) else ctx.config.model_config_for(critic)
 
 
@@ -217,7 +241,7 @@ def pending(ctx: Inputs) -> list[Pending]:
     classifier (a stored failure is asked again); with ``logprobs`` each critique's classification follows
     (``then``). Without the classifier's checkpoint nothing counts as finished (the run stops before, the dry run
     says so)."""
-    mc = ctx.config.medcode
+    mc = ctx.config.section("medcode")
     if mc is None:
         return []
     critic = _critic_config(ctx)
@@ -254,7 +278,7 @@ async def step_medcode(ctx: RunContext) -> None:
     """
     import asyncio
 
-    mc = ctx.config.medcode
+    mc = ctx.config.section("medcode")
     (p,) = pending(ctx)
     critic_cfg = p.model
     wanted_tag = classifier_tag(mc.classifier)
@@ -299,7 +323,7 @@ def classifier_missing(config: RunConfig) -> str | None:
     """Why the medcode stage's classifier checkpoint cannot be used (one line saying what to run), or None:
     no medcode stage, ``logprobs``, or a checkpoint folder that is there. The dry run prints it; a run stops
     with it before any call is made."""
-    mc = config.medcode
+    mc = config.section("medcode")
     if mc is None or mc.classifier == "logprobs":
         return None
     try:
@@ -313,5 +337,5 @@ def classifier_missing(config: RunConfig) -> str | None:
 
 
 STEP = Step(run=step_medcode, pending=pending, requires=("medcode",),
-            models=lambda config: [("critic", config.medcode.critic)], check=classifier_missing,
-            rows=(CritiqueRow,))
+            models=lambda config: [("critic", config.section("medcode").critic)], check=classifier_missing,
+            rows=(CritiqueRow,), section="medcode", settings=MedcodeConfig)

@@ -23,6 +23,7 @@ from pipeline.models.base import ChatRequest, Completion, GenerateParams, Messag
 from pipeline.models.reference import scorable
 from pipeline.prompts import load_text
 from pipeline.steps.context import Call, Inputs, Pending, RunContext, finished, pending_of
+from pipeline.steps.medcode import MedcodeConfig
 from pipeline.steps.spec import Step
 from pipeline.store.rows import LabelledCritiqueRow
 
@@ -91,7 +92,7 @@ def parse_teacher(raw: str | None) -> tuple[str, str | None]:
 def pending(ctx: Inputs) -> list[Pending]:
     """The teacher's calls: one per selected current response it has not labelled yet (an unreadable label is
     asked again, ``reask.on_rerun``)."""
-    teacher = ctx.config.medcode.teacher if ctx.config.medcode is not None else None
+    teacher = ctx.config.get("medcode.teacher")
     if teacher is None:
         return []
     done = finished(ctx, "labelled_critiques", ("query_id", "model_id"), where={"source": teacher.id},
@@ -122,4 +123,5 @@ async def step_label(ctx: RunContext) -> None:
 
 
 STEP = Step(run=step_label, pending=pending, requires=("medcode", "medcode.teacher"),
-            models=lambda config: [("teacher", config.medcode.teacher)], rows=(LabelledCritiqueRow,), opt_in=True)
+            models=lambda config: [("teacher", config.get("medcode.teacher"))], rows=(LabelledCritiqueRow,),
+            section="medcode", settings=MedcodeConfig, opt_in=True)

@@ -19,9 +19,11 @@ import hashlib
 import re
 from collections.abc import Callable, Sequence
 from itertools import combinations
-from typing import Any
+from typing import Any, Literal
 
-from pipeline.config import PairwiseConfig
+from pydantic import Field
+
+from pipeline.config import Frozen
 from pipeline.dataset import Chunk, Query
 from pipeline.models.base import ChatRequest, Completion, GenerateParams, Message
 from pipeline.models.reference import is_reference
@@ -36,6 +38,17 @@ REASON_MAX_CHARS = 400
 _WINNERS = {"a": "A", "b": "B", "tie": "tie", "response a": "A", "response b": "B", "[[a]]": "A", "[[b]]": "B",
             "[[c]]": "tie", "c": "tie", "equal": "tie", "draw": "tie"}
 _WINNER_TEXT = re.compile(r"(?i)(?<![a-z])winner[\s\"'*_`]*[:=][\s\"'*_`]*(response a|response b|a|b|tie)(?![a-z])")
+
+
+class PairwiseConfig(Frozen):
+    """The config's ``pairwise:`` section (docs/arena.md): every judge of ``judge:`` compares the models' responses
+    two by two in both orders, for the arena's judge leaderboard and bias figures; needs ``judge:``."""
+
+    pairs: Literal["all", "sample"] = Field("all", description="all: every pair of models on every query; sample: "
+                                            "`per_language` (query, pair) comparisons per language, seeded")
+    per_language: int = Field(50, ge=1, le=1_000_000, description="comparisons per language with pairs: sample")
+    seed: int = 0
+    max_tokens: int = Field(200, gt=0)
 
 
 def verdict_schema(max_tokens: int) -> dict[str, Any]:
@@ -110,7 +123,7 @@ def pending(ctx: Inputs) -> list[Pending]:
     """Per judge: its calls for the chosen pairs of current responses in both orders (the item: model_a's and
     model_b's responses and the one shown first), skipping what it has judged for the same two texts (an
     unreadable verdict is asked again, ``reask.on_rerun``)."""
-    config = ctx.config.pairwise
+    config = ctx.config.section("pairwise")
     if config is None:
         return []
     chunks = ctx.chunks()
@@ -157,4 +170,4 @@ async def step_pairwise(ctx: RunContext) -> None:
 
 
 STEP = Step(run=step_pairwise, pending=pending, requires=("judge", "pairwise"), models=judges,
-            rows=(PairwiseVerdictRow,))
+            rows=(PairwiseVerdictRow,), section="pairwise", settings=PairwiseConfig)

@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pipeline.config import ModelConfig
 from pipeline.dataset import Criterion, Query
 from pipeline.models.base import ChatRequest, Completion, GenerateParams, Message
 from pipeline.prompts import load_text
@@ -121,7 +122,7 @@ def pending(ctx: Inputs) -> list[Pending]:
     """The grader's calls for every criterion of every selected response to a query with a rubric, not yet graded
     for the response's text and the criterion (a changed response, criterion text, points or tags is graded
     again; an unreadable grade is asked again, ``reask.on_rerun``)."""
-    gc = ctx.config.rubric_grader
+    gc = ctx.config.section("rubric_grader")
     if gc is None:
         return []
     items = [it for it in ctx.responses() if it.query.rubric]
@@ -157,5 +158,8 @@ async def step_rubric(ctx: RunContext) -> None:
         await ctx.send(p, to_rows, label=f"rubric grader {p.model.id}")
 
 
+# its section, `rubric_grader:` (HealthBench rubric grading): this model decides met / not met for each criterion of
+# every response to a query that has a rubric, one call per criterion
 STEP = Step(run=step_rubric, pending=pending, requires=("rubric_grader",),
-            models=lambda config: [("rubric grader", config.rubric_grader)], rows=(RubricGradeRow,))
+            models=lambda config: [("rubric grader", config.section("rubric_grader"))], rows=(RubricGradeRow,),
+            section="rubric_grader", settings=ModelConfig)

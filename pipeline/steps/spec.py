@@ -6,8 +6,8 @@ role (``models``: the dry run's table, the checks made before any call, and the 
 for prices and ``model_config_for``), what would stop it before it spends anything (``check``), what it still has to
 send (``pending``: the run and the dry run's estimate both use it), the tables it writes (``rows``: the catalog adds
 a step's own row classes to the schema every entry point opens the store with), its own config section (``section``
-with its ``settings`` model, for a step whose settings the run config does not already declare) and what generic code
-would otherwise ask by its name (``answers``, ``retrieves``, ``prepare``).
+with its ``settings`` model: every step's, built-in or new, is declared so) and what generic code would otherwise ask
+by its name (``answers``, ``retrieves``, ``prepare``).
 """
 
 from __future__ import annotations
@@ -39,8 +39,10 @@ class Step:
     of a default run and refused when named. ``models``: ``(role, model)`` pairs it calls — a ``ModelConfig`` its
     section holds, or a model id the config resolves (``RunConfig.model_config_for``). ``check``: why it cannot run
     here (one line), said by the dry run and raised before the run starts. ``pending``: the calls it has still to send
-    (LLM steps only). ``rows``: the row classes it writes. ``section``/``settings``: its own config section and the
-    pydantic model that validates it (read back with ``RunConfig.section``). ``opt_in``: runs only when named.
+    (LLM steps only). ``rows``: the row classes it writes. ``section``/``settings``: its own config section (a
+    top-level key of the YAML) and the pydantic model that validates it (read back with ``RunConfig.section``);
+    stages that share a section (``medcode`` and ``medcode-label``) declare the same model. ``opt_in``: runs only
+    when named.
     ``prepare``: applied to the run's inputs (and the dry run's) before any stage, whichever stages run (stored
     results of earlier runs that other stages read: machine renderings of queries). ``answers``: its models are the
     models under evaluation, answering the queries — one that cannot run here is skipped with a warning instead of

@@ -108,7 +108,7 @@ def apply_stored_translations(ctx: Inputs) -> None:
 def pending_queries(ctx: Inputs) -> list[Pending]:
     """The translator's calls (with one configured) for the selected non-English queries the dataset gives without
     ``query_en`` (before stored renderings are applied) that have no stored rendering of their current text."""
-    mc = ctx.config.translator
+    mc = ctx.config.section("translator")
     if mc is None:
         return []
     done = {(qid, h): () for qid, h in ctx.fetch(
@@ -126,7 +126,7 @@ async def step_translate(ctx: RunContext) -> None:
     todo = [q for q in ctx.queries if needs_translation(q)]
     if not todo:
         return
-    if ctx.config.translator is None:
+    if ctx.config.section("translator") is None:
         ids = ", ".join(q.query_id for q in todo[:5]) + (" …" if len(todo) > 5 else "")
         raise UserError(f"{len(todo)} non-English queries have no query_en ({ids}): set `translator:` in the "
                            "config, or give them a human query_en")
@@ -163,7 +163,7 @@ def pending_responses(ctx: Inputs) -> list[Pending]:
     """The translator's calls (with one configured) for the selected responses that need an English rendering
     (``needs_rendering``; a response not generated yet may, when its query is not English) and have none of their
     current text."""
-    mc = ctx.config.translator
+    mc = ctx.config.section("translator")
     if mc is None:
         return []
     done = {(q, m): (h,) for q, m, h in ctx.fetch(
@@ -195,10 +195,13 @@ async def step_translate_responses(ctx: RunContext) -> None:
 
 
 def _translator(config: RunConfig) -> list[tuple[str, ModelConfig]]:
-    return [("translator", config.translator)] if config.translator is not None else []
+    return [("translator", mc)] if (mc := config.section("translator")) is not None else []
 
 
+# both stages read the section `translator:`: this model renders non-English queries without query_en before
+# retrieval, and non-English responses for readers (machine-made, never scored)
 QUERIES = Step(run=step_translate, pending=pending_queries, models=_translator, rows=(TranslationRow,),
+               section="translator", settings=ModelConfig,
                prepare=apply_stored_translations)  # machine renderings of earlier runs, whatever runs now
 RESPONSES = Step(run=step_translate_responses, pending=pending_responses, requires=("translator",),
-                 models=_translator, rows=(TranslationRow,))
+                 models=_translator, rows=(TranslationRow,), section="translator", settings=ModelConfig)
