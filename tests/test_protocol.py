@@ -159,6 +159,7 @@ def test_a_jury_of_two_embedded_judges_scores_every_item(tmp_path: Path):
         "name": "jury", "dataset": str(REPO / "data" / "cataract"), "db": str(db), "languages": ["en"],
         "per_language": 1, "models": [{"id": "extractive/top-sentences"}],
         "judge": [{"id": SMOLLM2, "max_tokens": 16}, {"id": "llamacpp/gemma-3-270m", "max_tokens": 16}],
+        "reask": {"times": 0, "on_rerun": False},  # one call an item: parsing is not what this tests
     })
     run(config, stages="retrieve,generate,judge", console=Console(file=io.StringIO()))
     per_judge = dict(_rows(db, "SELECT judge_id, count(*) FROM judgments GROUP BY ALL"))
