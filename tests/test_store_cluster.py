@@ -74,6 +74,15 @@ def test_cluster_command(synthetic_db, tmp_path):
     assert not (tmp_path / "none.duckdb").exists()
 
 
+def _row_groups(db: Path, sql: str) -> tuple[int, int]:
+    """(row groups scanned, row groups in all) of ``sql``'s scan (``EXPLAIN ANALYZE``)."""
+    with duckdb.connect(str(db), read_only=True) as con:
+        plan = con.execute(f"EXPLAIN ANALYZE {sql}").fetchall()[0][1]
+    line = next(x for x in plan.splitlines() if "Row Groups Scanned" in x)
+    scanned, total = (int(n.strip(" │")) for n in line.split(":")[1].split("/"))
+    return scanned, total
+
+
 def test_cluster_makes_a_query_lookup_read_fewer_row_groups(tmp_path):
     """Rows written model by model over several row groups: a lookup of one query reads every row group before,
     one or two after (DuckDB's min/max statistics)."""
@@ -85,16 +94,10 @@ def test_cluster_makes_a_query_lookup_read_fewer_row_groups(tmp_path):
                     "printf('q-%06d', q), printf('m%d', m), 'x', 'h' FROM range(?) m(m), range(?) q(q) ORDER BY m, q",
                     [models, queries])
 
-    def row_groups() -> int:
-        with duckdb.connect(str(db), read_only=True) as con:
-            plan = con.execute("EXPLAIN ANALYZE SELECT count(*) FROM responses WHERE dataset = 'd' AND "
-                               "query_id = 'q-020000'").fetchall()[0][1]
-        line = next(x for x in plan.splitlines() if "Row Groups Scanned" in x)
-        return int(line.split(":")[1].split("/")[0])
-
-    before = row_groups()
+    lookup = "SELECT count(*) FROM responses WHERE dataset = 'd' AND query_id = 'q-020000'"
+    before, _ = _row_groups(db, lookup)
     Store(db).cluster()
-    assert before >= 2 and row_groups() <= 1 < before
+    assert before >= 2 and _row_groups(db, lookup)[0] <= 1 < before
 
 
 def test_cluster_makes_a_two_model_read_of_the_by_model_table_read_fewer_row_groups(tmp_path):
@@ -108,15 +111,8 @@ def test_cluster_makes_a_two_model_read_of_the_by_model_table_read_fewer_row_gro
                     "printf('m%d', m), printf('q-%06d', q), false, 'h' FROM range(?) q(q), range(?) m(m) ORDER BY q, m",
                     [queries, models])
 
-    def row_groups() -> tuple[int, int]:
-        with duckdb.connect(str(db), read_only=True) as con:
-            plan = con.execute("EXPLAIN ANALYZE SELECT count(*) FROM model_items WHERE dataset = 'd' AND "
-                               "model_id IN ('m2', 'm5')").fetchall()[0][1]
-        line = next(x for x in plan.splitlines() if "Row Groups Scanned" in x)
-        scanned, total = (int(n.strip(" │")) for n in line.split(":")[1].split("/"))
-        return scanned, total
-
-    before, total = row_groups()
+    two_models = "SELECT count(*) FROM model_items WHERE dataset = 'd' AND model_id IN ('m2', 'm5')"
+    before, total = _row_groups(db, two_models)
     assert Store(db).cluster() == {"model_items": models * queries}
-    after, _ = row_groups()
+    after, _ = _row_groups(db, two_models)
     assert before == total >= 5 and after <= 4 < before  # each model 40,000 rows: in one or two row groups
