@@ -23,7 +23,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from pipeline.config import RunConfig
+from pipeline.config import RunConfig, validate_config
 from pipeline.config import load_config as read_config
 from pipeline.dataset.importers import IMPORTERS
 from pipeline.errors import UserError
@@ -74,7 +74,7 @@ class Catalog:
     def config(self, raw: Mapping[str, Any]) -> RunConfig:
         """A run configuration from a mapping (a YAML's settings, or a stored run's JSON read back), validated with
         every step; a ``pydantic.ValidationError`` when it does not validate."""
-        return RunConfig.model_validate(raw, context={"steps": tuple(self.steps.values())})
+        return validate_config(raw, self.steps.values())
 
 
 def build() -> Catalog:

@@ -100,9 +100,9 @@ def upgrade(db: DbOption = RESULTS_DB):
 
 @app.command()
 def cluster(db: DbOption = RESULTS_DB):
-    """Rewrite the per-query tables of a large database in query order and the by-model copies in model order, so the
-    browser's lookups of one query and Compare runs' reads of two models read a few row groups (run again after large
-    runs; minutes at millions of rows)."""
+    """Rewrite the per-query tables of a large database in query order and the by-model table (``model_items``) in
+    model order, so the browser's lookups of one query and Compare runs' reads of two models read a few row groups (run
+    again after large runs; minutes at millions of rows)."""
     raise typer.Exit(cluster_command(db))
 
 

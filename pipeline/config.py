@@ -369,7 +369,7 @@ def load_config(path: str | Path, *, steps: Iterable[Step], **overrides) -> RunC
         raise UserError(f"{path}: expected a mapping of settings at the top level")
     raw.update({k: v for k, v in overrides.items() if v is not None})
     try:
-        return RunConfig.model_validate(raw, context={"steps": tuple(steps)})
+        return validate_config(raw, steps)
     except ValidationError as exc:
         err = exc.errors()[0]
         cause = (err.get("ctx") or {}).get("error")
@@ -377,6 +377,12 @@ def load_config(path: str | Path, *, steps: Iterable[Step], **overrides) -> RunC
             ".".join(str(p) for p in err["loc"]) or "(top level)", err["msg"], len(exc.errors()) - 1)
         more = f" (+{others} more)" if others else ""
         raise UserError(f"{path}: field {field}: {msg}{more}") from None
+
+
+def validate_config(raw: Any, steps: Iterable[Step]) -> RunConfig:
+    """``raw`` (a YAML's settings, a stored run's JSON) validated with ``steps``' declarations (their sections and
+    roles: ``_given_steps``); a ``pydantic.ValidationError`` when it does not validate."""
+    return RunConfig.model_validate(raw, context={"steps": tuple(steps)})
 
 
 class SectionError(ValueError):

@@ -109,7 +109,7 @@ class Store:
 
         DuckDB skips a row group whose min/max excludes a filter's values, so a file written as runs finish
         (model by model) makes one query's lookup read a third of a table; clustered, it reads one or two row
-        groups (and a model's rows of the by-model copies, ``derived_models``, lie together). Rows written later
+        groups (and one model's rows of the by-model ``model_items`` lie together). Rows written later
         are appended unclustered: run it again after large runs. ``progress`` is told each table and its rows
         before its rewrite.
         """
