@@ -559,14 +559,14 @@ def upgrade_command(db: Path) -> int:
     """``upgrade``: ``Store(db).upgrade()`` with the catalog's schema — add what an older version's file lacks (a
     step's own table included), refresh derived tables."""
     from pipeline.catalog import catalog
-    from pipeline.read.common import outdated
     from pipeline.store import SCHEMA_VERSION, Store, require_database
 
     require_database(db)
-    was = outdated(db)
-    Store(db, catalog().schema).upgrade()
-    make_console().print(f"{db}: schema {SCHEMA_VERSION}" + (" (upgraded)" if was else " (already current)"),
-                    highlight=False)
+    done = Store(db, catalog().schema).upgrade()
+    out = make_console()
+    for line in done:
+        out.print(f"  {line}", highlight=False)
+    out.print(f"{db}: schema {SCHEMA_VERSION}" + (" (upgraded)" if done else " (already current)"), highlight=False)
     return 0
 
 

@@ -260,8 +260,9 @@ def test_an_old_file_without_a_derived_table_gets_the_upgrade_notice_not_an_erro
     assert not at.exception, [e.value for e in at.exception]
     assert any("python -m pipeline upgrade" in e.value.replace("\\", "") for e in at.error)
     out = subprocess.run([sys.executable, "-m", "pipeline", "upgrade", "--db", str(db)], cwd=REPO,
-                         capture_output=True, text=True, timeout=120)
+                         capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "200"})
     assert out.returncode == 0, out.stderr
+    assert "table label_pairs created" in out.stdout and "(upgraded)" in out.stdout, out.stdout
     data.clear_caches()
     assert home.choices(db)["notice"] is None
 

@@ -205,7 +205,11 @@ def test_an_older_database_is_upgraded(tmp_path):
     con.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
     con.close()
     store = Store(path)
-    store.upgrade()
+    done = store.upgrade()
+    assert done[0] == f"schema 1 → {SCHEMA_VERSION}" and "column responses.response_hash added" in done
+    assert {f"table {t} created" for t in DERIVED} <= set(done) and "retired table labelled_scores dropped" in done
+    assert "derived tables recomputed" in done
+    assert Store(path).upgrade() == []  # current now: nothing to do, nothing said
     assert store.fetch("SELECT count(*) FROM responses WHERE response_hash = ?", [text_hash("t")]) == [(6,)]
     _assert_definitions(store)
     assert {t: store.fetch(f"SELECT count(*) FROM {t}")[0][0] for t in DERIVED} == counts
@@ -222,7 +226,8 @@ def test_a_file_at_the_last_rebuild_makes_only_the_derived_tables_it_lacks(tmp_p
     con.execute(f"UPDATE meta SET value = '{REBUILT_AT}' WHERE key = 'schema_version'")
     con.close()
     store = Store(path)
-    store.upgrade()
+    said = [f"schema {REBUILT_AT} → {SCHEMA_VERSION}"] * (REBUILT_AT != SCHEMA_VERSION)
+    assert store.upgrade() == [*said, "table label_pairs created"]
     assert _derived(store, "label_pairs") == store.fetch(f"{DERIVED['label_pairs'].definition()} ORDER BY ALL") != []
     assert store.fetch("SELECT FC FROM item_scores WHERE query_id = 'q0'") == [(9.0,)]
     assert store.fetch("SELECT value FROM meta WHERE key = 'schema_version'") == [(str(SCHEMA_VERSION),)]

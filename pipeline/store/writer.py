@@ -65,31 +65,41 @@ class Store:
                     raise
                 con.execute("COMMIT")
 
-    def _create_schema(self, con: duckdb.DuckDBPyConnection) -> None:
+    def _create_schema(self, con: duckdb.DuckDBPyConnection) -> list[str]:
         """Create missing tables, add missing columns (backfilled where derivable), drop retired derived tables,
-        refresh the derived tables when what they hold changed (``REBUILT_AT``), else make just those a file lacks."""
+        refresh the derived tables when what they hold changed (``REBUILT_AT``), else make just those a file lacks.
+        Returns what was done to a file that had tables, a line each."""
         existing = {(t, c) for t, c in con.execute(
             "SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = 'main'").fetchall()}
         tables = {t for t, _ in existing}
         changed = False
+        done: list[str] = []
         new_derived: list[str] = []  # derived tables a filled file lacks: made alone when nothing else changed
         for table, spec in self.schema.tables.items():
             if table not in tables:
                 columns = ", ".join(f"{name} {sql_type}" for name, sql_type in spec.columns)
                 con.execute(f"CREATE TABLE {table} ({columns}, PRIMARY KEY ({', '.join(spec.key)}))")
+                if tables:
+                    done.append(f"table {table} created")
                 if table in DERIVED and tables:
                     new_derived.append(table)
                 continue
             for name, sql_type in spec.columns:
                 if (table, name) not in existing:
                     con.execute(f"ALTER TABLE {table} ADD COLUMN {name} {sql_type}")
+                    done.append(f"column {table}.{name} added")
                     if (table, name) in BACKFILL:
                         con.execute(f"UPDATE {table} SET {name} = {BACKFILL[(table, name)]}")
                     changed = True
-        for table in set(RETIRED) & tables:
+        for table in sorted(set(RETIRED) & tables):
             con.execute(f"DROP TABLE {table}")
+            done.append(f"retired table {table} dropped")
         row = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
         everything = changed or (row is not None and int(row[0]) < REBUILT_AT)
+        if everything:
+            done.append("derived tables recomputed")
+        if row is not None and int(row[0]) != SCHEMA_VERSION:
+            done.insert(0, f"schema {row[0]} → {SCHEMA_VERSION}")
         for derived in (d for d in DERIVED if everything or d in new_derived):  # a table after its sources
             try:
                 for sql in refresh_sql(derived):
@@ -97,11 +107,15 @@ class Store:
             except duckdb.Error as exc:
                 raise _naming(exc, derived) from exc
         con.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
+        return done
 
-    def upgrade(self) -> None:
-        """Bring a database written by an older version to this schema (the first write does it too)."""
-        with self.connect():
-            pass
+    def upgrade(self) -> list[str]:
+        """Bring a database written by an older version to this schema (the first write does it too); returns what
+        was done, a line each (empty: the file was current)."""
+        with self._lock, open_connection(self.path, read_only=False) as con:
+            done = self._create_schema(con)
+            self._ready = True
+        return done
 
     def cluster(self, progress: Callable[[str, int], None] | None = None) -> dict[str, int]:
         """Rewrite each table keyed by query or by model (key starting dataset, query_id or dataset, model_id) that
