@@ -12,6 +12,10 @@ LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=O
 CONFIG ?= configs/default.yaml
 DB ?= data/results.duckdb
 PORT ?= 8501
+# Python writes each module's bytecode on its first import (the venv is installed with --no-compile): a shell that sets
+# PYTHONDONTWRITEBYTECODE would make every process compile what it imports again (the dashboard's imports: 5.0 s of
+# CPU each time instead of 1.6, measured in docs/make-run.md).
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: run setup ocr-packages setup-dev classifier eval eval-first eval-first-answers eval-models eval-full serve test \
   bench lint clean
