@@ -255,6 +255,16 @@ def test_workers_write_the_same_files_as_one_process(tmp_path, monkeypatch):
     assert (tmp_path / "small" / "queries.jsonl").read_bytes() == (tmp_path / "one" / "queries.jsonl").read_bytes()
 
 
+def _cmdline(proc) -> str:
+    """``proc``'s command line, or "" once it has exited (a child may end between the listing and the read)."""
+    import psutil
+
+    try:
+        return " ".join(proc.cmdline())
+    except psutil.Error:
+        return ""
+
+
 def test_killing_curate_ends_its_worker_processes(tmp_path):
     """SIGKILL to curate-queries (the OOM killer; no handler of its own can run, as with a plain SIGTERM) ends its
     workers' fork server and the workers too (they lived on, idle, with 400 MB each)."""
@@ -276,7 +286,7 @@ def test_killing_curate_ends_its_worker_processes(tmp_path):
         workers: list[psutil.Process] = []
         while time.monotonic() < deadline and len(workers) < 2:  # the fork server and a worker at least
             time.sleep(0.5)
-            workers = [p for p in parent.children(recursive=True) if "forkserver" in " ".join(p.cmdline())]
+            workers = [p for p in parent.children(recursive=True) if "forkserver" in _cmdline(p)]
         assert len(workers) >= 2, "the workers never started"
         os.kill(cli.pid, signum)
         cli.wait(timeout=30)
