@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import re
 import subprocess
 import sys
@@ -220,6 +221,17 @@ def test_a_model_worse_on_misspelled_queries_shows_on_that_kind_only(tmp_path):
                    for n in estimate.notes)
         run(config(out), stages="generate,judge", console=quiet)
         assert server.stats()["requests"] - sent == 2 * 4 * len(TOPICS)  # only the variants answered and judged
+    # safety: every original passed; the misspelled variants' current answers failed; the romanized variants' only
+    # check is of an earlier text of their answer (another hash): stale, so those pairs have no verdict to compare
+    from pipeline.store import Store
+    from pipeline.store.rows import SafetyCheckRow
+
+    store = Store(db)
+    answers = store.fetch("SELECT r.query_id, r.model_id, r.response_hash, q.variant_kind FROM responses r JOIN "
+                          "queries q USING (dataset, query_id) WHERE r.dataset = ?", [out.name])
+    checked = {None: (True, None), "misspelled": (False, None), "romanized": (False, "0" * 16)}  # (passed, hash)
+    store.write(SafetyCheckRow(out.name, qid, model, "refusal", checked[kind][0], "", checked[kind][1] or rhash)
+                for qid, model, rhash, kind in answers if kind in checked)
     weights = (1.0, 0.0, 0.0, 0.0)  # AGG = FC: the only metric judged
     changes = robustness_changes(db, Filters(dataset=out.name), "openai-compatible/planted-judge", weights)
     rows = changes[changes.language == "hi"].set_index("kind")
@@ -227,6 +239,9 @@ def test_a_model_worse_on_misspelled_queries_shows_on_that_kind_only(tmp_path):
     assert (rows.pairs == len(TOPICS)).all()
     bad = rows.loc["misspelled"]
     assert bad.FC_hi < 0 and bad.AGG_hi < 0 and bad.flipped_correct > 0.5
+    assert (bad.flipped_safe, bad.safe_pairs) == (1.0, len(TOPICS))
+    assert rows.loc["romanized", "safe_pairs"] == 0 and math.isnan(rows.loc["romanized", "flipped_safe"])
+    assert rows.loc["english", "safe_pairs"] == 0  # no check of those variants at all
     for kind in ("romanized", "code-mixed", "english"):
         assert rows.loc[kind, "FC_lo"] <= 0 <= rows.loc[kind, "FC_hi"], kind
     board = robustness_leaderboard(changes)

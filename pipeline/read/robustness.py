@@ -6,9 +6,10 @@ answered by a model and scored by the judge. Per model × language (the original
 languages: the pairs, the mean change (variant − original) of AGG, FC and the rubric score with a 95 % paired
 bootstrap interval (the pairs resampled: ``stats.bootstrap_mean_cis`` over the per-pair differences binned to
 0.01, as the themes page's variant changes), and the share of pairs whose answer flipped from correct (FC ≥ 1.5)
-to not, and from safe (every safety check passed) to not. The leaderboard ranks models by their worst kind's
-change of a score (AGG, or FC where AGG is missing: AGG needs every weighted metric judged). Counted in SQL; the
-intervals from the counted differences.
+to not, and from safe (every safety check of the answer's current text passed, ``response_facts``) to not. The
+leaderboard ranks models by their worst kind's change of a score (AGG, or FC where AGG is missing: AGG needs every
+weighted metric judged). Counted in SQL, every table read for the pairs' queries only; the intervals from the
+counted differences.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import pandas as pd
 
 from pipeline.analysis.stats import bootstrap_mean_cis
 from pipeline.dataset import Dataset
-from pipeline.metrics import METRICS
+from pipeline.metrics import METRICS, SAFETY_CHECKS
 from pipeline.read.common import Filters, df, has_columns, model_pred, weights_dict
 from pipeline.read.jury import item_source
 from pipeline.store import SHARED_READERS
@@ -55,7 +56,8 @@ def has_variants(db: str | Path) -> bool:
 
 def _pairs_sql(f: Filters, judge: str, weights: tuple[float, ...], preset: str | None,
                grader: str | None) -> tuple[str, list[Any]]:
-    """Per (pair, model): the original's language, the kind, both AGG, FC and rubric scores, both safety verdicts."""
+    """Per (pair, model): the original's language, the kind, both AGG, FC and rubric scores, both safety verdicts
+    (every current check passed; NULL when none was run). Every table is read for the pairs' queries only."""
     w = weights_dict(weights, preset)
     used = [m for m in METRICS if w[m] > 0]
 
@@ -65,18 +67,22 @@ def _pairs_sql(f: Filters, judge: str, weights: tuple[float, ...], preset: str |
     where, p_where = f.with_(models=()).sql(q="o", r=None)
     pred, p_model = model_pred(f.with_(dataset=None), "iv")
     source, p_source = item_source(f, judge)
-    rubric = ("LEFT JOIN rubric_items rv ON rv.dataset = p.dataset AND rv.query_id = p.v_id AND rv.model_id = "
-              "iv.model_id AND rv.grader_id = ? LEFT JOIN rubric_items ro ON ro.dataset = p.dataset AND "
-              "ro.query_id = p.o_id AND ro.model_id = iv.model_id AND ro.grader_id = ? ") if grader else ""
-    p_rubric = [grader, grader] if grader else []
+    checks = ", ".join(SAFETY_CHECKS)
+    rubric = ("LEFT JOIN rub rv ON rv.dataset = p.dataset AND rv.query_id = p.v_id AND rv.model_id = iv.model_id "
+              "LEFT JOIN rub ro ON ro.dataset = p.dataset AND ro.query_id = p.o_id AND ro.model_id = iv.model_id "
+              ) if grader else ""
+    rub_cte = ("rub AS (SELECT dataset, query_id, model_id, score FROM rubric_items WHERE grader_id = ? AND "
+               "query_id IN (SELECT query_id FROM ids)), ") if grader else ""
     return (
-        "WITH pairs AS (SELECT v.dataset, v.query_id AS v_id, v.variant_of AS o_id, o.language, "
-        "v.variant_kind AS kind FROM queries v JOIN queries o ON o.dataset = v.dataset AND o.query_id = v.variant_of "
-        f"WHERE v.variant_kind IS NOT NULL AND {where}), "
-        f"src AS (SELECT * FROM {source} i WHERE i.judge_id = ? AND i.query_id IN (SELECT v_id FROM pairs "
-        "UNION SELECT o_id FROM pairs)), "
-        "safe AS (SELECT dataset, query_id, model_id, bool_and(passed) AS ok FROM safety_checks "
-        "WHERE passed IS NOT NULL GROUP BY ALL) "
+        "WITH pairs AS MATERIALIZED (SELECT v.dataset, v.query_id AS v_id, v.variant_of AS o_id, o.language, "
+        "v.variant_kind AS kind FROM queries v JOIN queries o ON o.dataset = v.dataset AND "
+        f"o.query_id = v.variant_of WHERE v.variant_kind IS NOT NULL AND {where}), "
+        "ids AS (SELECT v_id AS query_id FROM pairs UNION SELECT o_id FROM pairs), "
+        f"src AS (SELECT * FROM {source} i WHERE i.judge_id = ? AND i.query_id IN (SELECT query_id FROM ids)), "
+        f"{rub_cte}"
+        f"safe AS (SELECT dataset, query_id, model_id, CASE WHEN coalesce({checks}) IS NOT NULL THEN "
+        + " AND ".join(f"coalesce({c}, TRUE)" for c in SAFETY_CHECKS)
+        + " END AS ok FROM response_facts WHERE query_id IN (SELECT query_id FROM ids)) "
         f"SELECT p.*, iv.model_id, {agg('io')} AS o_AGG, {agg('iv')} AS v_AGG, io.FC AS o_FC, iv.FC AS v_FC, "
         f"{'ro.score' if grader else 'NULL::DOUBLE'} AS o_rubric, {'rv.score' if grader else 'NULL::DOUBLE'} "
         "AS v_rubric, so.ok AS o_safe, sv.ok AS v_safe FROM pairs p "
@@ -85,13 +91,13 @@ def _pairs_sql(f: Filters, judge: str, weights: tuple[float, ...], preset: str |
         f"{rubric}"
         "LEFT JOIN safe sv ON sv.dataset = p.dataset AND sv.query_id = p.v_id AND sv.model_id = iv.model_id "
         "LEFT JOIN safe so ON so.dataset = p.dataset AND so.query_id = p.o_id AND so.model_id = iv.model_id "
-        f"WHERE {pred}"), [*p_where, *p_source, judge, *p_rubric, *p_model]
+        f"WHERE {pred}"), [*p_where, *p_source, judge, *([grader] if grader else []), *p_model]
 
 
 def _has_tables(db: str | Path) -> bool:
     with SHARED_READERS.cursor(db) as con:
         tables = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
-    return {"item_scores", "safety_checks", "rubric_items"} <= tables
+    return {"item_scores", "response_facts", "rubric_items"} <= tables
 
 
 def robustness_changes(db: str | Path, f: Filters, judge: str, weights: tuple[float, ...],
@@ -101,19 +107,19 @@ def robustness_changes(db: str | Path, f: Filters, judge: str, weights: tuple[fl
     if not has_variants(db) or not _has_tables(db):
         return pd.DataFrame(columns=CHANGE_COLUMNS)
     sql, params = _pairs_sql(f, judge, weights, preset, grader)
+    counted = (f"SELECT model_id, lang, kind, NULL AS score, NULL AS d, count(*) AS n, "
+               f"count_if(o_FC >= {CORRECT_FC} AND v_FC < {CORRECT_FC}), "
+               f"count_if(o_FC >= {CORRECT_FC} AND v_FC IS NOT NULL), count_if(o_safe AND NOT v_safe), "
+               "count_if(o_safe AND v_safe IS NOT NULL) FROM x GROUP BY ALL")
     hist = " UNION ALL ".join(
-        f"SELECT model_id, lang, kind, '{s}' AS score, round(v_{s} - o_{s}, 2) AS d, count(*) AS n FROM x "
-        f"WHERE v_{s} IS NOT NULL AND o_{s} IS NOT NULL GROUP BY ALL" for s in SCORES)
+        f"SELECT model_id, lang, kind, '{s}' AS score, round(v_{s} - o_{s}, 2) AS d, count(*) AS n, NULL, NULL, "
+        f"NULL, NULL FROM x WHERE v_{s} IS NOT NULL AND o_{s} IS NOT NULL GROUP BY ALL" for s in SCORES)
     lang = "CROSS JOIN (SELECT unnest([language, ?]) AS lang) l"
-    with SHARED_READERS.cursor(db) as con:
-        sql_x = f"WITH y AS ({sql}), x AS (SELECT y.*, l.lang FROM y {lang}) "
-        bins = con.execute(f"{sql_x}{hist} ORDER BY ALL", [*params, ALL]).fetchall()
-        counts = con.execute(
-            f"{sql_x}SELECT model_id, lang, kind, count(*) AS pairs, "
-            f"count_if(o_FC >= {CORRECT_FC} AND v_FC < {CORRECT_FC}) AS flipped_correct, "
-            f"count_if(o_FC >= {CORRECT_FC} AND v_FC IS NOT NULL) AS correct_pairs, "
-            "count_if(o_safe AND NOT v_safe) AS flipped_safe, count_if(o_safe AND v_safe IS NOT NULL) AS safe_pairs "
-            "FROM x GROUP BY ALL ORDER BY ALL", [*params, ALL]).fetchall()
+    with SHARED_READERS.cursor(db) as con:  # the pairs read once: the bins and the counts from one result
+        rows = con.execute(f"WITH x AS MATERIALIZED (SELECT y.*, l.lang FROM ({sql}) y {lang}) {hist} UNION ALL "
+                           f"{counted} ORDER BY model_id, lang, kind, score NULLS FIRST, d", [*params, ALL]).fetchall()
+    bins = [r[:6] for r in rows if r[3] is not None]
+    counts = [(*r[:3], *r[5:]) for r in rows if r[3] is None]
     if not counts:
         return pd.DataFrame(columns=CHANGE_COLUMNS)
     out = pd.DataFrame(counts, columns=["model_id", "language", "kind", "pairs", "flipped_correct", "correct_pairs",
@@ -173,17 +179,18 @@ def worst_pairs(db: str | Path, f: Filters, judge: str, weights: tuple[float, ..
     if not has_variants(db) or not _has_tables(db) or score not in SCORES:
         return pd.DataFrame()
     sql, params = _pairs_sql(f, judge, weights, preset, grader)
-    kind_pred, p_kind = ("x.kind = ?", [kind]) if kind else ("TRUE", [])
-    return df(db, (
-        f"WITH x AS ({sql}) SELECT x.model_id, x.kind, x.language, x.o_id AS original_id, qo.query AS original, "
+    kind_pred, p_kind = ("kind = ?", [kind]) if kind else ("TRUE", [])
+    return df(db, (  # the worst pairs first, then their texts: only ``limit`` of them are looked up
+        f"WITH x AS MATERIALIZED (SELECT *, v_{score} - o_{score} AS change FROM ({sql}) y WHERE {kind_pred} AND "
+        f"v_{score} IS NOT NULL AND o_{score} IS NOT NULL ORDER BY change, model_id, v_id LIMIT ?) "
+        "SELECT x.model_id, x.kind, x.language, x.o_id AS original_id, qo.query AS original, "
         f"ro.text AS original_answer, x.o_{score} AS original_score, x.v_id AS variant_id, qv.query AS variant, "
-        f"rv.text AS variant_answer, x.v_{score} AS variant_score, x.v_{score} - x.o_{score} AS change FROM x "
+        f"rv.text AS variant_answer, x.v_{score} AS variant_score, x.change FROM x "
         "JOIN queries qo ON qo.dataset = x.dataset AND qo.query_id = x.o_id "
         "JOIN queries qv ON qv.dataset = x.dataset AND qv.query_id = x.v_id "
         "LEFT JOIN responses ro ON ro.dataset = x.dataset AND ro.query_id = x.o_id AND ro.model_id = x.model_id "
         "LEFT JOIN responses rv ON rv.dataset = x.dataset AND rv.query_id = x.v_id AND rv.model_id = x.model_id "
-        f"WHERE {kind_pred} AND x.v_{score} IS NOT NULL AND x.o_{score} IS NOT NULL "
-        "ORDER BY change, x.model_id, x.v_id LIMIT ?"), [*params, *p_kind, int(limit)])
+        "ORDER BY x.change, x.model_id, x.v_id"), [*params, *p_kind, int(limit)])
 
 
 QUALITY_COLUMNS = ["kind", "made", "dropped", "why_dropped", "measure", "value"]
