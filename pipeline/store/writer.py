@@ -112,6 +112,7 @@ class Store:
     def upgrade(self) -> list[str]:
         """Bring a database written by an older version to this schema (the first write does it too); returns what
         was done, a line each (empty: the file was current)."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
         with self._lock, open_connection(self.path, read_only=False) as con:
             done = self._create_schema(con)
             self._ready = True
