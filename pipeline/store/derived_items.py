@@ -17,13 +17,8 @@
 from __future__ import annotations
 
 from pipeline.metrics import METRICS, SAFETY_CHECKS
-from pipeline.store.derived import QUERY_LANGUAGE, RESPONSE, Derived
+from pipeline.store.derived import QUERY_LANGUAGE, RESPONSE, Derived, join_on
 from pipeline.store.rows import LEXICAL
-
-
-def _on(a: str, b: str) -> str:
-    return " AND ".join(f"{a}.{c} = {b}.{c}" for c in RESPONSE)
-
 
 DERIVED = (
     Derived("item_scores", key=(*RESPONSE, "judge_id"), reads=("judgments", "responses", "queries"), alias="j",
@@ -34,7 +29,7 @@ DERIVED = (
         "max(j.sample) + 1 AS samples, list_sort(list(DISTINCT coalesce(j.run_id, ''))) AS runs, "
         "any_value(q.language) AS query_language, any_value(coalesce(q.script, 'native')) AS query_script "
         "FROM judgments j {touched} "
-        f"JOIN responses r ON {_on('r', 'j')} AND r.response_hash = j.response_hash AND r.error IS NULL "
+        f"JOIN responses r ON {join_on('r', 'j')} AND r.response_hash = j.response_hash AND r.error IS NULL "
         "JOIN queries q ON q.dataset = j.dataset AND q.query_id = j.query_id "
         "GROUP BY j.dataset, j.query_id, j.model_id, j.judge_id")),
     Derived("label_pairs", key=(*RESPONSE, "label_metric", "judge_id"),
@@ -46,15 +41,15 @@ DERIVED = (
         "list(h.annotator ORDER BY h.annotator) AS annotators, any_value(CASE h.metric "
         + " ".join(f"WHEN '{m}' THEN i.{m}" for m in METRICS) + " END) AS llm "
         "FROM human_labels h {touched_items_h} JOIN item_scores i {touched_items_i} "
-        f"ON {_on('i', 'h')} JOIN queries q ON q.dataset = h.dataset AND q.query_id = h.query_id "
+        f"ON {join_on('i', 'h')} JOIN queries q ON q.dataset = h.dataset AND q.query_id = h.query_id "
         "WHERE h.score IS NOT NULL GROUP BY h.dataset, h.query_id, h.model_id, h.metric, i.judge_id) p {touched}")),
     Derived("response_facts", key=RESPONSE, reads=("responses", "lexical_scores", "safety_checks"), alias="r", select=(
         "SELECT r.dataset, r.query_id, r.model_id, r.error IS NOT NULL AS failed, l.query_id IS NOT NULL AS lexical, "
         f"{', '.join(f'l.{c}' for c in LEXICAL)}, {', '.join(f's.{c}' for c in SAFETY_CHECKS)} "
         "FROM responses r {touched} "
-        f"LEFT JOIN lexical_scores l ON {_on('l', 'r')} AND l.response_hash = r.response_hash "
+        f"LEFT JOIN lexical_scores l ON {join_on('l', 'r')} AND l.response_hash = r.response_hash "
         "LEFT JOIN (SELECT s.dataset, s.query_id, s.model_id, s.response_hash, "
         + ", ".join(f"any_value(s.passed) FILTER (WHERE s.check_name = '{c}') AS {c}" for c in SAFETY_CHECKS)
-        + f" FROM safety_checks s {{touched_s}} GROUP BY ALL) s ON {_on('s', 'r')} "
+        + f" FROM safety_checks s {{touched_s}} GROUP BY ALL) s ON {join_on('s', 'r')} "
         "AND s.response_hash = r.response_hash")),
 )

@@ -13,14 +13,10 @@ and a side is one read of its own row groups. It is recomputed by key with its s
 from __future__ import annotations
 
 from pipeline.metrics import METRICS
-from pipeline.store.derived import RESPONSE, Derived
+from pipeline.store.derived import Derived, join_on
 from pipeline.store.rows import LEXICAL
 
 BY_MODEL = ("dataset", "model_id", "query_id")
-
-
-def _on(a: str, b: str) -> str:
-    return " AND ".join(f"{a}.{c} = {b}.{c}" for c in RESPONSE)
 
 
 DERIVED = (
@@ -31,11 +27,11 @@ DERIVED = (
         + ", ".join(f"x.{c}" for c in LEXICAL) + ", c.p_high, s.judges, "
         + ", ".join(f"s.{m}" for m in METRICS) + " "
         "FROM responses r {touched} JOIN queries q ON q.dataset = r.dataset AND q.query_id = r.query_id "
-        f"LEFT JOIN response_facts x {{touched_x}} ON {_on('x', 'r')} "
+        f"LEFT JOIN response_facts x {{touched_x}} ON {join_on('x', 'r')} "
         "LEFT JOIN (SELECT c.dataset, c.query_id, c.model_id, c.response_hash, avg(c.p_high) AS p_high "
         "FROM critiques c {touched_c} WHERE c.p_high IS NOT NULL GROUP BY ALL) c "
-        f"ON {_on('c', 'r')} AND c.response_hash = r.response_hash "
+        f"ON {join_on('c', 'r')} AND c.response_hash = r.response_hash "
         "LEFT JOIN (SELECT i.dataset, i.query_id, i.model_id, list(i.judge_id ORDER BY i.judge_id) AS judges, "
         + ", ".join(f"list(i.{m}::DOUBLE ORDER BY i.judge_id) AS {m}" for m in METRICS)
-        + " FROM item_scores i {touched_i} GROUP BY ALL) s " f"ON {_on('s', 'r')}")),
+        + " FROM item_scores i {touched_i} GROUP BY ALL) s " f"ON {join_on('s', 'r')}")),
 )

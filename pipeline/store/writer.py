@@ -49,21 +49,27 @@ class Store:
 
     # -- connections -------------------------------------------------------------------------
     @contextmanager
-    def connect(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        """A read-write connection for one transaction; the schema is created on first use."""
+    def _opened(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """The read-write connection, this process's only one (the file's folder made if missing)."""
         with self._lock:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with open_connection(self.path, read_only=False) as con:
-                if not self._ready:
-                    self._create_schema(con)
-                    self._ready = True
-                con.execute("BEGIN TRANSACTION")
-                try:
-                    yield con
-                except BaseException:
-                    con.execute("ROLLBACK")
-                    raise
-                con.execute("COMMIT")
+                yield con
+
+    @contextmanager
+    def connect(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A read-write connection for one transaction; the schema is created on first use."""
+        with self._opened() as con:
+            if not self._ready:
+                self._create_schema(con)
+                self._ready = True
+            con.execute("BEGIN TRANSACTION")
+            try:
+                yield con
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+            con.execute("COMMIT")
 
     def _create_schema(self, con: duckdb.DuckDBPyConnection) -> list[str]:
         """Create missing tables, add missing columns (backfilled where derivable), drop retired derived tables,
@@ -112,8 +118,7 @@ class Store:
     def upgrade(self) -> list[str]:
         """Bring a database written by an older version to this schema (the first write does it too); returns what
         was done, a line each (empty: the file was current)."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self._lock, open_connection(self.path, read_only=False) as con:
+        with self._opened() as con:
             done = self._create_schema(con)
             self._ready = True
         return done
