@@ -425,21 +425,23 @@ def _runs_rows(con: duckdb.DuckDBPyConnection, counts: list[tuple[str, int]]) ->
 
 def _same_sorted(x: pa.ChunkedArray, y: pa.ChunkedArray) -> bool:
     """Whether ``x`` and ``y`` hold the same values in the same ascending order, none repeated."""
-    return len(x) == len(y) and (len(x) < 2 or pc.all(pc.less(x[:-1], x[1:])).as_py()) \
-        and bool(pc.all(pc.equal(x, y)).as_py() if len(x) else True)
+    if len(x) != len(y):
+        return False
+    if len(x) < 2:
+        return len(x) == 0 or x[0] == y[0]
+    return bool(pc.all(pc.less(x[:-1], x[1:])).as_py() and pc.all(pc.equal(x, y)).as_py())
 
 
 def _pair(ta: pa.Table, tb: pa.Table, keys: list[str]) -> pa.Table:
     """The items both sides have, by ``keys``, in key order: the keys, then the other columns as ``{column}_a`` and
     ``{column}_b``."""
-    if len(keys) == 1 and _same_sorted(ta[keys[0]], tb[keys[0]]):  # the same queries in key order (one model of a
-        pass  # clustered file's ``model_items`` each): paired as read
-    elif len(keys) == 1:  # by query: where each of A's items is in B
+    # the same queries in key order (one model of a clustered file's ``model_items`` each) are paired as read
+    if len(keys) == 1 and not _same_sorted(ta[keys[0]], tb[keys[0]]):  # by query: where each of A's items is in B
         ta = ta.take(pc.sort_indices(ta, sort_keys=[(keys[0], "ascending")]))
         at = pc.index_in(ta[keys[0]], value_set=tb[keys[0]])
         found = pc.is_valid(at)
         ta, tb = ta.filter(found), tb.take(pc.drop_null(at))
-    else:
+    elif len(keys) > 1:
         rows = [t.select(keys).append_column("row", pa.array(np.arange(t.num_rows))) for t in (ta, tb)]
         both = rows[0].join(rows[1], keys=keys, join_type="inner", left_suffix="_a", right_suffix="_b")
         both = both.take(pc.sort_indices(both, sort_keys=[(k, "ascending") for k in keys]))
